@@ -1,0 +1,27 @@
+# The one list of commands humans and CI run.
+.PHONY: install lint format typecheck test test-fast check bench eval
+
+install:
+	uv sync --frozen --all-packages
+
+lint:
+	uv run ruff check packages tests benchmarks
+	uv run ruff format --check packages tests benchmarks
+
+format:
+	uv run ruff format packages tests benchmarks
+	uv run ruff check --fix packages tests benchmarks
+
+typecheck:
+	uv run mypy packages/pinakes-core/src packages/pinakes-graph/src packages/pinakes-ner/src packages/pinakes-cli/src packages/pinakes-mcp/src
+
+test:
+	uv run pytest
+
+test-fast:
+	uv run pytest -m "not slow and not model"
+
+check: lint typecheck test
+
+bench:
+	uv run python benchmarks/corpora.py --corpus ../shared/corpora/nushell-docs --corpus ../shared/corpora/dendron-site

@@ -1,0 +1,219 @@
+"""Retrieval channels and the per-query context they share (DESIGN §5).
+
+A channel turns a query into a ranked list of chunk ids. Core's channels are ``bm25`` (FTS5),
+``dense`` (cosine over the in-memory matrix), ``entities`` (an extra BM25 list over given entity
+names) and ``concepts`` (an extra dense list over given concept phrases). Filters are applied
+inside every channel before ranking, so a narrow filter never starves a channel.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from pinakes_core.hookspecs import hookimpl
+from pinakes_core.query import build_fts_query
+from pinakes_core.store import VectorMatrix
+
+__all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
+
+#: A channel's output: ``(chunk_id, raw score)`` pairs, best first.
+Ranked = list[tuple[int, float]]
+
+# Column weights for bm25(): title, heading path, text. A query word in a heading or title is
+# stronger evidence of topic than one in running text.
+_BM25_WEIGHTS = (2.0, 1.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Restrictions applied inside every channel.
+
+    Attributes:
+        tags: the document must carry every one of these tags.
+        path: the document's path must start with this prefix (KB-relative, POSIX).
+        doc_ids: the document must be one of these.
+        modified_after: file modified at or after this UNIX time.
+        modified_before: file modified before this UNIX time.
+    """
+
+    tags: tuple[str, ...] = ()
+    path: str | None = None
+    doc_ids: tuple[str, ...] = ()
+    modified_after: float | None = None
+    modified_before: float | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether any restriction is set."""
+        return bool(self.tags or self.path or self.doc_ids) or (
+            self.modified_after is not None or self.modified_before is not None
+        )
+
+    def where(self) -> tuple[str, list[object]]:
+        """Return a SQL condition over ``documents d`` and its parameters."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.tags:
+            tags = [t.strip().lstrip("#").lower() for t in self.tags]
+            marks = ",".join("?" * len(tags))
+            clauses.append(
+                f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag IN ({marks}) "
+                "GROUP BY doc_id HAVING COUNT(DISTINCT tag) = ?)"
+            )
+            params += [*tags, len(set(tags))]
+        if self.path:
+            prefix = self.path.strip().lstrip("./").replace("\\", "/")
+            clauses.append("substr(d.path, 1, ?) = ?")
+            params += [len(prefix), prefix]
+        if self.doc_ids:
+            clauses.append(f"d.doc_id IN ({','.join('?' * len(self.doc_ids))})")
+            params += list(self.doc_ids)
+        if self.modified_after is not None:
+            clauses.append("d.mtime_ns >= ?")
+            params.append(int(self.modified_after * 1e9))
+        if self.modified_before is not None:
+            clauses.append("d.mtime_ns < ?")
+            params.append(int(self.modified_before * 1e9))
+        return (" AND ".join(clauses) or "1"), params
+
+
+class QueryContext:
+    """Everything a channel may need for one query, computed lazily and at most once."""
+
+    def __init__(
+        self,
+        *,
+        query: str,
+        conn: sqlite3.Connection,
+        filters: Filters,
+        candidates: int,
+        vectors: Callable[[], VectorMatrix],
+        embed_query: Callable[[str], npt.NDArray[np.float32]],
+        entities: tuple[str, ...] = (),
+        concepts: tuple[str, ...] = (),
+    ) -> None:
+        self.query = query
+        self.conn = conn
+        self.filters = filters
+        self.candidates = candidates
+        self.entities = entities
+        self.concepts = concepts
+        self._vectors = vectors
+        self._embed_query = embed_query
+        self.timings_ms: dict[str, float] = {}
+
+    @functools.cached_property
+    def vectors(self) -> VectorMatrix:
+        """The KB's chunk vectors."""
+        return self._vectors()
+
+    @functools.cached_property
+    def allowed_rows(self) -> npt.NDArray[np.bool_] | None:
+        """Mask over :attr:`vectors` rows that pass the filters, or ``None`` without filters."""
+        if not self.filters.active:
+            return None
+        where, params = self.filters.where()
+        ids = [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where}",
+                params,
+            )
+        ]
+        return np.isin(self.vectors.chunk_ids, np.asarray(ids, dtype=np.int64))
+
+    @functools.cached_property
+    def query_vector(self) -> npt.NDArray[np.float32]:
+        """The embedded query."""
+        return self._embed_query(self.query)
+
+    @functools.cached_property
+    def dense_scores(self) -> npt.NDArray[np.float32]:
+        """Cosine of the query to every chunk row (filtered-out rows set to -1)."""
+        return self.cosine(self.query_vector)
+
+    def cosine(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """Cosine of ``vector`` to every chunk row, with filtered-out rows set to -1."""
+        if len(self.vectors) == 0:
+            return np.zeros(0, dtype=np.float32)
+        scores = self.vectors.matrix @ vector
+        if self.allowed_rows is not None:
+            scores = np.where(self.allowed_rows, scores, np.float32(-1.0))
+        return scores
+
+    def top_dense(self, scores: npt.NDArray[np.float32]) -> Ranked:
+        """The best :attr:`candidates` rows by score; non-positive cosine is no evidence."""
+        if scores.size == 0:
+            return []
+        n = min(self.candidates, scores.size)
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.lexsort((self.vectors.chunk_ids[top], -scores[top]))]
+        return [(int(self.vectors.chunk_ids[i]), float(scores[i])) for i in top if scores[i] > 0]
+
+    def bm25(self, text: str) -> Ranked:
+        """FTS5 BM25 over ``text`` with the filters applied inside the query."""
+        match = build_fts_query(text)
+        if match is None:
+            return []
+        where, params = self.filters.where()
+        restrict = (
+            f" AND chunks_fts.rowid IN (SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where})"
+            if self.filters.active
+            else ""
+        )
+        sql = (
+            f"SELECT chunks_fts.rowid, bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))}) AS s "
+            f"FROM chunks_fts WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
+        )
+        rows = self.conn.execute(sql, [match, *params, self.candidates]).fetchall()
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """A retrieval channel: a name and a function from a query context to a ranked list."""
+
+    @property
+    def name(self) -> str:
+        """The channel's unique name (``bm25``, ``dense``, ``expand`` …)."""
+        ...
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        """Return ``(chunk_id, score)`` pairs, best first, at most ``ctx.candidates`` long."""
+        ...
+
+
+@dataclass(frozen=True)
+class _FnChannel:
+    name: str
+    fn: Callable[[QueryContext], Ranked]
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        return self.fn(ctx)
+
+
+def _concepts(ctx: QueryContext) -> Ranked:
+    if not ctx.concepts or len(ctx.vectors) == 0:
+        return []
+    scores = np.max(np.stack([ctx.cosine(ctx._embed_query(c)) for c in ctx.concepts]), axis=0)
+    return ctx.top_dense(scores)
+
+
+@hookimpl
+def register_channels() -> list[Channel]:
+    """Core's own channels, registered through the plugin hook like any other."""
+    return [
+        _FnChannel("bm25", lambda ctx: ctx.bm25(ctx.query)),
+        _FnChannel("dense", lambda ctx: ctx.top_dense(ctx.dense_scores)),
+        _FnChannel(
+            "entities", lambda ctx: ctx.bm25(" ".join(ctx.entities)) if ctx.entities else []
+        ),
+        _FnChannel("concepts", _concepts),
+    ]

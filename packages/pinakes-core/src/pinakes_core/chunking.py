@@ -1,0 +1,243 @@
+"""Heading-aware chunking (DESIGN §4).
+
+Markdown is parsed with a CommonMark parser (markdown-it-py), so fenced code whose lines start
+with ``#``, setext headings and frontmatter are handled by the grammar rather than by regular
+expressions. A chunk never crosses a heading; a section longer than the token budget is split
+at block (paragraph, list, code, table) boundaries, then at line boundaries, and a single line
+longer than the budget at word boundaries. Every non-blank line of the body lands in exactly
+one chunk, in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+
+from pinakes_core.tokens import TokenCounter
+
+__all__ = ["Chunk", "chunk_document", "embed_text", "first_heading"]
+
+_TITLE_SEP = " › "
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrieval unit.
+
+    Attributes:
+        ordinal: position in the document, from 0.
+        heading_path: the headings enclosing the chunk, outermost first.
+        text: the chunk's source text (trimmed of blank lines at both ends).
+        start_line: first line in the file, 1-based (frontmatter lines count).
+        end_line: last line in the file, 1-based, inclusive.
+        tokens: WordPiece token count of ``text``.
+    """
+
+    ordinal: int
+    heading_path: tuple[str, ...]
+    text: str
+    start_line: int
+    end_line: int
+    tokens: int
+
+
+def embed_text(title: str, chunk: Chunk) -> str:
+    """Return the text that is embedded for ``chunk``: ``title › heading path`` then the text.
+
+    A leading heading equal to the title (the usual H1) is not repeated.
+    """
+    path = list(chunk.heading_path)
+    if path and path[0].strip().lower() == title.strip().lower():
+        path = path[1:]
+    return _TITLE_SEP.join([title, *path]) + "\n" + chunk.text
+
+
+_PARSER = MarkdownIt("commonmark").enable("table")
+
+
+@dataclass
+class _Block:
+    start: int  # body line, 0-based inclusive
+    end: int  # body line, exclusive
+    heading: tuple[int, str] | None = None  # (level, text) for heading blocks
+
+
+def _markdown_blocks(lines: list[str]) -> list[_Block]:
+    tokens = _PARSER.parse("\n".join(lines))
+    blocks: list[_Block] = []
+    for i, tok in enumerate(tokens):
+        if tok.level != 0 or tok.map is None or tok.nesting == -1:
+            continue
+        heading = None
+        if tok.type == "heading_open":
+            inline = tokens[i + 1]
+            # Plain text of the heading: link targets and emphasis markers are dropped.
+            plain = "".join(
+                child.content
+                for child in inline.children or ()
+                if child.type in ("text", "code_inline")
+            )
+            heading = (int(tok.tag[1]), (plain or inline.content).strip())
+        blocks.append(_Block(tok.map[0], tok.map[1], heading))
+    return blocks
+
+
+def _text_blocks(lines: list[str]) -> list[_Block]:
+    blocks: list[_Block] = []
+    start: int | None = None
+    for i, line in enumerate(lines):
+        if line.strip():
+            if start is None:
+                start = i
+        elif start is not None:
+            blocks.append(_Block(start, i))
+            start = None
+    if start is not None:
+        blocks.append(_Block(start, len(lines)))
+    return blocks
+
+
+def first_heading(text: str) -> str | None:
+    """Return the text of the first level-1 heading of a Markdown body, if any."""
+    for block in _markdown_blocks(text.split("\n")):
+        if block.heading and block.heading[0] == 1 and block.heading[1]:
+            return block.heading[1]
+    return None
+
+
+class _Packer:
+    """Greedy packing of line ranges into windows of at most ``budget`` tokens."""
+
+    def __init__(self, lines: list[str], offset: int, budget: int, count: TokenCounter) -> None:
+        self.lines = lines
+        self.offset = offset
+        self.budget = budget
+        self.count = count
+        self.costs = [count(line) if line.strip() else 0 for line in lines]
+        self.out: list[tuple[tuple[str, ...], str, int, int, int]] = []
+
+    def emit(self, path: tuple[str, ...], start: int, end: int) -> None:
+        lo, hi = start, end
+        while lo < hi and not self.lines[lo].strip():
+            lo += 1
+        while hi > lo and not self.lines[hi - 1].strip():
+            hi -= 1
+        if lo == hi:
+            return
+        text = "\n".join(self.lines[lo:hi])
+        self.out.append(
+            (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.costs[lo:hi]))
+        )
+
+    def emit_long_line(self, path: tuple[str, ...], line: int) -> None:
+        # Sentences first, words only for a sentence that alone exceeds the budget.
+        parts: list[str] = []
+        for sentence in _SENTENCE_END.split(self.lines[line].strip()):
+            if self.count(sentence) > self.budget:
+                parts.extend(sentence.split())
+            elif sentence:
+                parts.append(sentence)
+        piece: list[str] = []
+        used = 0
+        for part in parts:
+            cost = self.count(part)
+            if piece and used + cost > self.budget:
+                self._piece(path, line, piece, used)
+                piece, used = [], 0
+            piece.append(part)
+            used += cost
+        if piece:
+            self._piece(path, line, piece, used)
+
+    def _piece(self, path: tuple[str, ...], line: int, words: list[str], cost: int) -> None:
+        number = line + 1 + self.offset
+        self.out.append((path, " ".join(words), number, number, cost))
+
+    def pack(self, path: tuple[str, ...], units: list[tuple[int, int]]) -> None:
+        """Pack consecutive units (line ranges) into windows, splitting oversize units."""
+        win_start: int | None = None
+        win_end = 0
+        used = 0
+        for start, end in units:
+            cost = sum(self.costs[start:end])
+            if win_start is not None and used + cost > self.budget and cost <= self.budget:
+                self.emit(path, win_start, win_end)
+                win_start, used = None, 0
+            if cost <= self.budget:
+                if win_start is None:
+                    win_start = start
+                win_end, used = end, used + cost
+                continue
+            # An oversize unit: split at line boundaries (the open window, e.g. a heading line,
+            # joins the first piece), and a single oversize line at sentences, then words.
+            line_start = start if win_start is None else win_start
+            line_used = used
+            win_start = None
+            for line in range(start, end):
+                line_cost = self.costs[line]
+                if line_cost > self.budget:
+                    self.emit(path, line_start, line)
+                    self.emit_long_line(path, line)
+                    line_start, line_used = line + 1, 0
+                    continue
+                if line_used + line_cost > self.budget:
+                    self.emit(path, line_start, line)
+                    line_start, line_used = line, 0
+                line_used += line_cost
+            if line_start < end:
+                win_start, win_end, used = line_start, end, line_used
+            else:
+                used = 0
+        if win_start is not None:
+            self.emit(path, win_start, win_end)
+
+
+def chunk_document(
+    text: str, *, markdown: bool, budget: int, count: TokenCounter, skip_lines: int = 0
+) -> list[Chunk]:
+    """Split a document into heading-bounded chunks of at most ``budget`` tokens.
+
+    Args:
+        text: the whole document (newlines normalised to LF).
+        markdown: parse as Markdown (headings, code fences); otherwise blank-line paragraphs.
+        budget: the chunk size limit in tokens (``[sync] chunk_tokens``).
+        count: the token counter.
+        skip_lines: number of leading lines (frontmatter) that are not body text.
+
+    Returns:
+        The chunks in document order. A window over budget only arises from a single word
+        longer than the budget.
+    """
+    all_lines = text.split("\n")
+    lines = all_lines[skip_lines:]
+    blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
+    packer = _Packer(lines, skip_lines, budget, count)
+
+    stack: list[tuple[int, str]] = []
+    path: tuple[str, ...] = ()
+    units: list[tuple[int, int]] = []
+    section_start = 0
+    for index, block in enumerate(blocks):
+        unit_end = blocks[index + 1].start if index + 1 < len(blocks) else len(lines)
+        if block.heading is not None:
+            if units:
+                packer.pack(path, units)
+            level, title = block.heading
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            path = tuple(t for _, t in stack)
+            units = [(block.start, unit_end)]
+            section_start = block.start
+            continue
+        start = block.start if units else section_start
+        units.append((start, unit_end))
+    if units:
+        packer.pack(path, units)
+    return [
+        Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
+        for i, (p, t, s, e, c) in enumerate(packer.out)
+    ]

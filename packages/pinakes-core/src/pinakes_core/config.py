@@ -1,0 +1,216 @@
+"""``pinakes.toml``: the KB's committed configuration (DESIGN §2).
+
+Every section is a pydantic model that forbids unknown keys, so a typo is an error naming the
+file, the key and the allowed keys instead of a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pinakes_core.errors import ConfigError
+from pinakes_core.uri import is_ulid, new_ulid
+
+__all__ = [
+    "CONFIG_FILE",
+    "DEFAULT_MODEL",
+    "Config",
+    "EmbeddingConfig",
+    "KbConfig",
+    "RetrievalConfig",
+    "SyncConfig",
+    "load_config",
+    "render_config",
+]
+
+CONFIG_FILE = "pinakes.toml"
+#: The offline default embedding model (DESIGN §12), assembled from two PyPI packages.
+DEFAULT_MODEL = "pinakes/all-MiniLM-L6-v2-int8"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KbConfig(_Section):
+    """``[kb]``: the KB's identity."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    id: str
+
+    @field_validator("id")
+    @classmethod
+    def _ulid(cls, value: str) -> str:
+        if not is_ulid(value):
+            raise ValueError("must be a 26-character ULID such as 01JAXR3T5W6Z8Q9N0P1R2S3T4V")
+        return value
+
+
+class SyncConfig(_Section):
+    """``[sync]``: which files are documents and how they are chunked."""
+
+    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt"]
+    exclude: list[str] = []
+    chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
+    max_file_mb: Annotated[float, Field(gt=0)] = 10.0
+    gitignore: bool = True
+    write_sidecars: bool = True
+
+
+class EmbeddingConfig(_Section):
+    """``[embedding]``: the model that embeds chunks and queries."""
+
+    model: Annotated[str, Field(min_length=1)] = DEFAULT_MODEL
+    batch_tokens: Annotated[int, Field(ge=64, le=65536)] = 2048
+    threads: Annotated[int | None, Field(ge=1)] = None
+
+
+class RetrievalConfig(_Section):
+    """``[retrieval]``: channels, fusion and confidence."""
+
+    k: Annotated[int, Field(ge=1, le=200)] = 8
+    candidates: Annotated[int, Field(ge=1, le=1000)] = 50
+    rrf_k: Annotated[int, Field(ge=1)] = 60
+    channels: list[str] = ["bm25", "dense"]
+    graph_channel: Literal["off", "expand", "ppr"] = "off"
+    abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
+
+
+class GraphConfig(_Section):
+    """``[graph]``: edge weights (DESIGN §6); used by the graph plugin."""
+
+    membership: float = 1.0
+    sibling: float = 1.0
+    parent_child: float = 1.0
+    authored: float = 2.0
+    reverse_scan: float = 1.0
+    adjacent_k: Annotated[int, Field(ge=1, le=64)] = 8
+
+
+class NerConfig(_Section):
+    """``[ner]``: the opt-in local NER extra (DESIGN §7)."""
+
+    enabled: bool = False
+
+
+class BudgetConfig(_Section):
+    """``[budget]``: spending caps for the paid path (DESIGN §9)."""
+
+    per_operation_eur: Annotated[float, Field(ge=0)] = 0.50
+    confirm_above_eur: Annotated[float, Field(ge=0)] = 0.05
+
+
+class DeepConfig(_Section):
+    """``[deep]``: the budgeted multi-round ``ask --deep`` loop (DESIGN §9)."""
+
+    model: str = "gpt-4o-mini"
+    max_rounds: Annotated[int, Field(ge=1, le=10)] = 3
+
+
+class SchemaConfig(_Section):
+    """``[schema]``: the seed schema given to extraction prompts (DESIGN §9)."""
+
+    template: str = "general"
+    entity_types: list[str] = []
+    relation_types: list[str] = []
+    attribute_types: list[str] = []
+
+
+class Config(_Section):
+    """The whole of ``pinakes.toml``."""
+
+    kb: KbConfig
+    sync: SyncConfig = SyncConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    graph: GraphConfig = GraphConfig()
+    ner: NerConfig = NerConfig()
+    budget: BudgetConfig = BudgetConfig()
+    deep: DeepConfig = DeepConfig()
+    schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")
+
+
+def _allowed(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Return the keys allowed at ``loc`` (the parent of the offending key)."""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if current is None:
+            break
+        field = current.model_fields.get(str(part)) or next(
+            (f for f in current.model_fields.values() if f.alias == part), None
+        )
+        annotation = field.annotation if field else None
+        current = (
+            annotation
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            else None
+        )
+    if current is None:
+        return []
+    return sorted(f.alias or name for name, f in current.model_fields.items())
+
+
+def _describe(path: Path, error: ValidationError) -> ConfigError:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed(Config, loc)
+        return ConfigError(
+            f"{path}: unknown key {key!r}; allowed keys here are: {', '.join(allowed)}.",
+            "Fix the spelling or remove the key.",
+        )
+    if first["type"] == "missing":
+        return ConfigError(
+            f"{path}: required key {key!r} is missing.", "Run `pnk init` to write a fresh file."
+        )
+    value = first.get("input")
+    return ConfigError(f"{path}: key {key!r} has bad value {value!r}: {first['msg']}.")
+
+
+def load_config(root: Path) -> Config:
+    """Read and validate ``<root>/pinakes.toml``.
+
+    Raises:
+        ConfigError: if the file is missing, is not TOML, or fails validation; the message names
+            the file, the key and the allowed keys or values.
+    """
+    path = root / CONFIG_FILE
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"No {CONFIG_FILE} in {root}.", f"Run `pnk init {root}` to make it a KB."
+        ) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise _describe(path, exc) from None
+
+
+def render_config(name: str, kb_id: str | None = None) -> str:
+    """Return the text of a fresh ``pinakes.toml`` for a KB called ``name``."""
+    kb_id = kb_id or new_ulid()
+    return (
+        "# Pinakes knowledge-base configuration (committed; see the Pinakes guide).\n"
+        "[kb]\n"
+        f'name = "{name}"\n'
+        f'id = "{kb_id}"\n'
+        "\n"
+        "[sync]\n"
+        '# include = ["**/*.md", "**/*.markdown", "**/*.txt"]\n'
+        "# exclude = []\n"
+        "# chunk_tokens = 256\n"
+        "\n"
+        "[embedding]\n"
+        f'# model = "{DEFAULT_MODEL}"   # any fastembed model name works too\n'
+        "\n"
+        "[retrieval]\n"
+        "# k = 8\n"
+    )

@@ -1,0 +1,63 @@
+"""The Pinakes error hierarchy.
+
+Every error a user can cause is a :class:`PinakesError` whose message is one sentence naming
+the file, key or value involved, followed by what to do about it. Anything else escaping the
+library is a bug.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "DocumentNotFoundError",
+    "IndexMissingError",
+    "LockError",
+    "PinakesError",
+    "PluginMissingError",
+    "SidecarError",
+    "UriError",
+]
+
+
+class PinakesError(Exception):
+    """Base class of every error Pinakes raises on purpose.
+
+    Attributes:
+        hint: an optional second sentence telling the user what to do.
+    """
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}" if self.hint else self.message
+
+
+class ConfigError(PinakesError):
+    """``pinakes.toml`` is missing, unreadable, or holds an unknown key or a bad value."""
+
+
+class SidecarError(PinakesError):
+    """A ``.pnk.yaml`` sidecar cannot be parsed or holds an invalid value."""
+
+
+class UriError(PinakesError):
+    """A ``pnk://`` URI or document reference is malformed."""
+
+
+class DocumentNotFoundError(PinakesError):
+    """No document in the KB matches the given id, URI or path."""
+
+
+class IndexMissingError(PinakesError):
+    """The derived store does not exist yet (the KB was never synced)."""
+
+
+class LockError(PinakesError):
+    """Another live process holds the sync lock."""
+
+
+class PluginMissingError(PinakesError):
+    """The configuration asks for a channel whose plugin is not installed."""

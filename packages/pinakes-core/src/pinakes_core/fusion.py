@@ -1,0 +1,23 @@
+"""Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, SIGIR 2009)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+__all__ = ["RRF_K", "rrf"]
+
+#: k = 60 as in the RRF paper; it damps the head of each list so no single channel dominates.
+RRF_K = 60
+
+
+def rrf(lists: Mapping[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Fuse ranked lists of ids into one ranking by Σ 1 / (k + rank), rank counted from 1.
+
+    The result is sorted by descending score, ties broken by the smaller id so the output does
+    not depend on the order the lists are given in.
+    """
+    scores: dict[int, float] = {}
+    for ranked in lists.values():
+        for rank, item in enumerate(ranked, 1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -1,0 +1,387 @@
+"""The :class:`KB` object: one knowledge base, its config, its store and its loaded vectors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
+from pinakes_core.documents import scan
+from pinakes_core.embedding import Embedder, load_embedder
+from pinakes_core.errors import ConfigError, DocumentNotFoundError, IndexMissingError
+from pinakes_core.models import DocumentView, LinkView, SearchResult, Status, SyncReport
+from pinakes_core.retrieval import default_channels, fuse_and_build
+from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix
+from pinakes_core.sync import ProgressFn, run_sync
+from pinakes_core.uri import SCHEME, is_ulid, parse_uri
+
+__all__ = ["KB"]
+
+log = logging.getLogger(__name__)
+
+TimeLike = float | datetime | None
+
+
+def _timestamp(value: TimeLike) -> float | None:
+    if value is None or isinstance(value, float | int):
+        return value
+    return value.timestamp()
+
+
+def find_root(start: Path) -> Path:
+    """Return the nearest folder at or above ``start`` that holds ``pinakes.toml``.
+
+    Raises:
+        ConfigError: if there is none.
+    """
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+    raise ConfigError(
+        f"No {CONFIG_FILE} in {start} or any folder above it.", f"Run `pnk init {start}` first."
+    )
+
+
+class KB:
+    """A knowledge base: a folder of documents with ``pinakes.toml`` and a derived store.
+
+    A ``KB`` keeps its store connection, the embedding model and the vector matrix loaded
+    between queries, and reloads the matrix when another process's sync changed the store.
+    """
+
+    def __init__(self, root: Path, config: Config, embedder: Embedder | None = None) -> None:
+        self.root = root
+        self.config = config
+        self._embedder = embedder
+        self._store: Store | None = None
+        self._vectors: VectorMatrix | None = None
+        self._generation = -1
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def init(cls, path: str | os.PathLike[str], name: str | None = None) -> KB:
+        """Make ``path`` a KB: write ``pinakes.toml`` and add ``.pinakes/`` to ``.gitignore``.
+
+        Raises:
+            ConfigError: if ``path`` already holds a ``pinakes.toml`` or the name is invalid.
+        """
+        root = Path(path).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        config_path = root / CONFIG_FILE
+        if config_path.exists():
+            raise ConfigError(
+                f"{config_path} already exists.", "This folder is a KB already; run `pnk sync`."
+            )
+        name = name or root.name
+        config_path.write_text(render_config(name), encoding="utf-8")
+        try:
+            config = load_config(root)
+        except ConfigError:
+            config_path.unlink()
+            raise ConfigError(
+                f"{name!r} is not a valid KB name.",
+                "Use letters, digits, '.', '_' or '-', e.g. --name my-notes.",
+            ) from None
+        gitignore = root / ".gitignore"
+        existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
+        if not any(line.strip().rstrip("/") == STORE_DIR for line in existing.splitlines()):
+            sep = "" if not existing or existing.endswith("\n") else "\n"
+            with gitignore.open("a", encoding="utf-8") as handle:
+                handle.write(f"{sep}{STORE_DIR}/\n")
+        return cls(root, config)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] = ".", *, embedder: Embedder | None = None) -> KB:
+        """Open the KB at ``path`` (or the nearest folder above it with ``pinakes.toml``).
+
+        Args:
+            path: a folder inside the KB.
+            embedder: an embedder to use instead of the configured model (tests use fakes).
+
+        Raises:
+            ConfigError: if no ``pinakes.toml`` is found or it is invalid.
+        """
+        root = find_root(Path(path))
+        return cls(root, load_config(root), embedder)
+
+    def close(self) -> None:
+        """Release the store connection and the loaded vectors."""
+        if self._store is not None:
+            self._store.close()
+        self._store = None
+        self._vectors = None
+
+    def __enter__(self) -> KB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model (loaded on first use)."""
+        if self._embedder is None:
+            self._embedder = load_embedder(self.config.embedding)
+        return self._embedder
+
+    @property
+    def synced(self) -> bool:
+        """Whether the store exists (the KB was synced at least once)."""
+        return Store.exists(self.root)
+
+    def store(self) -> Store:
+        """Return the open store.
+
+        Raises:
+            IndexMissingError: if the KB was never synced.
+        """
+        if self._store is None:
+            if not self.synced:
+                raise IndexMissingError(
+                    f"{self.root} has no index yet.", f"Run `pnk sync --kb {self.root}`."
+                )
+            self._store = Store.open(self.root, create=False)
+        return self._store
+
+    def _ensure_synced(self) -> None:
+        if not self.synced:
+            self.sync()
+
+    def _vector_matrix(self) -> VectorMatrix:
+        store = self.store()
+        generation = store.generation()
+        if self._vectors is None or generation != self._generation:
+            dim = int(store.get_meta("dim") or self.embedder.dim)
+            self._vectors = store.load_vectors(dim)
+            self._generation = generation
+        return self._vectors
+
+    # -- public API -----------------------------------------------------------------------
+
+    def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
+        """Bring the store up to date with the files (see :func:`pinakes_core.sync.run_sync`)."""
+        from pinakes_core.plugins import plugin_manager
+
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+        def after(store: Store, changed: list[str], removed: list[str]) -> None:
+            plugin_manager().hook.after_sync(kb=self, store=store, changed=changed, removed=removed)
+
+        report = run_sync(
+            self.root,
+            self.config,
+            lambda: self.embedder,
+            rebuild=rebuild,
+            model_id=self._embedder.model_id if self._embedder is not None else None,
+            progress=progress,
+            after_write=after,
+        )
+        self._vectors = None
+        return report
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        tags: Sequence[str] = (),
+        path: str | None = None,
+        doc_ids: Sequence[str] = (),
+        modified_after: TimeLike = None,
+        modified_before: TimeLike = None,
+        entities: Sequence[str] = (),
+        concepts: Sequence[str] = (),
+        channels: Sequence[str] | None = None,
+        explain: bool = False,
+    ) -> SearchResult:
+        """Hybrid search: BM25 + dense (+ plugin channels) fused with RRF.
+
+        A KB that was never synced is synced first. Filters apply inside every channel.
+
+        Args:
+            query: any text; it is never parsed as FTS syntax.
+            k: number of hits (default ``[retrieval] k``).
+            tags: documents must carry all of these tags.
+            path: KB-relative path prefix, e.g. ``"runbooks/"``.
+            doc_ids: restrict to these document ULIDs.
+            modified_after: file modified at or after (UNIX time or datetime).
+            modified_before: file modified before (UNIX time or datetime).
+            entities: extra BM25 list over these names.
+            concepts: extra dense list over these phrases.
+            channels: run exactly these channels instead of the configured ones.
+            explain: include each channel's raw score in every hit.
+
+        Raises:
+            PluginMissingError: if a requested channel is not installed.
+        """
+        self._ensure_synced()
+        cfg = self.config.retrieval
+        names = (
+            list(channels)
+            if channels
+            else default_channels(cfg, entities=bool(entities), concepts=bool(concepts))
+        )
+        t0 = time.perf_counter()
+        ctx = QueryContext(
+            query=query,
+            conn=self.store().conn,
+            filters=Filters(
+                tags=tuple(tags),
+                path=path,
+                doc_ids=tuple(doc_ids),
+                modified_after=_timestamp(modified_after),
+                modified_before=_timestamp(modified_before),
+            ),
+            candidates=max(cfg.candidates, k or cfg.k),
+            vectors=self._vector_matrix,
+            embed_query=self.embedder.embed_query,
+            entities=tuple(entities),
+            concepts=tuple(concepts),
+        )
+        result = fuse_and_build(ctx, names, k=k or cfg.k, rrf_k=cfg.rrf_k, explain=explain)
+        result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
+        return result
+
+    def resolve(self, ref: str) -> str:
+        """Return the doc ULID for a ULID, ``pnk://`` URI or KB-relative (or absolute) path.
+
+        Raises:
+            DocumentNotFoundError: if nothing matches.
+        """
+        self._ensure_synced()
+        conn = self.store().conn
+        ref = ref.strip()
+        if ref.startswith(SCHEME):
+            doc_id: str | None = parse_uri(ref).doc_id
+        elif is_ulid(ref.upper()):
+            doc_id = ref.upper()
+        else:
+            candidate = Path(ref)
+            if candidate.is_absolute():
+                try:
+                    candidate = candidate.resolve().relative_to(self.root)
+                except ValueError:
+                    raise DocumentNotFoundError(
+                        f"{ref} is outside the KB at {self.root}."
+                    ) from None
+            rel = candidate.as_posix().removeprefix("./")
+            row = conn.execute("SELECT doc_id FROM documents WHERE path = ?", (rel,)).fetchone()
+            doc_id = row[0] if row else None
+        if (
+            doc_id is not None
+            and conn.execute("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        ):
+            return doc_id
+        raise DocumentNotFoundError(
+            f"No document {ref!r} in KB {self.config.kb.name!r}.",
+            "Use a ULID, a pnk:// URI or a path relative to the KB root; run `pnk sync` if it is new.",
+        )
+
+    def read(self, doc: str) -> DocumentView:
+        """Return one document (current file text) with its metadata.
+
+        Raises:
+            DocumentNotFoundError: if ``doc`` matches nothing or its file has gone.
+        """
+        doc_id = self.resolve(doc)
+        conn = self.store().conn
+        row = conn.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        try:
+            text = (self.root / row["path"]).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            raise DocumentNotFoundError(
+                f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
+            ) from None
+        links = [
+            LinkView(target=r["target"], rel=r["rel"], origin=r["origin"], dst_doc=r["dst_doc"])
+            for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
+        ]
+        return DocumentView(
+            doc_id=doc_id,
+            uri=f"{SCHEME}{self.config.kb.id}/{doc_id}",
+            path=row["path"],
+            title=row["title"],
+            tags=json.loads(row["tags"]),
+            aliases=json.loads(row["aliases"]),
+            links=links,
+            chunks=row["chunk_count"],
+            modified=row["mtime_ns"] / 1e9,
+            text=text.replace("\r\n", "\n"),
+        )
+
+    def status(self) -> Status:
+        """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
+        store_path = Store.location(self.root)
+        base = {"name": self.config.kb.name, "kb_id": self.config.kb.id, "root": str(self.root)}
+        entries, _ = scan(self.root, self.config.sync)
+        if not self.synced:
+            return Status(
+                **base,
+                synced=False,
+                documents=0,
+                chunks=0,
+                vectors=0,
+                model=None,
+                dim=None,
+                schema_version=None,
+                last_sync=None,
+                stale={"new": len(entries), "changed": 0, "removed": 0},
+                store_bytes=0,
+            )
+        store = self.store()
+        conn = store.conn
+        rows = {
+            r["path"]: r
+            for r in conn.execute(
+                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents"
+            )
+        }
+        seen = {e.rel for e in entries}
+        changed = sum(
+            1
+            for e in entries
+            if e.rel in rows
+            and (
+                rows[e.rel]["mtime_ns"],
+                rows[e.rel]["size"],
+                rows[e.rel]["sidecar_mtime_ns"],
+                rows[e.rel]["sidecar_size"],
+            )
+            != (e.mtime_ns, e.size, e.sidecar_mtime_ns, e.sidecar_size)
+        )
+
+        def count(table: str) -> int:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+        last = store.get_meta("last_sync")
+        dim = store.get_meta("dim")
+        size = sum(p.stat().st_size for p in store_path.parent.glob(store_path.name + "*"))
+        return Status(
+            **base,
+            synced=True,
+            documents=count("documents"),
+            chunks=count("chunks"),
+            vectors=count("vectors"),
+            model=store.get_meta("model_id"),
+            dim=int(dim) if dim else None,
+            schema_version=int(store.get_meta("schema_version") or SCHEMA_VERSION),
+            last_sync=float(last) if last else None,
+            stale={
+                "new": len(seen - rows.keys()),
+                "changed": changed,
+                "removed": len(rows.keys() - seen),
+            },
+            store_bytes=size,
+        )

@@ -1,0 +1,105 @@
+"""Hybrid retrieval: run the selected channels, fuse them with RRF, build the hits (DESIGN §5)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from pinakes_core.channels import QueryContext, Ranked
+from pinakes_core.config import RetrievalConfig
+from pinakes_core.fusion import rrf
+from pinakes_core.models import Hit, SearchResult
+from pinakes_core.plugins import channel_registry
+
+__all__ = ["default_channels", "fuse_and_build"]
+
+
+def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
+    """The channels a query runs when the caller does not name them."""
+    names = list(config.channels)
+    if config.graph_channel != "off":
+        names.append(config.graph_channel)
+    if entities:
+        names.append("entities")
+    if concepts:
+        names.append("concepts")
+    return list(dict.fromkeys(names))
+
+
+def _hits(
+    conn: sqlite3.Connection,
+    fused: list[tuple[int, float]],
+    lists: dict[str, Ranked],
+    explain: bool,
+) -> list[Hit]:
+    if not fused:
+        return []
+    ids = [cid for cid, _ in fused]
+    marks = ",".join("?" * len(ids))
+    rows = {
+        r["chunk_id"]: r
+        for r in conn.execute(
+            "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.start_line, c.end_line, "
+            f"d.path, d.title FROM chunks c JOIN documents d USING (doc_id) WHERE c.chunk_id IN ({marks})",
+            ids,
+        )
+    }
+    ranks = {
+        name: {cid: i for i, (cid, _) in enumerate(ranked, 1)} for name, ranked in lists.items()
+    }
+    raw = {name: dict(ranked) for name, ranked in lists.items()}
+    hits = []
+    for cid, score in fused:
+        row = rows.get(cid)
+        if row is None:  # deleted by a concurrent sync between ranking and fetch
+            continue
+        hits.append(
+            Hit(
+                doc_id=row["doc_id"],
+                chunk=row["ordinal"],
+                path=row["path"],
+                title=row["title"],
+                heading_path=json.loads(row["heading_path"]),
+                text=row["text"],
+                score=round(score, 6),
+                lines=(row["start_line"], row["end_line"]),
+                ranks={name: r.get(cid) for name, r in ranks.items()},
+                channel_scores={name: round(s[cid], 6) for name, s in raw.items() if cid in s}
+                if explain
+                else None,
+            )
+        )
+    return hits
+
+
+def fuse_and_build(
+    ctx: QueryContext,
+    channels: Sequence[str],
+    *,
+    k: int,
+    rrf_k: int,
+    explain: bool = False,
+) -> SearchResult:
+    """Run ``channels`` on ``ctx``, fuse with RRF and return the top ``k`` hits.
+
+    Raises:
+        PluginMissingError: if a channel is not installed.
+    """
+    started = time.perf_counter()
+    registry = channel_registry(list(channels))
+    lists: dict[str, Ranked] = {}
+    timings: dict[str, float] = {}
+    for name, channel in registry.items():
+        t0 = time.perf_counter()
+        lists[name] = channel.run(ctx)
+        timings[name] = round((time.perf_counter() - t0) * 1000, 3)
+    t0 = time.perf_counter()
+    fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=rrf_k)[:k]
+    hits = _hits(ctx.conn, fused, lists, explain)
+    timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
+    timings["total"] = round((time.perf_counter() - started) * 1000, 3)
+    return SearchResult(
+        query=ctx.query, hits=hits, confidence=None, abstain=None, timings_ms=timings
+    )

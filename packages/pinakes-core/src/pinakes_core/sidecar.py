@@ -1,0 +1,195 @@
+"""Sidecars: ``<file>.pnk.yaml`` beside each document (DESIGN §2, §13).
+
+Sidecars are the user's files. Pinakes reads them with a round-trip YAML parser and writes them
+only through :func:`write_sidecar`, which keeps comments, key order and formatting and replaces
+the file atomically. A sidecar that fails to parse is never overwritten.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from pinakes_core.errors import SidecarError
+from pinakes_core.uri import is_ulid
+
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "LinkSpec",
+    "Sidecar",
+    "normalise_rel",
+    "read_sidecar",
+    "sidecar_path",
+    "write_sidecar",
+    "write_skeleton",
+]
+
+SIDECAR_SUFFIX = ".pnk.yaml"
+
+
+def sidecar_path(document: Path) -> Path:
+    """Return the sidecar path of ``document`` (full file name + ``.pnk.yaml``)."""
+    return document.with_name(document.name + SIDECAR_SUFFIX)
+
+
+def normalise_rel(rel: str) -> str:
+    """Normalise a relation name to lower-kebab case (``"Depends On"`` → ``"depends-on"``)."""
+    words = "".join(c if c.isalnum() else " " for c in rel.strip().lower()).split()
+    return "-".join(words) or "links-to"
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One authored link: a raw target and its relation."""
+
+    to: str
+    rel: str = "links-to"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """The Pinakes-relevant content of a sidecar (other keys are kept but not interpreted)."""
+
+    id: str | None
+    title: str | None = None
+    tags: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    links: tuple[LinkSpec, ...] = ()
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    return yaml
+
+
+def _str_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return tuple(str(v).strip() for v in value if str(v).strip())
+    raise SidecarError(f"{path}: key {key!r} must be a list of strings, got {value!r}.")
+
+
+def parse_links(path: Path, value: Any) -> tuple[LinkSpec, ...]:
+    """Validate a ``links:`` value (from a sidecar or frontmatter) into :class:`LinkSpec` items.
+
+    Raises:
+        SidecarError: if an entry is neither a string nor a mapping with a string ``to``.
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SidecarError(f"{path}: key 'links' must be a list of {{to, rel}} entries.")
+    links = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            links.append(LinkSpec(to=item.strip()))
+            continue
+        if not isinstance(item, Mapping) or not isinstance(item.get("to"), str):
+            raise SidecarError(f"{path}: links[{i}] needs a string 'to:' target, got {item!r}.")
+        rel = item.get("rel", "links-to")
+        extra = {str(k): v for k, v in item.items() if k not in ("to", "rel")}
+        links.append(LinkSpec(to=item["to"].strip(), rel=normalise_rel(str(rel)), extra=extra))
+    return tuple(links)
+
+
+def read_sidecar(path: Path) -> Sidecar:
+    """Read and validate a sidecar file.
+
+    Raises:
+        SidecarError: if the file is not YAML, not a mapping, or holds an invalid value; the
+            message names the file and, for syntax errors, the line.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SidecarError(f"{path} is not UTF-8 text.", "Re-save it as UTF-8.") from None
+    try:
+        data = _yaml().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        raise SidecarError(
+            f"{path}{where}: malformed YAML: {exc.problem}.",
+            "Fix the YAML; Pinakes leaves this document out until then.",
+        ) from None
+    except YAMLError as exc:
+        raise SidecarError(f"{path}: malformed YAML: {exc}.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise SidecarError(f"{path}: a sidecar must be a YAML mapping, got {type(data).__name__}.")
+    doc_id = data.get("id")
+    if doc_id is not None and (not isinstance(doc_id, str) or not is_ulid(doc_id)):
+        raise SidecarError(
+            f"{path}: key 'id' has bad value {doc_id!r}; it must be a 26-character ULID.",
+            "Delete the line and Pinakes mints a new id on the next sync.",
+        )
+    title = data.get("title")
+    if title is not None and not isinstance(title, str):
+        raise SidecarError(f"{path}: key 'title' must be a string, got {title!r}.")
+    return Sidecar(
+        id=doc_id,
+        title=title,
+        tags=_str_list(path, "tags", data.get("tags")),
+        aliases=_str_list(path, "aliases", data.get("aliases")),
+        links=parse_links(path, data.get("links")),
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_skeleton(path: Path, doc_id: str) -> None:
+    """Create a new sidecar holding only ``id:``; never touches an existing file.
+
+    Raises:
+        FileExistsError: if a sidecar already exists at ``path``.
+    """
+    if path.exists():
+        raise FileExistsError(path)
+    _atomic_write(path, f"id: {doc_id}\n")
+
+
+def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
+    """Set top-level keys of an existing sidecar, keeping everything else byte-for-byte.
+
+    The file is parsed round-trip (comments, order and quoting kept), the keys in ``update`` are
+    set, and the result replaces the file atomically. Returns the new text.
+
+    Raises:
+        SidecarError: if the existing sidecar cannot be parsed (it is then left untouched).
+    """
+    read_sidecar(path)  # validate first: a malformed sidecar is never overwritten
+    yaml = _yaml()
+    data = yaml.load(path.read_text(encoding="utf-8")) or {}
+    for key, value in update.items():
+        data[key] = value
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    text = buffer.getvalue()
+    _atomic_write(path, text)
+    return text

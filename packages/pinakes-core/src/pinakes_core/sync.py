@@ -1,0 +1,582 @@
+"""Incremental, hash-diffed, crash-safe sync of a KB folder into its store (DESIGN §4, §13).
+
+A file whose stat (and its sidecar's) is unchanged costs one ``stat`` and no read. A changed
+file is re-read and, if its bytes really changed, re-chunked; only chunk texts whose hash has no
+vector yet are embedded. Each document is written in its own transaction, so a sync killed at
+any instant leaves every document either fully old or fully new, and the next sync finishes the
+job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.config import Config
+from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
+from pinakes_core.errors import SidecarError
+from pinakes_core.lock import sync_lock
+from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
+from pinakes_core.sidecar import LinkSpec, Sidecar, read_sidecar, write_skeleton
+from pinakes_core.store import Store
+from pinakes_core.tokens import token_counter
+from pinakes_core.uri import new_ulid, parse_uri
+
+__all__ = ["ProgressFn", "model_id_for", "run_sync"]
+
+log = logging.getLogger(__name__)
+
+#: ``progress(stage, done, total)``; stages are "scan", "read", "embed" and "write".
+ProgressFn = Callable[[str, int, int], None]
+
+# Documents are embedded and written in groups of about this many new chunks: large enough
+# for length-sorted batching to pay off, small enough that a crash loses little work.
+_GROUP_CHUNKS = 512
+
+
+class _Embedder(Protocol):
+    model_id: str
+    dim: int
+
+    def embed_documents(
+        self, texts: list[str], progress: Callable[[int], None] | None = None
+    ) -> Any: ...
+
+
+@dataclass
+class _Prepared:
+    entry: FileEntry
+    doc_id: str
+    title: str
+    tags: list[str]
+    aliases: list[str]
+    links: list[LinkSpec]
+    content_hash: str
+    sidecar_hash: str | None
+    chunks: list[Chunk]
+    embed_texts: list[str]
+    embed_hashes: list[str]
+    kind: str  # "added", "changed", "renamed", "touched"
+    old_path: str | None = None
+
+
+@dataclass
+class _Plan:
+    prepared: list[_Prepared] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def model_id_for(config: Config) -> str:
+    """Return the model id a sync with ``config`` records, without loading the model."""
+    from pinakes_core.config import DEFAULT_MODEL
+    from pinakes_core.embedding import assemble_default_model
+
+    if config.embedding.model == DEFAULT_MODEL:
+        return assemble_default_model()[1]
+    return config.embedding.model
+
+
+def _norm_tags(*groups: tuple[str, ...]) -> list[str]:
+    seen: dict[str, None] = {}
+    for group in groups:
+        for tag in group:
+            clean = tag.strip().lstrip("#").strip().lower()
+            if clean:
+                seen.setdefault(clean, None)
+    return list(seen)
+
+
+def _unique(*groups: tuple[str, ...]) -> list[str]:
+    return list(dict.fromkeys(v for g in groups for v in g if v))
+
+
+class _Syncer:
+    def __init__(
+        self,
+        root: Path,
+        config: Config,
+        store: Store,
+        embedder_factory: Callable[[], _Embedder],
+        progress: ProgressFn | None,
+    ) -> None:
+        self.root = root
+        self.config = config
+        self.store = store
+        self.embedder_factory = embedder_factory
+        self._embedder: _Embedder | None = None
+        self.progress = progress or (lambda stage, done, total: None)
+        self.count = token_counter()
+        self.embedded = 0
+        self.reused = 0
+        self.embed_seconds = 0.0
+
+    @property
+    def embedder(self) -> _Embedder:
+        if self._embedder is None:
+            self._embedder = self.embedder_factory()
+        return self._embedder
+
+    # -- planning -------------------------------------------------------------------------
+
+    def _read(
+        self, entry: FileEntry, plan: _Plan
+    ) -> tuple[str, bytes, Sidecar | None, bytes | None] | None:
+        try:
+            data = entry.path.read_bytes()
+        except OSError as exc:
+            plan.skips.append(Skip(entry.rel, f"file cannot be read ({exc.strerror})"))
+            return None
+        if b"\x00" in data:
+            plan.skips.append(Skip(entry.rel, "file looks binary (it contains NUL bytes)"))
+            return None
+        text, lossy = decode(data)
+        if lossy:
+            plan.warnings.append(f"{entry.rel}: invalid UTF-8 was replaced with U+FFFD")
+        sidecar: Sidecar | None = None
+        side_bytes: bytes | None = None
+        if entry.sidecar_mtime_ns is not None:
+            try:
+                side_bytes = entry.sidecar.read_bytes()
+                sidecar = read_sidecar(entry.sidecar)
+            except SidecarError as exc:
+                plan.skips.append(Skip(entry.rel, str(exc)))
+                return None
+            except OSError as exc:
+                plan.skips.append(Skip(entry.rel, f"sidecar cannot be read ({exc.strerror})"))
+                return None
+        return text, data, sidecar, side_bytes
+
+    def plan(self, entries: list[FileEntry]) -> tuple[_Plan, dict[str, Any], int]:
+        conn = self.store.conn
+        rows = {r["path"]: r for r in conn.execute("SELECT * FROM documents")}
+        by_id = {r["doc_id"]: r for r in rows.values()}
+        present = {e.rel for e in entries}
+        missing = {p: r for p, r in rows.items() if p not in present}
+        missing_by_hash = {r["content_hash"]: r for r in missing.values()}
+        plan = _Plan()
+        claimed: dict[str, str] = {}  # doc_id -> path, for duplicate detection
+        unchanged = 0
+        candidates: list[FileEntry] = []
+        for entry in entries:
+            row = rows.get(entry.rel)
+            if row is not None and (
+                row["mtime_ns"] == entry.mtime_ns
+                and row["size"] == entry.size
+                and row["sidecar_mtime_ns"] == entry.sidecar_mtime_ns
+                and row["sidecar_size"] == entry.sidecar_size
+            ):
+                claimed[row["doc_id"]] = entry.rel
+                unchanged += 1
+                continue
+            candidates.append(entry)
+        # Files already in the store at their own path claim their ids first, so a copied
+        # sidecar is the one reported as the duplicate.
+        candidates.sort(key=lambda e: (e.rel not in rows, e.rel))
+        for done, entry in enumerate(candidates, 1):
+            self.progress("read", done, len(candidates))
+            prepared = self._prepare(entry, rows, by_id, missing, missing_by_hash, claimed, plan)
+            if prepared is not None:
+                plan.prepared.append(prepared)
+        return plan, missing, unchanged
+
+    def _prepare(
+        self,
+        entry: FileEntry,
+        rows: dict[str, Any],
+        by_id: dict[str, Any],
+        missing: dict[str, Any],
+        missing_by_hash: dict[str, Any],
+        claimed: dict[str, str],
+        plan: _Plan,
+    ) -> _Prepared | None:
+        read = self._read(entry, plan)
+        if read is None:
+            return None
+        text, data, sidecar, side_bytes = read
+        content_hash = _hash(data)
+        sidecar_hash = _hash(side_bytes) if side_bytes is not None else None
+        row = rows.get(entry.rel)
+        kind = "changed" if row is not None else "added"
+        old_path: str | None = None
+        doc_id = sidecar.id if sidecar is not None else None
+        if doc_id is not None:
+            other = claimed.get(doc_id)
+            if other is not None and other != entry.rel:
+                plan.skips.append(
+                    Skip(
+                        entry.rel,
+                        f"{entry.sidecar.name} repeats id {doc_id} already used by {other} "
+                        "(a copied sidecar); run `pnk doctor --fix` to give this copy a new id",
+                    )
+                )
+                return None
+            owner = by_id.get(doc_id)
+            if row is None and owner is not None and owner["path"] in missing:
+                kind, old_path = "renamed", owner["path"]
+                missing.pop(owner["path"])
+            elif row is not None and row["doc_id"] != doc_id:
+                kind = "changed"  # the sidecar now names another id: the document takes it
+        else:
+            twin = missing_by_hash.get(content_hash) if row is None else None
+            if twin is not None and twin["path"] in missing:
+                # Moved without its sidecar: keep the identity and give the new path a sidecar.
+                doc_id, kind, old_path = twin["doc_id"], "renamed", twin["path"]
+                missing.pop(twin["path"])
+            else:
+                doc_id = row["doc_id"] if row is not None else new_ulid()
+            if self.config.sync.write_sidecars:
+                try:
+                    write_skeleton(entry.sidecar, doc_id)
+                    st = entry.sidecar.stat()
+                    side_bytes = entry.sidecar.read_bytes()
+                    sidecar_hash = _hash(side_bytes)
+                    entry = FileEntry(
+                        entry.rel,
+                        entry.path,
+                        entry.mtime_ns,
+                        entry.size,
+                        st.st_mtime_ns,
+                        st.st_size,
+                    )
+                except OSError as exc:
+                    plan.warnings.append(
+                        f"{entry.rel}: could not write sidecar ({exc.strerror or exc}); the id "
+                        "lives only in the store until a sidecar can be written"
+                    )
+        claimed[doc_id] = entry.rel
+        if (
+            row is not None
+            and row["content_hash"] == content_hash
+            and row["sidecar_hash"] == sidecar_hash
+            and row["doc_id"] == doc_id
+        ):
+            kind = "touched"  # only the stat moved
+        lines = text.split("\n")
+        front = (
+            parse_frontmatter(entry.rel, lines)
+            if entry.is_markdown
+            else parse_frontmatter(entry.rel, [])
+        )
+        if front.warning:
+            plan.warnings.append(front.warning)
+        title = (
+            (sidecar.title if sidecar else None)
+            or front.title
+            or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
+            or entry.path.stem
+        )
+        chunks: list[Chunk] = []
+        if kind != "touched":
+            chunks = chunk_document(
+                text,
+                markdown=entry.is_markdown,
+                budget=self.config.sync.chunk_tokens,
+                count=self.count,
+                skip_lines=front.end_line,
+            )
+        texts = [embed_text(title, c) for c in chunks]
+        return _Prepared(
+            entry=entry,
+            doc_id=doc_id,
+            title=title,
+            tags=_norm_tags(front.tags, sidecar.tags if sidecar else ()),
+            aliases=_unique(front.aliases, sidecar.aliases if sidecar else ()),
+            links=[*front.links, *(sidecar.links if sidecar else ())],
+            content_hash=content_hash,
+            sidecar_hash=sidecar_hash,
+            chunks=chunks,
+            embed_texts=texts,
+            embed_hashes=[_hash(t.encode("utf-8")) for t in texts],
+            kind=kind,
+            old_path=old_path,
+        )
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _known_hashes(self, hashes: set[str]) -> set[str]:
+        known: set[str] = set()
+        items = list(hashes)
+        for i in range(0, len(items), 500):
+            part = items[i : i + 500]
+            marks = ",".join("?" * len(part))
+            known.update(
+                r[0]
+                for r in self.store.conn.execute(
+                    f"SELECT embed_hash FROM vectors WHERE embed_hash IN ({marks})", part
+                )
+            )
+        return known
+
+    def _embed(self, texts: dict[str, str], total: int) -> dict[str, bytes]:
+        if not texts:
+            return {}
+        hashes = list(texts)
+        start = time.perf_counter()
+        done = self.embedded
+
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            self.progress("embed", done, total)
+
+        vectors = self.embedder.embed_documents([texts[h] for h in hashes], progress=tick)
+        self.embed_seconds += time.perf_counter() - start
+        self.embedded += len(hashes)
+        return {h: np.asarray(vectors[i], dtype=np.float32).tobytes() for i, h in enumerate(hashes)}
+
+    def write(self, plan: _Plan) -> None:
+        pending = [p for p in plan.prepared if p.kind != "touched"]
+        all_hashes = {h for p in pending for h in p.embed_hashes}
+        known = self._known_hashes(all_hashes)
+        total_new = len(all_hashes - known)
+        self.reused = sum(1 for p in pending for h in p.embed_hashes if h in known)
+        group: list[_Prepared] = []
+        size = 0
+        for prepared in plan.prepared:
+            if prepared.kind == "touched":
+                self._touch(prepared)
+                continue
+            group.append(prepared)
+            size += sum(1 for h in prepared.embed_hashes if h not in known)
+            if size >= _GROUP_CHUNKS:
+                self._write_group(group, known, total_new)
+                group, size = [], 0
+        if group:
+            self._write_group(group, known, total_new)
+
+    def _touch(self, p: _Prepared) -> None:
+        with self.store.transaction() as conn:
+            conn.execute(
+                "UPDATE documents SET mtime_ns = ?, size = ?, sidecar_mtime_ns = ?, sidecar_size = ? WHERE doc_id = ?",
+                (
+                    p.entry.mtime_ns,
+                    p.entry.size,
+                    p.entry.sidecar_mtime_ns,
+                    p.entry.sidecar_size,
+                    p.doc_id,
+                ),
+            )
+
+    def _write_group(self, group: list[_Prepared], known: set[str], total_new: int) -> None:
+        todo: dict[str, str] = {}
+        for p in group:
+            for h, t in zip(p.embed_hashes, p.embed_texts, strict=True):
+                if h not in known:
+                    todo.setdefault(h, t)
+        fresh = self._embed(todo, total_new)
+        known.update(fresh)
+        for p in group:
+            self._write_document(p, fresh)
+
+    def _write_document(self, p: _Prepared, fresh: dict[str, bytes]) -> None:
+        now = time.time()
+        with self.store.transaction() as conn:
+            # The document's old row (by id or by path) goes, with its chunks, tags and links.
+            conn.execute(
+                "DELETE FROM documents WHERE doc_id = ? OR path = ?", (p.doc_id, p.entry.rel)
+            )
+            conn.execute(
+                "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
+                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    p.doc_id,
+                    p.entry.rel,
+                    p.title,
+                    json.dumps(p.tags),
+                    json.dumps(p.aliases),
+                    p.content_hash,
+                    p.sidecar_hash,
+                    p.entry.mtime_ns,
+                    p.entry.size,
+                    p.entry.sidecar_mtime_ns,
+                    p.entry.sidecar_size,
+                    len(p.chunks),
+                    now,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(p.doc_id, t) for t in p.tags]
+            )
+            heading_text = [" › ".join(c.heading_path) for c in p.chunks]
+            for chunk, h, heading in zip(p.chunks, p.embed_hashes, heading_text, strict=True):
+                cur = conn.execute(
+                    "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, end_line, tokens) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        p.doc_id,
+                        chunk.ordinal,
+                        json.dumps(list(chunk.heading_path)),
+                        chunk.text,
+                        h,
+                        chunk.start_line,
+                        chunk.end_line,
+                        chunk.tokens,
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO chunks_fts(rowid, title, heading, text) VALUES (?, ?, ?, ?)",
+                    (cur.lastrowid, p.title, heading, chunk.text),
+                )
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
+                [(h, fresh[h]) for h in dict.fromkeys(p.embed_hashes) if h in fresh],
+            )
+            conn.executemany(
+                "INSERT INTO links(src_doc, target, dst_kb, dst_doc, rel, origin) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (p.doc_id, link.to, *_resolve_uri(link.to), link.rel, "sidecar")
+                    for link in p.links
+                ],
+            )
+
+    def remove(self, missing: dict[str, Any]) -> list[tuple[str, str]]:
+        """Delete documents whose files are gone; returns ``(path, doc_id)`` pairs."""
+        removed = []
+        for path, row in sorted(missing.items()):
+            with self.store.transaction() as conn:
+                conn.execute("DELETE FROM documents WHERE doc_id = ?", (row["doc_id"],))
+            removed.append((path, row["doc_id"]))
+        return removed
+
+    def fill_missing_vectors(self) -> None:
+        """Embed chunks that have no vector (after a model change or an interrupted sync)."""
+        rows = self.store.conn.execute(
+            "SELECT DISTINCT c.embed_hash, d.title, c.heading_path, c.text, c.ordinal, c.start_line, "
+            "c.end_line, c.tokens FROM chunks c JOIN documents d USING (doc_id) "
+            "LEFT JOIN vectors v ON v.embed_hash = c.embed_hash WHERE v.embed_hash IS NULL"
+        ).fetchall()
+        todo: dict[str, str] = {}
+        for r in rows:
+            chunk = Chunk(
+                r["ordinal"],
+                tuple(json.loads(r["heading_path"])),
+                r["text"],
+                r["start_line"],
+                r["end_line"],
+                r["tokens"],
+            )
+            todo.setdefault(r["embed_hash"], embed_text(r["title"], chunk))
+        items = list(todo.items())
+        for i in range(0, len(items), _GROUP_CHUNKS * 4):
+            part = dict(items[i : i + _GROUP_CHUNKS * 4])
+            fresh = self._embed(part, len(items))
+            with self.store.transaction() as conn:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
+                    list(fresh.items()),
+                )
+
+
+def _resolve_uri(target: str) -> tuple[str | None, str | None]:
+    """Return ``(kb, doc)`` for a ``pnk://`` target, ``(None, None)`` for anything else."""
+    if not target.startswith("pnk://"):
+        return None, None
+    try:
+        uri = parse_uri(target)
+    except Exception:
+        return None, None
+    return uri.kb, uri.doc_id
+
+
+def run_sync(
+    root: Path,
+    config: Config,
+    embedder_factory: Callable[[], _Embedder],
+    *,
+    rebuild: bool = False,
+    model_id: str | None = None,
+    progress: ProgressFn | None = None,
+    after_write: Callable[[Store, list[str], list[str]], None] | None = None,
+) -> SyncReport:
+    """Bring the store of the KB at ``root`` up to date with its files.
+
+    Args:
+        root: the KB root (the folder holding ``pinakes.toml``).
+        config: the KB's validated configuration.
+        embedder_factory: returns the embedder; called only if something needs embedding.
+        rebuild: delete the store and rebuild it from the files.
+        model_id: the embedder's model id (default: derived from ``config`` without loading the
+            model); a change from the stored id re-embeds every chunk.
+        progress: optional ``progress(stage, done, total)`` callback.
+        after_write: called with the store and the changed and removed doc ids once documents are
+            written (the plugins' edge-derivation hook runs here).
+
+    Raises:
+        LockError: if another sync of this KB is running.
+    """
+    started = time.perf_counter()
+    store_dir = Store.location(root).parent
+    with sync_lock(store_dir):
+        store = Store.open(root, rebuild=rebuild)
+        try:
+            rebuilt = None
+            if store.rebuilt_from is not None:
+                rebuilt = f"store schema {store.rebuilt_from} differs from this version's; rebuilt from the files"
+                log.warning("Pinakes: %s.", rebuilt)
+            elif rebuild:
+                rebuilt = "rebuild requested"
+            syncer = _Syncer(root, config, store, embedder_factory, progress)
+            model_id = model_id or model_id_for(config)
+            if store.get_meta("model_id") != model_id:
+                with store.transaction() as conn:
+                    conn.execute("DELETE FROM vectors")
+                    store.set_meta(conn, "model_id", model_id)
+                    store.set_meta(conn, "kb_id", config.kb.id)
+            store.set_meta(store.conn, "sync_started", str(time.time()))
+            entries, scan_skips = scan(root, config.sync)
+            plan, missing, unchanged = syncer.plan(entries)
+            syncer.write(plan)
+            removed = syncer.remove(missing)
+            syncer.fill_missing_vectors()
+            if syncer._embedder is not None:
+                with store.transaction() as conn:
+                    store.set_meta(conn, "dim", str(syncer.embedder.dim))
+            with store.transaction() as conn:
+                conn.execute(
+                    "DELETE FROM vectors WHERE embed_hash NOT IN (SELECT embed_hash FROM chunks)"
+                )
+                store.set_meta(conn, "last_sync", str(time.time()))
+            changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
+            if after_write is not None:
+                after_write(store, changed_ids, [doc_id for _, doc_id in removed])
+        finally:
+            store.close()
+    seconds = time.perf_counter() - started
+    return SyncReport(
+        added=[p.entry.rel for p in plan.prepared if p.kind == "added"],
+        changed=[p.entry.rel for p in plan.prepared if p.kind == "changed"],
+        removed=[path for path, _ in removed],
+        renamed=[
+            RenamedPath.model_validate(
+                {"doc_id": p.doc_id, "from": p.old_path or "", "to": p.entry.rel}
+            )
+            for p in plan.prepared
+            if p.kind == "renamed"
+        ],
+        unchanged=unchanged + sum(1 for p in plan.prepared if p.kind == "touched"),
+        skipped=[SkippedFile(path=s.path, reason=s.reason) for s in [*scan_skips, *plan.skips]],
+        warnings=plan.warnings,
+        chunks_embedded=syncer.embedded,
+        chunks_reused=syncer.reused,
+        embed_seconds=round(syncer.embed_seconds, 3),
+        chunks_per_second=round(syncer.embedded / syncer.embed_seconds, 1)
+        if syncer.embed_seconds > 0
+        else None,
+        seconds=round(seconds, 3),
+        rebuilt=rebuilt,
+    )
