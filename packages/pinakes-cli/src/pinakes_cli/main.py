@@ -215,6 +215,57 @@ def status(ctx: click.Context, as_json: bool) -> None:
         render.render_status(_out(), result)
 
 
+@cli.command(name="eval")
+@click.option(
+    "--questions",
+    "questions",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSONL question set [default: questions.jsonl in the KB root or its parent].",
+)
+@click.option("--matrix", is_flag=True, help="Compare every channel configuration side by side.")
+@click.option("--configs", help="Comma-separated configurations to compare, e.g. bm25,hybrid.")
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Fit this KB's confidence calibration (cross-validated) and store it.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def eval_(
+    ctx: click.Context,
+    questions: Path | None,
+    matrix: bool,
+    configs: str | None,
+    calibrate: bool,
+    as_json: bool,
+) -> None:
+    """Measure retrieval on a golden question set: per-class recall, MRR, nDCG, confidence errors."""
+    from pinakes_core import eval as evaluation
+
+    kb = _kb(ctx)
+    questions = questions or evaluation.default_questions(kb.root)
+    if not kb.synced:
+        with _progress(not as_json) as progress:
+            kb.sync(progress=progress)
+    calibration = None
+    if calibrate:
+        calibration = evaluation.calibrate(kb, questions)
+        kb.save_calibration(calibration.calibration)
+    chosen = evaluation.select_configs(
+        kb, matrix=matrix, names=configs.split(",") if configs else None
+    )
+    report = evaluation.evaluate(kb, questions, chosen)
+    if as_json:
+        payload = report.model_dump(mode="json", by_alias=True)
+        if calibration is not None:
+            payload["calibration"] = calibration.model_dump(mode="json")
+        _out().print_json(data=payload)
+        return
+    if calibration is not None:
+        render.render_calibration(_out(), calibration)
+    render.render_eval(_out(), report)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(obj={})

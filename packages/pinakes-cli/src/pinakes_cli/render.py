@@ -11,8 +11,17 @@ from rich.console import Console
 from rich.table import Table
 
 from pinakes_core import DocumentView, SearchResult, Status, SyncReport
+from pinakes_core.eval import CalibrationReport, EvalReport
 
-__all__ = ["print_json", "render_document", "render_search", "render_status", "render_sync"]
+__all__ = [
+    "print_json",
+    "render_calibration",
+    "render_document",
+    "render_eval",
+    "render_search",
+    "render_status",
+    "render_sync",
+]
 
 
 def print_json(console: Console, model: BaseModel) -> None:
@@ -113,4 +122,64 @@ def render_status(console: Console, status: Status) -> None:
     ]
     for key, value in rows:
         table.add_row(f"[bold]{key}[/]", value)
+    console.print(table)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_eval(console: Console, report: EvalReport) -> None:
+    """Per-class metrics, one row per class and configuration, then the whole-set figures."""
+    metrics = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+    table = Table(title=f"pnk eval — {report.questions_file}", title_justify="left")
+    for column in ("config", "class", "n", *metrics):
+        table.add_column(column, justify="left" if column in ("config", "class") else "right")
+    for name, config in report.configs.items():
+        for cls, m in config.classes.items():
+            values = m.model_dump(by_alias=True)
+            table.add_row(name, cls, str(m.questions), *(_fmt(values[k]) for k in metrics))
+        table.add_section()
+    console.print(table)
+    overall = Table(
+        title=f"whole set (abstain below {report.abstain_below:g})", title_justify="left"
+    )
+    for column in (
+        "config",
+        "questions",
+        "false-abstain",
+        "false-confidence",
+        "false-conf. (none)",
+        "p50 ms",
+        "p95 ms",
+    ):
+        overall.add_column(column, justify="left" if column == "config" else "right")
+    for name, config in report.configs.items():
+        o = config.overall
+        overall.add_row(
+            name,
+            str(o.questions),
+            _fmt(o.false_abstain),
+            _fmt(o.false_confidence),
+            _fmt(o.false_confidence_none),
+            _fmt(o.latency_ms_p50, 1),
+            _fmt(o.latency_ms_p95, 1),
+        )
+    console.print(overall)
+
+
+def render_calibration(console: Console, report: CalibrationReport) -> None:
+    """The cross-validated calibration figures and reliability curve."""
+    console.print(
+        f"calibration fitted on {report.questions} questions ({report.positives} with a correct top hit); "
+        f"{report.folds}-fold held-out: Brier {report.brier:.3f}, log loss {report.log_loss:.3f}, "
+        f"AUC {_fmt(report.auc)}. Stored in the index; searches use it from now on."
+    )
+    table = Table(title="reliability (held-out)", title_justify="left")
+    for column in ("confidence bin", "questions", "mean confidence", "observed correct"):
+        table.add_column(column, justify="right")
+    for b in report.reliability:
+        table.add_row(
+            f"{b.lower:.1f}-{b.upper:.1f}", str(b.count), _fmt(b.mean_confidence), _fmt(b.observed)
+        )
     console.print(table)

@@ -9,6 +9,7 @@ inside every channel before ranking, so a narrow filter never starves a channel.
 from __future__ import annotations
 
 import functools
+import math
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.hookspecs import hookimpl
-from pinakes_core.query import build_fts_query
+from pinakes_core.query import build_fts_query, query_terms
 from pinakes_core.store import VectorMatrix
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
@@ -29,6 +30,8 @@ Ranked = list[tuple[int, float]]
 # Column weights for bm25(): title, heading path, text. A query word in a heading or title is
 # stronger evidence of topic than one in running text.
 _BM25_WEIGHTS = (2.0, 1.5, 1.0)
+# Confidence looks at no more query words than this (a pasted paragraph is not a question).
+_MAX_EVIDENCE_TERMS = 16
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,38 @@ class QueryContext:
         top = np.argpartition(-scores, n - 1)[:n]
         top = top[np.lexsort((self.vectors.chunk_ids[top], -scores[top]))]
         return [(int(self.vectors.chunk_ids[i]), float(scores[i])) for i in top if scores[i] > 0]
+
+    def term_evidence(self, chunk_id: int | None) -> list[tuple[float, bool, bool]]:
+        """Return, per content word of the query, its IDF and where it occurs.
+
+        Each item is ``(BM25 IDF in this KB, whether chunk ``chunk_id`` contains the word,
+        whether any chunk does)``, with words stemmed as the index stems them.
+
+        Used by the confidence features.
+        """
+        terms = query_terms(self.query)[:_MAX_EVIDENCE_TERMS]
+        total = int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        evidence = []
+        for term in terms:
+            phrase = f'"{term}"'
+            df = int(
+                self.conn.execute(
+                    "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+                ).fetchone()[0]
+            )
+            inside = (
+                chunk_id is not None
+                and df > 0
+                and self.conn.execute(
+                    "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
+                    (phrase, chunk_id),
+                ).fetchone()
+                is not None
+            )
+            # BM25's IDF (Robertson–Spärck Jones with +1, as in Lucene): rare words weigh most.
+            idf = math.log((total - df + 0.5) / (df + 0.5) + 1.0)
+            evidence.append((idf, bool(inside), df > 0))
+        return evidence
 
     def bm25(self, text: str) -> Ranked:
         """FTS5 BM25 over ``text`` with the filters applied inside the query."""

@@ -128,7 +128,9 @@ def scan(root: Path, config: SyncConfig) -> tuple[list[FileEntry], list[Skip]]:
             if spec is not None:
                 ignores = [*ignores, (rel_dir, spec)]
         try:
-            children = sorted(os.scandir(directory), key=lambda e: e.name)
+            # Real entries before symlinks, so a folder is indexed under its own path and a
+            # symlink aliasing it is the one reported as a repeat.
+            children = sorted(os.scandir(directory), key=lambda e: (e.is_symlink(), e.name))
         except OSError as exc:
             skips.append(Skip(rel_dir or ".", f"folder cannot be read ({exc.strerror})"))
             return

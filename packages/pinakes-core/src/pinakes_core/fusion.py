@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 __all__ = ["RRF_K", "rrf"]
@@ -16,8 +17,11 @@ def rrf(lists: Mapping[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, f
     The result is sorted by descending score, ties broken by the smaller id so the output does
     not depend on the order the lists are given in.
     """
-    scores: dict[int, float] = {}
+    parts: dict[int, list[float]] = {}
     for ranked in lists.values():
         for rank, item in enumerate(ranked, 1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+            parts.setdefault(item, []).append(1.0 / (k + rank))
+    # fsum is correctly rounded whatever the order of its terms, so exact ties stay exact and
+    # fall to the id tie-break instead of to the order the channels ran in.
+    scores = {item: math.fsum(terms) for item, terms in parts.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.confidence import Calibration, default_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
 from pinakes_core.documents import scan
 from pinakes_core.embedding import Embedder, load_embedder
@@ -63,6 +64,8 @@ class KB:
         self._store: Store | None = None
         self._vectors: VectorMatrix | None = None
         self._generation = -1
+        self._calibration: Calibration | None = None
+        self._calibration_generation = -1
 
     # -- construction ---------------------------------------------------------------------
 
@@ -157,6 +160,35 @@ class KB:
         if not self.synced:
             self.sync()
 
+    def calibration(self) -> Calibration | None:
+        """Return the confidence calibration in force.
+
+        That is the KB's own (``pnk eval --calibrate``) if it matches the store's model, else
+        core's default if that does, else ``None``.
+        """
+        store = self.store()
+        generation = store.generation()
+        if self._calibration_generation != generation:
+            model = store.get_meta("model_id")
+            own = store.get_meta("calibration")
+            found = None
+            for candidate in (
+                Calibration.model_validate_json(own) if own else None,
+                default_calibration(),
+            ):
+                if candidate is not None and candidate.model_id == model:
+                    found = candidate
+                    break
+            self._calibration = found
+            self._calibration_generation = generation
+        return self._calibration
+
+    def save_calibration(self, calibration: Calibration) -> None:
+        """Store a KB-specific calibration in the derived store (used from the next search)."""
+        store = self.store()
+        with store.transaction() as conn:
+            store.set_meta(conn, "calibration", calibration.model_dump_json())
+
     def _vector_matrix(self) -> VectorMatrix:
         store = self.store()
         generation = store.generation()
@@ -227,6 +259,8 @@ class KB:
             PluginMissingError: if a requested channel is not installed.
         """
         self._ensure_synced()
+        if not query.strip() and not entities and not concepts:
+            return SearchResult(query=query, hits=[], timings_ms={"total": 0.0})
         cfg = self.config.retrieval
         names = (
             list(channels)
@@ -250,7 +284,15 @@ class KB:
             entities=tuple(entities),
             concepts=tuple(concepts),
         )
-        result = fuse_and_build(ctx, names, k=k or cfg.k, rrf_k=cfg.rrf_k, explain=explain)
+        result = fuse_and_build(
+            ctx,
+            names,
+            k=k or cfg.k,
+            rrf_k=cfg.rrf_k,
+            explain=explain,
+            calibration=self.calibration(),
+            abstain_below=cfg.abstain_below,
+        )
         result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
         return result
 

@@ -28,7 +28,7 @@ class Hit(_Model):
 
     ``ranks`` holds the chunk's 1-based rank in every channel that ran (``None`` where the chunk
     was not in that channel's list); ``channel_scores`` holds each channel's raw score and is
-    filled only when the search asked for ``explain``.
+    present (in the model and in its JSON) only when the search asked for ``explain``.
     """
 
     doc_id: str
@@ -40,7 +40,7 @@ class Hit(_Model):
     score: float = Field(description="fused RRF score")
     lines: tuple[int, int]
     ranks: dict[str, int | None]
-    channel_scores: dict[str, float] | None = None
+    channel_scores: dict[str, float] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class SearchResult(_Model):
@@ -56,6 +56,11 @@ class SearchResult(_Model):
     confidence: float | None = None
     abstain: bool | None = None
     timings_ms: dict[str, float]
+    features: dict[str, float] | None = Field(
+        default=None,
+        description="the confidence features; only with explain",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class SkippedFile(_Model):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import logging
 
 import pluggy
 
@@ -11,6 +13,8 @@ from pinakes_core.channels import Channel
 from pinakes_core.errors import PluginMissingError
 
 __all__ = ["channel_registry", "plugin_manager"]
+
+log = logging.getLogger(__name__)
 
 #: Channels that ship in plugins, with the distribution that provides them.
 _PROVIDERS = {"expand": "pinakes-graph", "ppr": "pinakes-graph"}
@@ -24,7 +28,20 @@ def plugin_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(channels, name="pinakes_core.channels")
-    pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+    for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
+        if pm.has_plugin(entry.name) or pm.is_blocked(entry.name):
+            continue
+        try:
+            plugin = entry.load()
+        except Exception as exc:  # a broken plugin must not take core down with it
+            log.warning(
+                "Pinakes plugin %r (%s) failed to load and is ignored: %s",
+                entry.name,
+                entry.value,
+                exc,
+            )
+            continue
+        pm.register(plugin, name=entry.name)
     return pm
 
 

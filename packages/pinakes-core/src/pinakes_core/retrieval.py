@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 
 from pinakes_core.channels import QueryContext, Ranked
+from pinakes_core.confidence import Calibration, extract_features
 from pinakes_core.config import RetrievalConfig
 from pinakes_core.fusion import rrf
 from pinakes_core.models import Hit, SearchResult
@@ -81,8 +82,14 @@ def fuse_and_build(
     k: int,
     rrf_k: int,
     explain: bool = False,
+    calibration: Calibration | None = None,
+    abstain_below: float = 0.0,
 ) -> SearchResult:
     """Run ``channels`` on ``ctx``, fuse with RRF and return the top ``k`` hits.
+
+    ``confidence`` is computed with ``calibration`` when one is given and the features' inputs
+    exist (the bm25 and dense channels both ran); otherwise it is ``None``. With ``explain`` the
+    result also carries the confidence features.
 
     Raises:
         PluginMissingError: if a channel is not installed.
@@ -99,7 +106,23 @@ def fuse_and_build(
     fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=rrf_k)[:k]
     hits = _hits(ctx.conn, fused, lists, explain)
     timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
+    top = hits[0] if hits else None
+    features = extract_features(
+        ctx.query,
+        lists,
+        fused[0][0] if top is not None else None,
+        f"{top.title} {' '.join(top.heading_path)} {top.text}" if top is not None else "",
+        ctx.term_evidence(fused[0][0] if top is not None else None) if "bm25" in lists else (),
+    )
+    confidence = None
+    if calibration is not None and features is not None:
+        confidence = round(calibration.predict(features), 4)
     timings["total"] = round((time.perf_counter() - started) * 1000, 3)
     return SearchResult(
-        query=ctx.query, hits=hits, confidence=None, abstain=None, timings_ms=timings
+        query=ctx.query,
+        hits=hits,
+        confidence=confidence,
+        abstain=None if confidence is None else confidence < abstain_below,
+        timings_ms=timings,
+        features=features if explain else None,
     )

@@ -8,7 +8,9 @@ the file atomically. A sidecar that fails to parse is never overwritten.
 from __future__ import annotations
 
 import io
+import itertools
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,10 +68,30 @@ class Sidecar:
     links: tuple[LinkSpec, ...] = ()
 
 
-def _yaml() -> YAML:
+_SEQ_ITEM = re.compile(r"^(?P<indent> *)- +(?P<rest>\S)")
+_KEY_LINE = re.compile(r"^(?P<indent> *)[^\s#-][^:]*:\s*(#.*)?$")
+
+
+def _sequence_style(text: str) -> tuple[int, int]:
+    """Return ruamel's ``(sequence, offset)`` indents as the file's first block sequence has them.
+
+    ``links:`` followed by ``  - to: x`` is offset 2, sequence 4; the default is (4, 2).
+    """
+    lines = text.splitlines()
+    for above, line in itertools.pairwise(lines):
+        key, item = _KEY_LINE.match(above), _SEQ_ITEM.match(line)
+        if key and item:
+            offset = len(item["indent"]) - len(key["indent"])
+            return offset + (item.start("rest") - len(item["indent"])), offset
+    return 4, 2
+
+
+def _yaml(text: str = "") -> YAML:
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     yaml.width = 4096
+    sequence, offset = _sequence_style(text)
+    yaml.indent(mapping=2, sequence=sequence, offset=offset)
     return yaml
 
 
@@ -184,8 +206,9 @@ def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
         SidecarError: if the existing sidecar cannot be parsed (it is then left untouched).
     """
     read_sidecar(path)  # validate first: a malformed sidecar is never overwritten
-    yaml = _yaml()
-    data = yaml.load(path.read_text(encoding="utf-8")) or {}
+    original = path.read_text(encoding="utf-8")
+    yaml = _yaml(original)
+    data = yaml.load(original) or {}
     for key, value in update.items():
         data[key] = value
     buffer = io.StringIO()

@@ -216,6 +216,8 @@ class _Syncer:
         if doc_id is not None:
             other = claimed.get(doc_id)
             if other is not None and other != entry.rel:
+                if row is not None:
+                    missing[entry.rel] = row  # the document is left out: drop its old version
                 plan.skips.append(
                     Skip(
                         entry.rel,

@@ -1,0 +1,156 @@
+"""Shared fixtures: a deterministic fake embedder and small on-disk knowledge bases."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pinakes_core import KB
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class FakeHashEmbedder:
+    """A FAKE embedding model for tests where semantics do not matter.
+
+    Each word is hashed into one of ``dim`` buckets; the bag-of-buckets vector is normalised to
+    unit length. Deterministic across processes. It counts calls and texts so tests can assert
+    exactly how many chunks a sync embedded.
+    """
+
+    def __init__(self, model_id: str = "fake-hash-v1", dim: int = 32) -> None:
+        self.model_id = model_id
+        self.dim = dim
+        self.document_calls = 0
+        self.query_calls = 0
+        self.embedded_texts: list[str] = []
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            digest = hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest()
+            vec[int.from_bytes(digest, "little") % self.dim] += 1.0
+        if not vec.any():
+            vec[0] = 1.0
+        return vec / np.linalg.norm(vec)
+
+    def embed_documents(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        texts = list(texts)
+        self.document_calls += 1
+        self.embedded_texts.extend(texts)
+        rows = np.stack([self._vector(t) for t in texts]) if texts else np.zeros((0, self.dim))
+        if progress is not None:
+            progress(len(texts))
+        return rows.astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.query_calls += 1
+        return self._vector(text)
+
+    def reset(self) -> None:
+        """Forget the counted texts."""
+        self.document_calls = 0
+        self.embedded_texts = []
+
+
+SMALL_KB: dict[str, str] = {
+    "raft.md": (
+        "---\ntitle: Raft consensus\ntags: [consensus, '#Distributed']\naliases: [raft-protocol]\n---\n"
+        "# Raft\n\nRaft elects a leader with randomized election timeouts.\n\n"
+        "## Log replication\n\nThe leader appends entries and replicates the log to followers.\n\n"
+        "## Safety\n\nA candidate needs a majority of votes before it becomes leader.\n"
+    ),
+    "notes/paxos.md": (
+        "# Paxos\n\nPaxos reaches agreement with proposers, acceptors and learners.\n\n"
+        "## Multi-Paxos\n\nA stable leader skips the prepare phase for later slots.\n"
+    ),
+    "notes/gardening.txt": (
+        "Tomatoes need full sun and regular watering.\n\nPrune the suckers weekly in July.\n"
+    ),
+    "runbooks/deploy.md": (
+        "# Deploy\n\nRun the migration, then roll the pods one by one.\n\n"
+        "## Rollback\n\nIf error E-4012 appears, roll back with the previous image tag.\n"
+    ),
+}
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+    """Write ``files`` (relative path → text or bytes) under ``root``."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def make_kb(root: Path, files: dict[str, str | bytes] | None = None, name: str = "t") -> Path:
+    """Init a KB at ``root`` and write ``files`` (default: :data:`SMALL_KB`)."""
+    KB.init(root, name=name)
+    write_files(root, SMALL_KB if files is None else files)
+    return root
+
+
+def db(root: Path) -> sqlite3.Connection:
+    """A plain connection to the KB's store file."""
+    conn = sqlite3.connect(root / ".pinakes" / "index.db")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def scalar(root: Path, sql: str, params: Sequence[object] = ()) -> object:
+    """Return the first column of the first row of ``sql`` against the store."""
+    conn = db(root)
+    try:
+        return conn.execute(sql, params).fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def fake_embedder() -> FakeHashEmbedder:
+    return FakeHashEmbedder()
+
+
+@pytest.fixture
+def kb_root(tmp_path: Path) -> Path:
+    """A fresh, unsynced KB holding :data:`SMALL_KB`."""
+    return make_kb(tmp_path / "kb")
+
+
+@pytest.fixture
+def kb(kb_root: Path, fake_embedder: FakeHashEmbedder) -> Iterator[KB]:
+    """The small KB opened with the fake embedder (not yet synced)."""
+    handle = KB.open(kb_root, embedder=fake_embedder)
+    yield handle
+    handle.close()
+
+
+def set_config(root: Path, section: str, lines: str) -> None:
+    """Add ``lines`` right under ``[section]`` in the KB's ``pinakes.toml`` (adding the section)."""
+    path = root / "pinakes.toml"
+    text = path.read_text(encoding="utf-8")
+    header = f"[{section}]\n"
+    if header in text:
+        text = text.replace(header, header + lines.rstrip("\n") + "\n", 1)
+    else:
+        text += "\n" + header + lines.rstrip("\n") + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def doc_ids(root: Path) -> dict[str, str]:
+    """Path → doc_id of every document in the store."""
+    conn = db(root)
+    try:
+        return {r["path"]: r["doc_id"] for r in conn.execute("SELECT path, doc_id FROM documents")}
+    finally:
+        conn.close()

@@ -1,0 +1,230 @@
+"""Heading-aware chunking: hand-written cases and hypothesis properties (DESIGN §4)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.tokens import token_counter
+
+COUNT = token_counter()
+
+
+def chunks(text: str, budget: int = 256, skip_lines: int = 0, markdown: bool = True) -> list[Chunk]:
+    return chunk_document(
+        text, markdown=markdown, budget=budget, count=COUNT, skip_lines=skip_lines
+    )
+
+
+# -- hand-written cases -----------------------------------------------------------------------
+
+
+def test_fenced_code_with_hash_lines_is_not_a_heading() -> None:
+    text = (
+        "# Setup\n\nInstall it.\n\n```bash\n# install the tool\npip install x\n## not a heading\n```\n"
+        "\n~~~\n# also code\n~~~\n"
+    )
+    out = chunks(text)
+    assert [c.heading_path for c in out] == [("Setup",)]
+    assert "# install the tool" in out[0].text and "## not a heading" in out[0].text
+    assert first_heading("```\n# code\n```\n# Real\n") == "Real"
+
+
+def test_setext_headings_are_recognised() -> None:
+    text = "Title Here\n==========\n\nintro text\n\nSub part\n--------\n\nsub text\n"
+    out = chunks(text)
+    assert [c.heading_path for c in out] == [("Title Here",), ("Title Here", "Sub part")]
+    assert [(c.start_line, c.end_line) for c in out] == [(1, 4), (6, 9)]
+    assert first_heading(text) == "Title Here"
+
+
+def test_heading_path_nesting_and_popping() -> None:
+    text = "# A\n\na\n\n## B\n\nb\n\n### C\n\nc\n\n## D\n\nd\n\n# E\n\ne\n\n#### F\n\nf\n"
+    paths = [c.heading_path for c in chunks(text)]
+    assert paths == [("A",), ("A", "B"), ("A", "B", "C"), ("A", "D"), ("E",), ("E", "F")]
+
+
+def test_text_before_the_first_heading_has_an_empty_path() -> None:
+    out = chunks("preamble line\n\n# H\n\nbody\n")
+    assert [(c.heading_path, c.text) for c in out] == [
+        ((), "preamble line"),
+        (("H",), "# H\n\nbody"),
+    ]
+
+
+def test_heading_text_drops_markup() -> None:
+    out = chunks("# The *Raft* [paper](http://x) `code`\n\nbody\n")
+    assert out[0].heading_path == ("The Raft paper code",)
+
+
+def test_frontmatter_lines_are_excluded_but_count_for_line_numbers() -> None:
+    text = "---\ntitle: T\ntags: [a]\n---\n# Body\n\ntext\n"
+    out = chunks(text, skip_lines=4)
+    assert len(out) == 1
+    assert "title:" not in out[0].text
+    assert (out[0].start_line, out[0].end_line) == (5, 7)
+    assert out[0].text == "# Body\n\ntext"
+
+
+def test_long_section_splits_at_paragraph_boundaries_within_budget() -> None:
+    paragraphs = [
+        " ".join(f"word{p}x{i}" for i in range(12)) for p in range(10)
+    ]  # each paragraph well under the budget, together well over it
+    text = "# Long\n\n" + "\n\n".join(paragraphs) + "\n"
+    budget = 64
+    assert COUNT("\n".join(paragraphs)) > budget
+    out = chunks(text, budget=budget)
+    assert len(out) > 1
+    assert all(c.heading_path == ("Long",) for c in out)
+    assert all(c.tokens <= budget for c in out)
+    for c in out:  # every window is whole paragraphs
+        body = c.text.removeprefix("# Long\n\n")
+        assert all(part in paragraphs for part in body.split("\n\n"))
+    joined = "\n\n".join(c.text for c in out)
+    assert all(p in joined for p in paragraphs)
+    assert out[0].text.startswith("# Long")
+
+
+def test_single_long_line_splits_at_words() -> None:
+    line = " ".join(f"tok{i}" for i in range(300))
+    out = chunks(line + "\n", budget=40)
+    assert len(out) > 1
+    assert all(c.tokens <= 40 and c.start_line == c.end_line == 1 for c in out)
+    assert " ".join(c.text for c in out) == line
+
+
+def test_plain_text_splits_on_blank_lines_and_ignores_hashes() -> None:
+    out = chunks("# not a heading in txt\n\nsecond para\n", markdown=False, budget=32)
+    assert [(c.heading_path, c.text) for c in out] == [
+        ((), "# not a heading in txt\n\nsecond para")
+    ]
+    many = "\n\n".join(f"para {i} " + "filler " * 10 for i in range(6))
+    split = chunks(many, markdown=False, budget=32)
+    assert len(split) > 1
+    assert all(c.text.startswith("para ") and c.tokens <= 32 for c in split)
+
+
+def test_ordinals_are_sequential() -> None:
+    out = chunks("# A\n\na\n\n# B\n\nb\n\n# C\n\nc\n")
+    assert [c.ordinal for c in out] == [0, 1, 2]
+
+
+def test_empty_and_blank_documents_have_no_chunks() -> None:
+    assert chunks("") == []
+    assert chunks("\n\n   \n") == []
+
+
+def test_embed_text_prefixes_title_and_heading_path_without_repeating_the_h1() -> None:
+    chunk = Chunk(0, ("Raft", "Safety"), "text", 1, 1, 1)
+    assert embed_text("Raft", chunk) == "Raft › Safety\ntext"
+    assert embed_text("Consensus", chunk) == "Consensus › Raft › Safety\ntext"
+
+
+# -- hypothesis: generated Markdown -----------------------------------------------------------
+
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=9)
+_words = st.lists(_word, min_size=1, max_size=14).map(" ".join)
+
+
+@dataclass
+class _Doc:
+    lines: list[str]
+    headings: dict[int, tuple[int, str]]  # 0-based line -> (level, text)
+
+
+@st.composite
+def _markdown(draw: st.DrawFn) -> tuple[_Doc, int]:
+    lines: list[str] = []
+    headings: dict[int, tuple[int, str]] = {}
+    front = draw(st.booleans())
+    if front:
+        lines += ["---", f"title: {draw(_words)}", "---"]
+    skip = len(lines)
+    for _ in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["atx", "setext", "para", "para", "code", "blank", "longline"]))
+        if kind == "atx":
+            level = draw(st.integers(1, 6))
+            text = draw(_words)
+            headings[len(lines)] = (level, text)
+            lines.append("#" * level + " " + text)
+        elif kind == "setext":
+            text = draw(_words)
+            level = draw(st.sampled_from([1, 2]))
+            headings[len(lines)] = (level, text)
+            lines += [text, ("=" if level == 1 else "-") * draw(st.integers(3, 8))]
+        elif kind == "para":
+            lines += draw(st.lists(_words, min_size=1, max_size=4))
+        elif kind == "longline":
+            lines.append(" ".join(draw(st.lists(_word, min_size=30, max_size=90))))
+        elif kind == "code":
+            body = draw(
+                st.lists(
+                    st.one_of(
+                        _words.map(lambda w: "# " + w),
+                        _words.map(lambda w: "## " + w),
+                        _words,
+                        st.just(""),
+                    ),
+                    min_size=0,
+                    max_size=6,
+                )
+            )
+            lines += ["```", *body, "```"]
+        else:
+            lines.append("")
+        lines.append("")  # blocks are separated, so each keeps its generated meaning
+    return _Doc(lines, headings), skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc_skip=_markdown(), budget=st.sampled_from([32, 48, 64, 256]))
+def test_chunking_properties(doc_skip: tuple[_Doc, int], budget: int) -> None:
+    doc, skip = doc_skip
+    text = "\n".join(doc.lines)
+    out = chunk_document(text, markdown=True, budget=budget, count=COUNT, skip_lines=skip)
+    lines = doc.lines
+
+    # Ordinals are sequential and chunks are in document order.
+    assert [c.ordinal for c in out] == list(range(len(out)))
+    for a, b in itertools.pairwise(out):
+        assert (a.start_line, a.end_line) <= (b.start_line, b.end_line)
+        assert a.end_line <= b.start_line
+
+    # Every non-blank body line lies in exactly one chunk range; a line lies in several only
+    # when it was a single long line split into word pieces.
+    for number in range(skip + 1, len(lines) + 1):
+        covering = [c for c in out if c.start_line <= number <= c.end_line]
+        if not lines[number - 1].strip():
+            continue
+        assert covering, f"line {number} {lines[number - 1]!r} is in no chunk"
+        if len(covering) > 1:
+            assert all(c.start_line == c.end_line == number for c in covering)
+    assert all(c.start_line > skip for c in out)  # frontmatter is never chunk text
+
+    # Expected heading path of every line, from the generator's own knowledge.
+    path_at: list[tuple[str, ...]] = []
+    stack: list[tuple[int, str]] = []
+    for i in range(len(lines)):
+        if i in doc.headings:
+            level, title = doc.headings[i]
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+        path_at.append(tuple(t for _, t in stack))
+
+    heading_lines = {i + 1 for i in doc.headings}
+    for c in out:
+        # No chunk crosses a heading: only its first line may be one.
+        assert not [h for h in heading_lines if c.start_line < h <= c.end_line], c
+        assert all(path_at[n - 1] == c.heading_path for n in range(c.start_line, c.end_line + 1))
+        # Tokens within budget, unless the chunk is a single over-long word.
+        assert c.tokens <= budget or len(c.text.split()) == 1
+        # Multi-line chunks are verbatim slices of the source.
+        if c.start_line != c.end_line or c.text == lines[c.start_line - 1].strip():
+            assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
+    for h in heading_lines:  # every heading starts a chunk
+        assert any(c.start_line == h for c in out)

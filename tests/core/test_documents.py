@@ -1,0 +1,268 @@
+"""Which files are documents, their metadata, and every bad input of DESIGN §13."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, doc_ids, make_kb, scalar, set_config
+from pinakes_core import KB, SyncReport
+
+
+def _sync(root: Path) -> SyncReport:
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        return kb.sync()
+
+
+def _skip_reason(report: SyncReport, path: str) -> str:
+    reasons = [s.reason for s in report.skipped if s.path == path]
+    assert len(reasons) == 1, f"{path} not skipped exactly once: {report.skipped}"
+    return reasons[0]
+
+
+# -- frontmatter and sidecar metadata ---------------------------------------------------------
+
+
+def test_frontmatter_is_read_and_merged_with_the_sidecar(kb_root: Path, fake_embedder) -> None:
+    (kb_root / "raft.md.pnk.yaml").write_text(
+        "title: Raft, the sidecar title\ntags: [Extra, consensus, '#Quorum']\naliases: [rafty]\n",
+        encoding="utf-8",
+    )
+    with KB.open(kb_root, embedder=fake_embedder) as kb:
+        kb.sync()
+        view = kb.read("raft.md")
+        assert view.title == "Raft, the sidecar title"  # the sidecar wins over frontmatter
+        assert sorted(view.tags) == ["consensus", "distributed", "extra", "quorum"]
+        assert sorted(view.aliases) == ["raft-protocol", "rafty"]
+        # The frontmatter block is not indexed as text.
+        assert scalar(kb_root, "SELECT COUNT(*) FROM chunks WHERE text LIKE '%aliases:%'") == 0
+
+        for tags in (["extra"], ["distributed", "EXTRA"], ["#Quorum"]):
+            hits = kb.search("leader", tags=tags).hits
+            assert hits, tags
+            assert {h.path for h in hits} == {"raft.md"}
+        assert kb.search("leader", tags=["extra", "nonexistent"]).hits == []
+
+
+def test_title_falls_back_to_frontmatter_then_h1_then_stem(kb: KB) -> None:
+    kb.sync()
+    assert kb.read("raft.md").title == "Raft consensus"  # frontmatter
+    assert kb.read("notes/paxos.md").title == "Paxos"  # first H1
+    assert kb.read("notes/gardening.txt").title == "gardening"  # file stem
+
+
+def test_malformed_frontmatter_warns_and_still_indexes(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"bad.md": "---\ntitle: [unclosed\n---\n# Body\n\nkumquat\n"})
+    report = _sync(root)
+    assert report.added == ["bad.md"]
+    assert any("bad.md" in w and "frontmatter" in w for w in report.warnings)
+    assert scalar(root, "SELECT title FROM documents") == "Body"
+
+
+# -- which files are documents ---------------------------------------------------------------
+
+
+def test_gitignore_include_exclude_and_dot_directories(tmp_path: Path) -> None:
+    files = {
+        "keep.md": "# Keep\n\nkept\n",
+        "plain.txt": "plain text\n",
+        "other.markdown": "# Other\n\nkept too\n",
+        "data.csv": "a,b\n",
+        "drafts/draft.md": "# Draft\n\nignored by root .gitignore\n",
+        "secret.private.md": "ignored by a root glob\n",
+        "notes/public.md": "# Public\n\nkept\n",
+        "notes/hidden.md": "ignored by notes/.gitignore\n",
+        "notes/deep/hidden.md": "ignored by notes/.gitignore at depth\n",
+        "hidden.md": "not ignored: the nested rule is scoped to notes/\n",
+        "archive/old.md": "excluded by [sync] exclude\n",
+        ".obsidian/workspace.md": "dot directory\n",
+        ".git/info.md": "dot directory\n",
+        "sub/.trash/x.md": "nested dot directory\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    (root / ".gitignore").write_text(
+        (root / ".gitignore").read_text() + "drafts/\n*.private.md\n", encoding="utf-8"
+    )
+    (root / "notes" / ".gitignore").write_text("hidden.md\n", encoding="utf-8")
+    set_config(root, "sync", 'exclude = ["archive/**"]')
+
+    report = _sync(root)
+    expected = ["hidden.md", "keep.md", "notes/public.md", "other.markdown", "plain.txt"]
+    assert sorted(report.added) == expected
+    assert sorted(doc_ids(root)) == expected
+
+    # With gitignore off, ignored files come in; exclude and dot-directories still apply.
+    set_config(root, "sync", "gitignore = false")
+    report = _sync(root)
+    assert sorted(report.added) == [
+        "drafts/draft.md",
+        "notes/deep/hidden.md",
+        "notes/hidden.md",
+        "secret.private.md",
+    ]
+
+
+def test_include_globs_restrict_documents(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\na\n", "b.txt": "b\n", "docs/c.rst": "c\n"})
+    set_config(root, "sync", 'include = ["**/*.md", "docs/*.rst"]')
+    assert sorted(_sync(root).added) == ["a.md", "docs/c.rst"]
+
+
+# -- DESIGN §13 bad inputs -------------------------------------------------------------------
+
+
+def test_binary_file_is_skipped(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb", {"ok.md": "# Ok\n\nfine\n", "blob.md": b"PK\x03\x04\x00\x00binary"}
+    )
+    report = _sync(root)
+    assert report.added == ["ok.md"]
+    reason = _skip_reason(report, "blob.md")
+    assert "binary" in reason and "NUL" in reason
+    assert not (root / "blob.md.pnk.yaml").exists()
+
+
+def test_invalid_utf8_is_decoded_with_a_warning_and_searchable(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb", {"latin.md": b"# Caf\xe9\n\nquixotic reconciliation\xff notes\n"}
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        assert report.added == ["latin.md"]
+        assert any("latin.md" in w and "UTF-8" in w for w in report.warnings)
+        hits = kb.search("quixotic").hits
+        assert [h.path for h in hits] == ["latin.md"]
+        assert "\ufffd" in hits[0].text
+
+
+def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"small.md": "# Small\n\nok\n", "big.md": "word " * 2000})
+    set_config(root, "sync", "max_file_mb = 0.001")
+    report = _sync(root)
+    assert report.added == ["small.md"]
+    assert "max_file_mb" in _skip_reason(report, "big.md")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_skipped(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"ok.md": "ok\n", "locked.md": "secret\n"})
+    (root / "locked.md").chmod(0)
+    try:
+        report = _sync(root)
+    finally:
+        (root / "locked.md").chmod(0o644)
+    assert report.added == ["ok.md"]
+    assert "cannot be read" in _skip_reason(report, "locked.md")
+
+
+def test_malformed_sidecar_skips_the_document_naming_file_and_line(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"ok.md": "# Ok\n\nfine\n", "broken.md": "# Broken\n\nbody\n"})
+    bad = "# my comment\ntitle: Fine\ntitle2: : :\n"
+    (root / "broken.md.pnk.yaml").write_text(bad, encoding="utf-8")
+    report = _sync(root)
+    assert report.added == ["ok.md"]
+    reason = _skip_reason(report, "broken.md")
+    assert "broken.md.pnk.yaml" in reason
+    assert "line 3" in reason
+    assert (root / "broken.md.pnk.yaml").read_text(encoding="utf-8") == bad
+    assert "broken.md" not in doc_ids(root)
+
+
+def test_sidecar_with_a_bad_id_is_skipped(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "a\n"})
+    (root / "a.md.pnk.yaml").write_text("id: not-a-ulid\n", encoding="utf-8")
+    report = _sync(root)
+    reason = _skip_reason(report, "a.md")
+    assert "a.md.pnk.yaml" in reason and "'id'" in reason
+    assert (root / "a.md.pnk.yaml").read_text(encoding="utf-8") == "id: not-a-ulid\n"
+
+
+def test_duplicate_ulid_skips_the_copy_and_keeps_the_original(kb: KB) -> None:
+    kb.sync()
+    raft_id = doc_ids(kb.root)["raft.md"]
+    (kb.root / "copy.md").write_text(
+        "# Copy\n\nA copy of raft with its own text.\n", encoding="utf-8"
+    )
+    sidecar = (kb.root / "raft.md.pnk.yaml").read_bytes()
+    (kb.root / "copy.md.pnk.yaml").write_bytes(sidecar)
+
+    report = kb.sync()
+    reason = _skip_reason(report, "copy.md")
+    assert raft_id in reason
+    assert "raft.md" in reason
+    assert report.added == []
+    ids = doc_ids(kb.root)
+    assert ids["raft.md"] == raft_id
+    assert "copy.md" not in ids
+    assert (kb.root / "copy.md.pnk.yaml").read_bytes() == sidecar
+    assert kb.read(raft_id).path == "raft.md"
+
+
+def test_symlink_outside_the_root_is_skipped(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nprivate\n", encoding="utf-8")
+    root = make_kb(tmp_path / "kb", {"ok.md": "ok\n"})
+    (root / "link.md").symlink_to(outside / "secret.md")
+    (root / "linkdir").symlink_to(outside, target_is_directory=True)
+    report = _sync(root)
+    assert report.added == ["ok.md"]
+    assert "outside" in _skip_reason(report, "link.md")
+    assert "outside" in _skip_reason(report, "linkdir")
+
+
+def test_symlink_inside_the_root_is_followed(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"real/a.md": "# A\n\nalpha\n"})
+    (root / "zlink").symlink_to(root / "real", target_is_directory=True)  # sorts after real/
+    report = _sync(root)
+    assert report.added == ["real/a.md"]
+    assert [s.path for s in report.skipped] == ["zlink"]
+
+
+def test_real_folder_wins_over_a_symlink_alias_that_sorts_first(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"real/a.md": "# A\n\nalpha\n"})
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)  # sorts before real/
+    report = _sync(root)
+    assert report.added == ["real/a.md"]
+    assert all(s.path != "real" for s in report.skipped)
+
+
+def test_symlink_loops_do_not_hang_and_are_reported(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"ok.md": "ok\n", "sub/inner.md": "inner\n"})
+    (root / "sub" / "up").symlink_to(root, target_is_directory=True)  # a directory cycle
+    (root / "a.md").symlink_to(root / "b.md")
+    (root / "b.md").symlink_to(root / "a.md")  # a file cycle
+
+    result: list[SyncReport] = []
+    worker = threading.Thread(target=lambda: result.append(_sync(root)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "sync hung on a symlink loop"
+    report = result[0]
+    assert sorted(report.added) == ["ok.md", "sub/inner.md"]
+    assert "loop" in _skip_reason(report, "sub/up")
+    assert "loop" in _skip_reason(report, "a.md")
+    assert "loop" in _skip_reason(report, "b.md")
+
+
+def test_empty_file_is_indexed_with_zero_chunks(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"empty.md": "", "blank.txt": "\n\n  \n"})
+    report = _sync(root)
+    assert sorted(report.added) == ["blank.txt", "empty.md"]
+    assert report.skipped == []
+    assert scalar(root, "SELECT chunk_count FROM documents WHERE path = 'empty.md'") == 0
+    assert scalar(root, "SELECT COUNT(*) FROM chunks") == 0
+    assert _sync(root).added == []
+
+
+def test_crlf_and_bom_are_normalised(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb", {"win.md": b"\xef\xbb\xbf# Windows\r\n\r\nline one\r\nline two\r\n"}
+    )
+    report = _sync(root)
+    assert report.warnings == []
+    assert scalar(root, "SELECT title FROM documents") == "Windows"
+    assert scalar(root, "SELECT text FROM chunks") == "# Windows\n\nline one\nline two"

@@ -1,0 +1,175 @@
+"""Evaluation metrics against hand-computed cases, question loading, calibration, and an end-to-end
+eval on a tiny KB."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb
+from pinakes_core import KB, ConfigError
+from pinakes_core.confidence import (
+    FEATURES,
+    MONOTONE,
+    Calibration,
+    default_calibration,
+    fit_logistic,
+)
+from pinakes_core.eval import (
+    Outcome,
+    Question,
+    evaluate,
+    load_questions,
+    ndcg_at,
+    recall_at,
+    reciprocal_rank,
+    score,
+)
+
+
+def test_recall_counts_distinct_relevant_documents() -> None:
+    docs = ["a", "b", "c", "d", "e", "f"]
+    assert recall_at(docs, ["b"], 1) == 0.0
+    assert recall_at(docs, ["b"], 2) == 1.0
+    assert recall_at(docs, ["a", "f"], 5) == 0.5
+    assert recall_at(docs, ["a", "f", "z"], 10) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        recall_at(docs, [], 5)
+
+
+def test_reciprocal_rank_uses_the_first_relevant_document() -> None:
+    assert reciprocal_rank(["x", "y", "a"], ["a", "y"]) == 0.5
+    assert reciprocal_rank(["x"], ["a"]) == 0.0
+
+
+def test_ndcg_by_hand() -> None:
+    # relevant at ranks 1 and 3 of two relevant: (1 + 1/log2(4)) / (1 + 1/log2(3))
+    expected = (1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3))
+    assert ndcg_at(["a", "x", "b"], ["a", "b"], 10) == pytest.approx(expected)
+    assert ndcg_at(["a", "b"], ["a", "b"], 10) == pytest.approx(1.0)
+    assert ndcg_at(["x", "y"], ["a"], 10) == 0.0
+
+
+def _outcome(cls: str, relevant: list[str], docs: list[str], abstain: bool | None) -> Outcome:
+    q = Question.model_validate({"id": "q", "query": "q", "class": cls, "relevant": relevant})
+    return Outcome(
+        q, docs, None if abstain is None else (0.1 if abstain else 0.9), abstain, None, 5.0
+    )
+
+
+def test_score_confidence_errors_by_hand() -> None:
+    outcomes = [
+        _outcome("lookup", ["a"], ["a", "b"], abstain=False),  # right and confident
+        _outcome("lookup", ["a"], ["a", "b"], abstain=True),  # false abstain
+        _outcome(
+            "lookup", ["a"], ["b", "a"], abstain=False
+        ),  # confident, wrong top: false confidence
+        _outcome("none", [], ["b"], abstain=False),  # confident on none: false confidence
+        _outcome("none", [], ["c"], abstain=True),  # right abstention
+    ]
+    report = score(outcomes, ["bm25", "dense"])
+    assert report.overall.false_abstain == pytest.approx(1 / 3, abs=1e-3)
+    # wrong top hits: outcomes 3, 4, 5 -> confident on 3 and 4
+    assert report.overall.false_confidence == pytest.approx(2 / 3, abs=1e-3)
+    assert report.overall.false_confidence_none == pytest.approx(0.5)
+    lookup = report.classes["lookup"]
+    assert lookup.recall_1 == pytest.approx(2 / 3, abs=1e-3)
+    assert lookup.mrr == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-3)
+    assert report.classes["none"].recall_5 is None
+
+
+def test_score_without_confidence_reports_none() -> None:
+    report = score([_outcome("lookup", ["a"], ["a"], abstain=None)], ["bm25"])
+    assert report.overall.false_abstain is None and report.overall.false_confidence is None
+
+
+def test_load_questions_errors_name_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text(
+        '{"id": "a", "query": "x", "class": "lookup", "relevant": ["a.md"]}\n{not json}\n'
+    )
+    with pytest.raises(ConfigError, match=r"q.jsonl, line 2"):
+        load_questions(path)
+    path.write_text('{"id": "a", "query": "x", "class": "lookups", "relevant": []}\n')
+    with pytest.raises(ConfigError, match="unknown class 'lookups'"):
+        load_questions(path)
+
+
+def test_logistic_fit_keeps_monotone_features_non_negative() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(FEATURES)))
+    # The label depends positively on dense_top and negatively on dense_best (a monotone
+    # feature): the fit must clamp dense_best at 0 rather than make it negative.
+    logits = 2.0 * x[:, FEATURES.index("dense_top")] - 1.5 * x[:, FEATURES.index("dense_best")]
+    y = (rng.random(400) < 1 / (1 + np.exp(-logits))).astype(float)
+    _, _, coef, _ = fit_logistic(x, y)
+    for name, value in zip(FEATURES, coef, strict=True):
+        if name in MONOTONE:
+            assert value >= 0.0, name
+    assert coef[FEATURES.index("dense_top")] > 1.0
+
+
+def test_shipped_calibration_is_monotone_in_its_main_features() -> None:
+    calibration = default_calibration()
+    assert calibration is not None
+    base = dict(zip(calibration.features, calibration.mean, strict=True))
+    for name in ("dense_top", "dense_margin", "bm25_best", "rr_bm25"):
+        low = calibration.predict({**base, name: base[name] - 1.0})
+        high = calibration.predict({**base, name: base[name] + 1.0})
+        assert high > low, name
+    # more unknown query words never raise confidence
+    assert calibration.predict({**base, "unknown_share": 1.0}) <= calibration.predict(
+        {**base, "unknown_share": 0.0}
+    )
+
+
+def test_calibration_predict_is_a_probability() -> None:
+    calibration = Calibration(
+        model_id="m",
+        features=["a"],
+        mean=[0.0],
+        scale=[1.0],
+        coef=[50.0],
+        intercept=0.0,
+        fitted_on="t",
+        n=1,
+    )
+    assert 0.0 <= calibration.predict({"a": -10.0}) < 1e-6
+    assert 1.0 - 1e-6 < calibration.predict({"a": 10.0}) <= 1.0
+
+
+def test_eval_end_to_end_on_a_tiny_kb(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "ledger.md": "# Ledger\n\nThe ledger service listens on port 7300 and stores journal entries.\n",
+            "gateway.md": "# Gateway\n\nThe API gateway terminates TLS on port 443.\n",
+            "people/ana.md": "# Ana\n\nAna leads the ledger team.\n",
+        },
+    )
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    questions = tmp_path / "questions.jsonl"
+    rows = [
+        {"id": "l1", "query": "ledger port 7300", "class": "lookup", "relevant": ["ledger.md"]},
+        {"id": "l2", "query": "gateway TLS", "class": "lookup", "relevant": ["gateway.md"]},
+        {
+            "id": "f1",
+            "query": "ledger",
+            "class": "filter",
+            "relevant": ["people/ana.md"],
+            "filters": {"path": "people/"},
+        },
+        {"id": "n1", "query": "sourdough recipe", "class": "none", "relevant": []},
+    ]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = evaluate(kb, questions, {"bm25": ["bm25"], "hybrid": ["bm25", "dense"]})
+    assert set(report.configs) == {"bm25", "hybrid"}
+    bm25 = report.configs["bm25"]
+    assert bm25.classes["lookup"].recall_1 == 1.0
+    assert bm25.classes["filter"].recall_1 == 1.0  # the path filter changes the answer
+    assert bm25.overall.questions == 4
+    assert bm25.overall.latency_ms_p50 is not None

@@ -1,0 +1,366 @@
+"""Retrieval: query safety, filters inside channels, RRF, FTS query building (DESIGN §5, §13)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
+from pinakes_core import KB, PluginMissingError
+from pinakes_core.fusion import rrf
+from pinakes_core.query import build_fts_query, query_terms
+
+NASTY_QUERIES = [
+    '"',
+    '"""',
+    'leader "election',
+    "NEAR(",
+    "NEAR(leader election, 2)",
+    "leader NEAR(",
+    "*",
+    "lead*",
+    "-",
+    "-leader",
+    "^",
+    "^leader",
+    "leader AND OR NOT",
+    "AND",
+    "title:leader",
+    "text : raft",
+    "{title text}: raft",
+    "(leader",
+    "leader)",
+    "🦀🦀 raft 🦀",
+    "🦀",
+    "x" * 10_000,
+    "leader " * 2_000,
+    "",
+    "   ",
+    "\n\t",
+    "the of and a is",
+    "what is the",
+    "\x00",
+    "E-4012",
+    "ledger.retry.max_attempts",
+    "naïve café Ωmega",
+    "'; DROP TABLE chunks; --",
+    "\\",
+    "%_",
+]
+
+
+@pytest.fixture
+def synced(kb: KB) -> KB:
+    kb.sync()
+    return kb
+
+
+@pytest.mark.parametrize("query", NASTY_QUERIES, ids=range(len(NASTY_QUERIES)))
+@pytest.mark.parametrize("channels", [None, ["bm25"], ["dense"]])
+def test_any_query_returns_hits_or_an_empty_list(synced: KB, query: str, channels) -> None:
+    result = synced.search(query, channels=channels)
+    assert isinstance(result.hits, list)
+    assert len(result.hits) <= synced.config.retrieval.k
+    assert result.query == query
+
+
+def test_queries_with_syntax_still_find_their_words(synced: KB) -> None:
+    for query in ('leader "election', "NEAR(election", "^election*", "-election"):
+        hits = synced.search(query, channels=["bm25"]).hits
+        assert hits and hits[0].path == "raft.md", query
+    assert synced.search("E-4012", channels=["bm25"]).hits[0].path == "runbooks/deploy.md"
+
+
+def test_questions_are_not_anded(synced: KB) -> None:
+    # "zebra" is nowhere; the chunk with the other words must still be found.
+    hits = synced.search("how do proposers acceptors zebra work", channels=["bm25"]).hits
+    assert hits and hits[0].path == "notes/paxos.md"
+
+
+def test_explain_and_ranks(synced: KB) -> None:
+    result = synced.search("leader election", explain=True)
+    top = result.hits[0]
+    assert set(top.ranks) == {"bm25", "dense"}
+    assert top.channel_scores is not None and set(top.channel_scores) <= {"bm25", "dense"}
+    assert all(h.channel_scores is None for h in synced.search("leader").hits)
+    assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+def test_unknown_channel_is_a_plugin_missing_error(synced: KB) -> None:
+    with pytest.raises(PluginMissingError) as info:
+        synced.search("x", channels=["ppr"])
+    assert "pinakes-graph" in str(info.value)
+
+
+def test_search_syncs_a_never_synced_kb(kb: KB) -> None:
+    assert not kb.synced
+    assert kb.search("paxos").hits[0].path == "notes/paxos.md"
+    assert kb.synced
+
+
+def test_resolve_accepts_ulid_uri_and_path(synced: KB) -> None:
+    doc_id = doc_ids(synced.root)["notes/paxos.md"]
+    view = synced.read("notes/paxos.md")
+    assert view.doc_id == doc_id
+    assert view.uri == f"pnk://{synced.config.kb.id}/{doc_id}"
+    for ref in (
+        doc_id,
+        doc_id.lower(),
+        view.uri,
+        f"pnk://{doc_id}",
+        "./notes/paxos.md",
+        str(synced.root / "notes" / "paxos.md"),
+    ):
+        assert synced.resolve(ref) == doc_id, ref
+
+
+# -- filters inside channels ------------------------------------------------------------------
+
+
+@pytest.fixture
+def crowded(tmp_path: Path) -> KB:
+    """Twenty documents about leader election, and one low-ranked one in archive/."""
+    files: dict[str, str | bytes] = {
+        f"hot/doc{i:02}.md": f"# Leader election {i}\n\nLeader election leader election leader "
+        f"election with terms and votes, note {i}.\n"
+        for i in range(20)
+    }
+    files["archive/old.md"] = (
+        "# Old minutes\n\nWe discussed budgets, parking, lunch menus, the printer, and once, "
+        "briefly, a leader.\n"
+    )
+    root = make_kb(tmp_path / "kb", files)
+    set_config(root, "retrieval", "candidates = 5\nk = 5")
+    old = 946_684_800  # 2000-01-01
+    for i in range(20):
+        os.utime(root / f"hot/doc{i:02}.md", (old, old))
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb.sync()
+    yield kb
+    kb.close()
+
+
+@pytest.mark.parametrize("channels", [None, ["bm25"], ["dense"]])
+def test_narrow_filters_never_starve_a_channel(crowded: KB, channels) -> None:
+    unfiltered = [h.path for h in crowded.search("leader election", channels=channels).hits]
+    assert "archive/old.md" not in unfiltered  # it ranks low globally
+
+    old_id = doc_ids(crowded.root)["archive/old.md"]
+    for kwargs in (
+        {"path": "archive/"},
+        {"path": "./archive"},
+        {"doc_ids": [old_id]},
+        {"modified_after": 1_500_000_000.0},
+    ):
+        hits = crowded.search("leader election", channels=channels, **kwargs).hits
+        assert [h.path for h in hits] == ["archive/old.md"], kwargs
+
+
+def test_tag_filter_inside_channels(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        f"d{i}.md": f"# Leader election\n\nleader election leader election {i}\n" for i in range(15)
+    }
+    files["tagged.md"] = "---\ntags: [rare]\n---\nmostly about cheese, a leader once\n"
+    root = make_kb(tmp_path / "kb", files)
+    set_config(root, "retrieval", "candidates = 3\nk = 3")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        for channels in (None, ["bm25"], ["dense"]):
+            hits = kb.search("leader election", tags=["#RARE"], channels=channels).hits
+            assert [h.path for h in hits] == ["tagged.md"]
+
+
+def test_modified_before_and_path_combine(crowded: KB) -> None:
+    hits = crowded.search("leader", path="hot/", modified_before=1_000_000_000.0, k=50).hits
+    assert hits and all(h.path.startswith("hot/") for h in hits)
+    assert crowded.search("leader", path="archive/", modified_before=1_000_000_000.0).hits == []
+
+
+def test_path_filter_matching_nothing_is_empty(crowded: KB) -> None:
+    assert crowded.search("leader", path="nowhere/").hits == []
+
+
+# -- RRF ------------------------------------------------------------------------------------
+
+
+def test_rrf_scores() -> None:
+    fused = dict(rrf({"a": [1, 2], "b": [2, 3]}, k=60))
+    assert fused[2] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[1] == pytest.approx(1 / 61)
+    assert fused[3] == pytest.approx(1 / 62)
+    assert rrf({}) == []
+    assert [i for i, _ in rrf({"a": [5, 4], "b": [4, 5]})] == [4, 5]  # tie: smaller id first
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lists=st.dictionaries(
+        st.text(min_size=1, max_size=5),
+        st.lists(st.integers(0, 40), max_size=15, unique=True),
+        max_size=5,
+    ),
+    k=st.integers(1, 100),
+    data=st.data(),
+)
+def test_rrf_is_invariant_under_reordering_of_the_lists(lists, k, data) -> None:
+    order = data.draw(st.permutations(list(lists)))
+    reordered = {name: lists[name] for name in order}
+    a, b = rrf(lists, k=k), rrf(reordered, k=k)
+    assert dict(a) == pytest.approx(dict(b), rel=1e-12)
+    # The same ranking (exact ties are broken by id, see the tie test below).
+    canon = lambda fused: sorted(fused, key=lambda kv: (-round(kv[1], 9), kv[0]))  # noqa: E731
+    assert [i for i, _ in canon(a)] == [i for i, _ in canon(b)]
+    assert [s for _, s in a] == sorted((s for _, s in a), reverse=True)
+    assert {i for i, _ in a} == {i for ranked in lists.values() for i in ranked}
+
+
+def _tied_lists() -> dict[str, list[int]]:
+    """Chunk 1 ranks (1, 2, 7) and chunk 2 ranks (2, 7, 1) in three channels: an exact tie."""
+    out = {}
+    for n, (name, r1, r2) in enumerate((("bm25", 1, 2), ("dense", 2, 7), ("graph", 7, 1))):
+        ranked = list(range(100 * (n + 1), 100 * (n + 1) + 7))
+        ranked[r1 - 1], ranked[r2 - 1] = 1, 2
+        out[name] = ranked
+    return out
+
+
+def test_rrf_exact_tie_is_broken_by_id_whatever_the_list_order() -> None:
+    lists = _tied_lists()
+    rankings = set()
+    for order in itertools.permutations(lists):
+        fused = rrf({name: lists[name] for name in order})
+        rankings.add(tuple(i for i, _ in fused if i in (1, 2)))
+    assert rankings == {(1, 2)}
+
+
+# -- FTS query building -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fts() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(title, heading, text, "
+        "tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    conn.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)",
+        [
+            ("Raft", "Safety", "leader election near votes"),
+            ("Café", "naïve", "E-4012 ledger.retry"),
+        ],
+    )
+    return conn
+
+
+@settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=300))
+def test_build_fts_query_never_makes_match_raise(fts: sqlite3.Connection, text: str) -> None:
+    query = build_fts_query(text)
+    if query is None:
+        assert not re.search(r"\w", text)
+        return
+    fts.execute("SELECT rowid, bm25(t) FROM t WHERE t MATCH ?", (query,)).fetchall()
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.lists(
+        st.sampled_from(
+            [
+                '"',
+                "NEAR(",
+                "*",
+                "-",
+                "^",
+                ":",
+                "(",
+                ")",
+                "AND",
+                "OR",
+                "NOT",
+                "+",
+                "title:",
+                "{",
+                "}",
+                "leader",
+                "E-4012",
+                "🦀",
+                "\u0301",
+                "ﬁ",
+                "ǅ",
+            ]
+        ),
+        max_size=20,
+    ).map(" ".join)
+)
+def test_build_fts_query_on_fts_syntax_soup(fts: sqlite3.Connection, text: str) -> None:
+    query = build_fts_query(text)
+    if query is not None:
+        fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (query,)).fetchall()
+
+
+def test_build_fts_query_shape() -> None:
+    assert build_fts_query("") is None
+    assert build_fts_query("*** --- ^^^") is None
+    query = build_fts_query("What is error E-4012?")
+    assert query is not None
+    assert '"e 4012"' in query
+    assert '"error"' in query and '"what"' not in query
+    assert query_terms("the of and") == ["the", "of", "and"]  # only stopwords: keep them
+    assert len(build_fts_query(" ".join(f"w{i}" for i in range(500))).split(" OR ")) <= 32
+
+
+def test_build_fts_query_finds_identifiers(fts: sqlite3.Connection) -> None:
+    rows = fts.execute(
+        "SELECT rowid FROM t WHERE t MATCH ?", (build_fts_query("E-4012"),)
+    ).fetchall()
+    assert rows == [(2,)]
+    rows = fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (build_fts_query("cafe"),)).fetchall()
+    assert rows == [(2,)]  # diacritics folded
+
+
+# -- sync idempotence as a property -----------------------------------------------------------
+
+_body = st.lists(
+    st.one_of(
+        st.text(alphabet="abcdefgh ", min_size=1, max_size=40).map(lambda s: s.strip() or "x"),
+        st.just("# Heading"),
+        st.just("## Sub"),
+        st.just(""),
+        st.just("```\n# code\n```"),
+    ),
+    max_size=12,
+).map("\n".join)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    files=st.dictionaries(
+        st.sampled_from(["a.md", "b.txt", "d/c.md", "d/e/f.markdown"]), _body, max_size=4
+    )
+)
+def test_sync_twice_changes_nothing(files: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_kb(Path(tmp) / "kb", dict(files))
+        fake = FakeHashEmbedder()
+        with KB.open(root, embedder=fake) as kb:
+            first = kb.sync()
+            assert sorted(first.added) == sorted(files)
+            fake.reset()
+            second = kb.sync()
+        assert (second.added, second.changed, second.removed, second.renamed) == ([], [], [], [])
+        assert second.chunks_embedded == 0 and fake.embedded_texts == []
+        assert second.unchanged == len(files)

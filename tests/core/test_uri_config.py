@@ -1,0 +1,149 @@
+"""pnk:// URIs and pinakes.toml validation (DESIGN §2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import set_config
+from pinakes_core import KB, ConfigError, PnkUri, UriError, load_config, parse_uri
+from pinakes_core.uri import is_ulid, new_ulid
+
+DOC = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+KBID = "01JAXQ0000000000000000000Z"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"pnk://{DOC}", PnkUri(doc_id=DOC)),
+        (f"pnk://{KBID}/{DOC}", PnkUri(doc_id=DOC, kb=KBID)),
+        (f"pnk://{KBID.lower()}/{DOC.lower()}", PnkUri(doc_id=DOC, kb=KBID)),
+        (f"pnk://my-notes/{DOC}", PnkUri(doc_id=DOC, kb="my-notes")),
+        (f"pnk://my.notes_2/{DOC}#0", PnkUri(doc_id=DOC, kb="my.notes_2", chunk=0)),
+        (f"pnk://{DOC}#12", PnkUri(doc_id=DOC, chunk=12)),
+    ],
+)
+def test_parse_valid_uris(text: str, expected: PnkUri) -> None:
+    parsed = parse_uri(text)
+    assert parsed == expected
+    assert parse_uri(str(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        DOC,
+        f"http://{DOC}",
+        "pnk://",
+        "pnk://not-a-ulid",
+        f"pnk://{DOC[:-1]}",
+        f"pnk://{DOC}X",
+        "pnk://8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # over 128 bits
+        f"pnk://a/b/{DOC}",
+        f"pnk://{KBID}/{DOC}/",
+        f"pnk://-bad/{DOC}",
+        f"pnk://bad name/{DOC}",
+        f"pnk://{DOC}#",
+        f"pnk://{DOC}#x",
+        f"pnk://{DOC}#-1",
+        f"pnk://{KBID}/",
+    ],
+)
+def test_parse_invalid_uris_raise_uri_error(text: str) -> None:
+    with pytest.raises(UriError):
+        parse_uri(text)
+
+
+def test_new_ulid_is_canonical_and_unique() -> None:
+    ids = {new_ulid() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(is_ulid(i) for i in ids)
+    assert not is_ulid(DOC.lower())
+
+
+def test_init_writes_config_and_gitignore(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    root.mkdir()
+    (root / ".gitignore").write_text("node_modules", encoding="utf-8")  # no trailing newline
+    KB.init(root, name="my-notes")
+    config = load_config(root)
+    assert config.kb.name == "my-notes"
+    assert is_ulid(config.kb.id)
+    assert (root / ".gitignore").read_text(encoding="utf-8") == "node_modules\n.pinakes/\n"
+    with pytest.raises(ConfigError):
+        KB.init(root, name="again")
+
+
+def test_init_rejects_a_bad_name_and_leaves_no_config(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        KB.init(tmp_path / "kb", name="bad name!")
+    assert "bad name!" in str(info.value)
+    assert not (tmp_path / "kb" / "pinakes.toml").exists()
+
+
+def test_open_without_config_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        KB.open(tmp_path)
+    assert "pinakes.toml" in str(info.value)
+
+
+def test_open_finds_the_root_from_a_subfolder(kb_root: Path) -> None:
+    with KB.open(kb_root / "notes") as kb:
+        assert kb.root == kb_root.resolve()
+
+
+def test_unknown_key_names_file_key_and_allowed_keys(kb_root: Path) -> None:
+    set_config(kb_root, "sync", "chunk_size = 128")
+    with pytest.raises(ConfigError) as info:
+        KB.open(kb_root)
+    message = str(info.value)
+    assert str(kb_root / "pinakes.toml") in message
+    assert "sync.chunk_size" in message
+    for allowed in ("chunk_tokens", "include", "exclude", "max_file_mb", "gitignore"):
+        assert allowed in message
+
+
+def test_unknown_section_names_the_allowed_sections(kb_root: Path) -> None:
+    set_config(kb_root, "sink", "x = 1")
+    with pytest.raises(ConfigError) as info:
+        load_config(kb_root)
+    message = str(info.value)
+    assert "pinakes.toml" in message and "'sink'" in message
+    for allowed in ("kb", "sync", "embedding", "retrieval", "schema"):
+        assert allowed in message
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "key"),
+    [
+        ("sync", "chunk_tokens = 5", "sync.chunk_tokens"),
+        ("sync", "max_file_mb = -1", "sync.max_file_mb"),
+        ("sync", 'gitignore = "sometimes"', "sync.gitignore"),
+        ("retrieval", 'graph_channel = "sideways"', "retrieval.graph_channel"),
+        ("retrieval", "k = 0", "retrieval.k"),
+    ],
+)
+def test_bad_value_names_the_key(kb_root: Path, section: str, line: str, key: str) -> None:
+    set_config(kb_root, section, line)
+    with pytest.raises(ConfigError) as info:
+        load_config(kb_root)
+    assert key in str(info.value)
+    assert "pinakes.toml" in str(info.value)
+
+
+def test_bad_value_lists_allowed_values_for_a_choice(kb_root: Path) -> None:
+    set_config(kb_root, "retrieval", 'graph_channel = "sideways"')
+    with pytest.raises(ConfigError) as info:
+        load_config(kb_root)
+    for choice in ("off", "expand", "ppr"):
+        assert choice in str(info.value)
+
+
+def test_invalid_toml_is_a_config_error(kb_root: Path) -> None:
+    (kb_root / "pinakes.toml").write_text("[kb\nname = ", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(kb_root)
+    assert "pinakes.toml" in str(info.value)
