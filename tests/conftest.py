@@ -55,6 +55,14 @@ class FakeHashEmbedder:
         self.query_calls += 1
         return self._vector(text)
 
+    @property
+    def chunk_texts(self) -> list[str]:
+        """The embedded chunk texts: ``title › path`` then the text, so they hold a newline.
+
+        Graph-node labels (tags, headings) that the graph plugin embeds are one line each.
+        """
+        return [t for t in self.embedded_texts if "\n" in t]
+
     def reset(self) -> None:
         """Forget the counted texts."""
         self.document_calls = 0

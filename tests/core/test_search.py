@@ -362,5 +362,5 @@ def test_sync_twice_changes_nothing(files: dict[str, str]) -> None:
             fake.reset()
             second = kb.sync()
         assert (second.added, second.changed, second.removed, second.renamed) == ([], [], [], [])
-        assert second.chunks_embedded == 0 and fake.embedded_texts == []
+        assert second.chunks_embedded == 0 and fake.chunk_texts == []
         assert second.unchanged == len(files)

@@ -50,7 +50,8 @@ def _assert_store_consistent(root: Path) -> None:
         ).fetchone()[0]
         assert no_vector == 0
         orphan_vectors = conn.execute(
-            "SELECT COUNT(*) FROM vectors WHERE embed_hash NOT IN (SELECT embed_hash FROM chunks)"
+            "SELECT COUNT(*) FROM vectors WHERE embed_hash NOT IN "
+            "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
         ).fetchone()[0]
         assert orphan_vectors == 0
         counted = conn.execute(
@@ -65,7 +66,7 @@ def _assert_store_consistent(root: Path) -> None:
 def test_first_sync_adds_everything_and_second_sync_is_a_no_op(kb: KB, fake_embedder) -> None:
     first = kb.sync()
     assert sorted(first.added) == sorted(SMALL_KB)
-    assert first.chunks_embedded == len(fake_embedder.embedded_texts) > 0
+    assert first.chunks_embedded == len(fake_embedder.chunk_texts) > 0
     assert first.rebuilt is None
     _assert_store_consistent(kb.root)
 
@@ -74,7 +75,7 @@ def test_first_sync_adds_everything_and_second_sync_is_a_no_op(kb: KB, fake_embe
     assert (second.added, second.changed, second.removed, second.renamed) == ([], [], [], [])
     assert second.chunks_embedded == 0
     assert second.unchanged == len(SMALL_KB)
-    assert fake_embedder.embedded_texts == []
+    assert fake_embedder.chunk_texts == []
 
 
 def test_appending_a_paragraph_embeds_only_the_changed_chunk(kb: KB, fake_embedder) -> None:
@@ -94,8 +95,8 @@ def test_appending_a_paragraph_embeds_only_the_changed_chunk(kb: KB, fake_embedd
     assert report.added == report.removed == []
     new_hashes = set(after) - set(before)
     assert len(new_hashes) == 1  # only the last section's chunk changed
-    assert report.chunks_embedded == len(new_hashes) == len(fake_embedder.embedded_texts)
-    assert "two business days" in fake_embedder.embedded_texts[0]
+    assert report.chunks_embedded == len(new_hashes) == len(fake_embedder.chunk_texts)
+    assert "two business days" in fake_embedder.chunk_texts[0]
     assert report.chunks_reused == len(after) - 1 == 3
     _assert_store_consistent(kb.root)
 
@@ -128,7 +129,7 @@ def test_touching_a_file_rereads_it_but_embeds_nothing(kb: KB, fake_embedder) ->
     report = kb.sync()
     assert (report.added, report.changed, report.removed) == ([], [], [])
     assert report.chunks_embedded == 0
-    assert fake_embedder.embedded_texts == []
+    assert fake_embedder.chunk_texts == []
     # The new stat is recorded, so the next sync does not even re-read the file.
     stored = scalar(kb.root, "SELECT mtime_ns FROM documents WHERE path = 'raft.md'")
     assert stored == target.stat().st_mtime_ns
@@ -280,7 +281,7 @@ def test_rebuild_flag_rebuilds(kb: KB, fake_embedder) -> None:
     report = kb.sync(rebuild=True)
     assert report.rebuilt
     assert sorted(report.added) == sorted(SMALL_KB)
-    assert report.chunks_embedded == len(fake_embedder.embedded_texts) > 0
+    assert report.chunks_embedded == len(fake_embedder.chunk_texts) > 0
 
 
 def test_model_change_reembeds_every_chunk(kb_root: Path) -> None:
@@ -293,7 +294,7 @@ def test_model_change_reembeds_every_chunk(kb_root: Path) -> None:
     with KB.open(kb_root, embedder=second) as kb:
         report = kb.sync()
         assert (report.added, report.changed, report.removed) == ([], [], [])
-        assert report.chunks_embedded == distinct == len(second.embedded_texts)
+        assert report.chunks_embedded == distinct == len(second.chunk_texts)
         assert scalar(kb_root, "SELECT value FROM meta WHERE key = 'model_id'") == "fake-b"
         assert scalar(kb_root, "SELECT value FROM meta WHERE key = 'dim'") == "16"
         assert {len(v) for (v,) in db(kb_root).execute("SELECT vector FROM vectors")} == {16 * 4}
@@ -310,7 +311,8 @@ def test_identical_chunks_across_documents_are_embedded_once(tmp_path: Path) -> 
         report = kb.sync()
     assert report.chunks_embedded == 1
     assert scalar(root, "SELECT COUNT(*) FROM chunks") == 2
-    assert scalar(root, "SELECT COUNT(*) FROM vectors") == 1
+    assert scalar(root, "SELECT COUNT(DISTINCT embed_hash) FROM chunks") == 1
+    assert scalar(root, "SELECT COUNT(*) FROM vectors v JOIN chunks c USING (embed_hash)") == 2
 
 
 def test_search_sees_a_sync_from_another_kb_object(kb_root: Path, fake_embedder) -> None:

@@ -215,6 +215,81 @@ def status(ctx: click.Context, as_json: bool) -> None:
         render.render_status(_out(), result)
 
 
+@cli.command()
+@click.argument("doc")
+@click.option("--rel", help="Only this relation; free text is matched to the KB's relations.")
+@click.option(
+    "--direction", type=click.Choice(["out", "in", "both"]), default="both", show_default=True
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Hops (served at most 3).",
+)
+@click.option("--query", help="Rank neighbours by similarity to this text and report a confidence.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def links(
+    ctx: click.Context,
+    doc: str,
+    rel: str | None,
+    direction: str,
+    depth: int,
+    query: str | None,
+    as_json: bool,
+) -> None:
+    """Show the documents DOC links to and that link to it (needs pinakes-graph)."""
+    result = _kb(ctx).links(doc, rel=rel, direction=direction, depth=depth, query=query)
+    if as_json:
+        render.print_json(_out(), result)
+    else:
+        render.render_links(_out(), result)
+
+
+@cli.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option("--rel", required=True, help="The relation, e.g. depends-on, cites, supersedes.")
+@click.option("--note", help="A free-text note stored with the link.")
+@click.pass_context
+def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None) -> None:
+    """Add a typed link SRC → DST to SRC's sidecar (comments and order kept) and show the diff."""
+    path, before, after = _kb(ctx).add_link(src, dst, rel, note)
+    render.render_diff(_out(), path, before, after)
+    _err().print("[dim]Run `pnk sync` to index the new link.[/]")
+
+
+@cli.command()
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Repair what is safe: new ids for copied sidecars; orphans after confirmation.",
+)
+@click.option("--yes", is_flag=True, help="With --fix, remove orphan sidecars without asking.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
+    """Check sidecars, ids, links, hubs, schema, model and store size."""
+    kb = _kb(ctx)
+    remove = False
+    if fix:
+        orphans = [f for f in kb.doctor().findings if f.check == "orphan-sidecars"]
+        if orphans:
+            remove = yes or (
+                sys.stdin.isatty()
+                and click.confirm(
+                    f"Remove {orphans[0].message.split()[0]} orphan sidecar(s)?", default=False
+                )
+            )
+    report = kb.doctor(fix=fix, remove_orphans=remove)
+    if as_json:
+        render.print_json(_out(), report)
+    else:
+        render.render_doctor(_out(), report)
+
+
 @cli.command(name="eval")
 @click.option(
     "--questions",

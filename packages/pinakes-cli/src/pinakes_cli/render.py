@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import json
 import textwrap
 
@@ -12,12 +13,16 @@ from rich.table import Table
 
 from pinakes_core import DocumentView, SearchResult, Status, SyncReport
 from pinakes_core.eval import CalibrationReport, EvalReport
+from pinakes_core.models import DoctorReport, LinksResult
 
 __all__ = [
     "print_json",
     "render_calibration",
+    "render_diff",
+    "render_doctor",
     "render_document",
     "render_eval",
+    "render_links",
     "render_search",
     "render_status",
     "render_sync",
@@ -183,3 +188,63 @@ def render_calibration(console: Console, report: CalibrationReport) -> None:
             f"{b.lower:.1f}-{b.upper:.1f}", str(b.count), _fmt(b.mean_confidence), _fmt(b.observed)
         )
     console.print(table)
+
+
+def render_links(console: Console, result: LinksResult) -> None:
+    """Neighbours by distance, then frontier and unresolved links."""
+    depth = f"depth {result.depth}" + (
+        f" (asked {result.depth_asked}, capped)" if result.depth_asked > result.depth else ""
+    )
+    rel = (
+        f", rel {result.matched_rel}"
+        + (f" (matched from {result.rel!r})" if result.rel != result.matched_rel else "")
+        if result.rel
+        else ""
+    )
+    console.print(f"[bold]{result.title}[/] ({result.doc_id}) — {depth}{rel}", highlight=False)
+    if result.confidence is not None:
+        console.print(f"confidence {result.confidence:.2f}")
+    if not result.neighbours:
+        console.print("no linked documents")
+    for n in result.neighbours:
+        arrow = "→" if n.direction == "out" else "←"
+        console.print(
+            f"  {n.distance} {arrow} {n.rel:<14} {n.path}  [dim]{n.title} · {n.score:g}[/]",
+            highlight=False,
+        )
+    if result.frontier:
+        console.print(
+            f"frontier ({len(result.frontier)} not expanded): "
+            + ", ".join(f"{f.doc_id} ({f.reason})" for f in result.frontier[:10]),
+            highlight=False,
+        )
+    for u in result.unresolved:
+        console.print(f"[yellow]unresolved[/] {u.target}: {u.reason}", highlight=False)
+    if result.truncated:
+        console.print(
+            "[yellow]truncated[/]: more neighbours than the row or token budget; see the frontier."
+        )
+
+
+def render_diff(console: Console, path: str, before: str, after: str) -> None:
+    """A unified diff of a sidecar write."""
+    diff = difflib.unified_diff(
+        before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
+    )
+    for line in diff:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
+        console.print(line.rstrip("\n"), style=style, markup=False, highlight=False)
+
+
+def render_doctor(console: Console, report: DoctorReport) -> None:
+    """Findings by severity, then what --fix did."""
+    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for f in report.findings:
+        console.print(
+            f"[{colours.get(f.severity, 'white')}]{f.severity:<7}[/] {f.check}: {f.message}",
+            highlight=False,
+        )
+        for item in f.items:
+            console.print(f"          {item}", markup=False, highlight=False)
+    for line in report.fixed:
+        console.print(f"[green]fixed[/]   {line}", highlight=False)

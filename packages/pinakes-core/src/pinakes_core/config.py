@@ -82,14 +82,24 @@ class RetrievalConfig(_Section):
     abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
 
 
-class GraphConfig(_Section):
-    """``[graph]``: edge weights (DESIGN §6); used by the graph plugin."""
+_Weight = Annotated[float, Field(ge=0.0, le=100.0)]
 
-    membership: float = 1.0
-    sibling: float = 1.0
-    parent_child: float = 1.0
-    authored: float = 2.0
-    reverse_scan: float = 1.0
+
+class GraphConfig(_Section):
+    """``[graph]``: edge weights (DESIGN §6) and traversal bounds; used by the graph plugin.
+
+    Hub edges (``in_section``, ``co_located``, ``shared_tag``) weigh ``value / hub size``: a
+    folder of 500 documents or a tag on half the KB links its members only faintly.
+    """
+
+    membership: _Weight = 1.0
+    sibling: _Weight = 1.0
+    parent_child: _Weight = 1.0
+    in_section: _Weight = 1.0
+    co_located: _Weight = 1.0
+    shared_tag: _Weight = 1.0
+    authored: _Weight = 2.0
+    reverse_scan: _Weight = 1.0
     adjacent_k: Annotated[int, Field(ge=1, le=64)] = 8
 
 

@@ -27,8 +27,29 @@ def register_channels() -> list[Channel]:  # type: ignore[empty-body]
 
 
 @hookspec
-def after_sync(kb: Any, store: Any, changed: list[str], removed: list[str]) -> None:
-    """Run at the end of a sync with the ids of changed and removed documents.
+def after_sync(
+    kb: Any, store: Any, changed: list[str], removed: list[str], relinked: list[str]
+) -> None:
+    """Run at the end of a sync, after documents are written and links resolved.
 
-    Edge derivation happens here; it must only touch what the changed documents affect.
+    Args:
+        kb: the :class:`~pinakes_core.kb.KB` being synced.
+        store: its open :class:`~pinakes_core.store.Store`.
+        changed: ids of documents added, changed or renamed.
+        removed: ids of documents deleted.
+        relinked: ids of other documents whose outgoing links now resolve differently.
+
+    Edge derivation happens here; it must only touch what these documents affect.
     """
+
+
+@hookspec(firstresult=True)
+def kb_links(
+    kb: Any, doc_id: str, rel: str | None, direction: str, depth: int, query: str | None
+) -> Any:
+    """Answer ``KB.links`` (the graph plugin implements it); return a ``LinksResult``."""
+
+
+@hookspec
+def doctor_checks(kb: Any, store: Any) -> list[Any]:  # type: ignore[empty-body]
+    """Return ``DoctorFinding`` items about this KB (plugins add their own checks)."""

@@ -15,9 +15,30 @@ from pinakes_core.confidence import Calibration, default_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
 from pinakes_core.documents import scan
 from pinakes_core.embedding import Embedder, load_embedder
-from pinakes_core.errors import ConfigError, DocumentNotFoundError, IndexMissingError
-from pinakes_core.models import DocumentView, LinkView, SearchResult, Status, SyncReport
+from pinakes_core.errors import (
+    ConfigError,
+    DocumentNotFoundError,
+    IndexMissingError,
+    PinakesError,
+    PluginMissingError,
+)
+from pinakes_core.models import (
+    DoctorReport,
+    DocumentView,
+    LinksResult,
+    LinkView,
+    SearchResult,
+    Status,
+    SyncReport,
+)
 from pinakes_core.retrieval import default_channels, fuse_and_build
+from pinakes_core.sidecar import (
+    append_link,
+    normalise_rel,
+    read_sidecar,
+    sidecar_path,
+    write_skeleton,
+)
 from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix
 from pinakes_core.sync import ProgressFn, run_sync
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
@@ -189,7 +210,8 @@ class KB:
         with store.transaction() as conn:
             store.set_meta(conn, "calibration", calibration.model_dump_json())
 
-    def _vector_matrix(self) -> VectorMatrix:
+    def vectors(self) -> VectorMatrix:
+        """The chunk vectors as one matrix, loaded once and reloaded after any sync."""
         store = self.store()
         generation = store.generation()
         if self._vectors is None or generation != self._generation:
@@ -208,8 +230,12 @@ class KB:
             self._store.close()
             self._store = None
 
-        def after(store: Store, changed: list[str], removed: list[str]) -> None:
-            plugin_manager().hook.after_sync(kb=self, store=store, changed=changed, removed=removed)
+        def after(
+            store: Store, changed: list[str], removed: list[str], relinked: list[str]
+        ) -> None:
+            plugin_manager().hook.after_sync(
+                kb=self, store=store, changed=changed, removed=removed, relinked=relinked
+            )
 
         report = run_sync(
             self.root,
@@ -279,7 +305,7 @@ class KB:
                 modified_before=_timestamp(modified_before),
             ),
             candidates=max(cfg.candidates, k or cfg.k),
-            vectors=self._vector_matrix,
+            vectors=self.vectors,
             embed_query=self.embedder.embed_query,
             entities=tuple(entities),
             concepts=tuple(concepts),
@@ -362,6 +388,93 @@ class KB:
             modified=row["mtime_ns"] / 1e9,
             text=text.replace("\r\n", "\n"),
         )
+
+    def links(
+        self,
+        doc: str,
+        *,
+        rel: str | None = None,
+        direction: str = "both",
+        depth: int = 1,
+        query: str | None = None,
+    ) -> LinksResult:
+        """Follow links from a document (DESIGN §6); needs the pinakes-graph plugin.
+
+        Args:
+            doc: a ULID, ``pnk://`` URI or path.
+            rel: only this relation; free text ("relies on") is matched to the KB's relations.
+            direction: ``"out"``, ``"in"`` or ``"both"``.
+            depth: hops to follow; served at most 3 whatever is asked.
+            query: rank neighbours by similarity to this text and compute a confidence.
+
+        Raises:
+            PluginMissingError: if no installed plugin answers links.
+            DocumentNotFoundError: if ``doc`` matches nothing.
+        """
+        from pinakes_core.plugins import plugin_manager
+
+        if direction not in ("out", "in", "both"):
+            raise ConfigError(f"direction {direction!r} is not one of out, in, both.")
+        doc_id = self.resolve(doc)
+        result = plugin_manager().hook.kb_links(
+            kb=self, doc_id=doc_id, rel=rel, direction=direction, depth=depth, query=query
+        )
+        if result is None:
+            raise PluginMissingError(
+                "Following links needs the pinakes-graph plugin.",
+                "Install it: uv pip install pinakes-graph",
+            )
+        assert isinstance(result, LinksResult)
+        return result
+
+    def add_link(
+        self, src: str, dst: str, rel: str, note: str | None = None
+    ) -> tuple[str, str, str]:
+        """Append a typed link ``src → dst`` to ``src``'s sidecar (the index sees it at the next sync).
+
+        Args:
+            src: the linking document (ULID, ``pnk://`` URI or path).
+            dst: the target document (ULID, ``pnk://`` URI or path); it must exist in this KB.
+            rel: the relation, normalised to lower-kebab (``"Depends On"`` → ``depends-on``).
+            note: an optional free-text note stored with the link.
+
+        Returns:
+            The sidecar path (KB-relative) and its text before and after.
+
+        Raises:
+            DocumentNotFoundError: if either document is unknown.
+            PinakesError: for a self-link or a link that already exists.
+        """
+        src_id, dst_id = self.resolve(src), self.resolve(dst)
+        if src_id == dst_id:
+            raise PinakesError("A document cannot link to itself.", "Pick a different target.")
+        rel = normalise_rel(rel)
+        conn = self.store().conn
+        path = conn.execute("SELECT path FROM documents WHERE doc_id = ?", (src_id,)).fetchone()[0]
+        side = sidecar_path(self.root / path)
+        if not side.exists():
+            write_skeleton(side, src_id)
+        for link in read_sidecar(side).links:
+            target = link.to.upper() if is_ulid(link.to.upper()) else link.to
+            same = target == dst_id or (
+                target.startswith(SCHEME) and parse_uri(target).doc_id == dst_id
+            )
+            if same and link.rel == rel:
+                raise PinakesError(
+                    f"{side.relative_to(self.root)} already links to {dst_id} as {rel!r}.",
+                    "Nothing to do.",
+                )
+        entry: dict[str, str] = {"to": f"{SCHEME}{self.config.kb.id}/{dst_id}", "rel": rel}
+        if note:
+            entry["note"] = note
+        before, after = append_link(side, entry)
+        return str(side.relative_to(self.root)), before, after
+
+    def doctor(self, *, fix: bool = False, remove_orphans: bool = False) -> DoctorReport:
+        """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.doctor``)."""
+        from pinakes_core.doctor import run_doctor
+
+        return run_doctor(self, fix=fix, remove_orphans=remove_orphans)
 
     def status(self) -> Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""

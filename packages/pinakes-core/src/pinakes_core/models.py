@@ -8,14 +8,20 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "DoctorFinding",
+    "DoctorReport",
     "DocumentView",
+    "FrontierItem",
     "Hit",
     "LinkView",
+    "LinksResult",
+    "Neighbour",
     "RenamedPath",
     "SearchResult",
     "SkippedFile",
     "Status",
     "SyncReport",
+    "UnresolvedLink",
 ]
 
 
@@ -137,3 +143,66 @@ class Status(_Model):
     last_sync: float | None
     stale: dict[str, int] = Field(description="files new / changed / removed since the last sync")
     store_bytes: int
+
+
+class Neighbour(_Model):
+    """A document reached from the start document by following links (DESIGN §6)."""
+
+    doc_id: str
+    title: str
+    path: str
+    rel: str = Field(description="relation of the last hop, e.g. links-to, depends-on")
+    direction: str = Field(description="'out' (the start links to it) or 'in' (it links back)")
+    distance: int = Field(description="hops from the start document")
+    score: float = Field(description="query similarity with a query, else edge weight / distance")
+    via: str | None = Field(default=None, description="doc_id of the previous hop")
+
+
+class FrontierItem(_Model):
+    """A next hop that was not expanded (depth, fan-out, row or token limit)."""
+
+    doc_id: str
+    rel: str
+    reason: str = Field(description="depth | fanout | rows | tokens")
+
+
+class UnresolvedLink(_Model):
+    """A link whose target does not resolve to a document."""
+
+    target: str
+    reason: str
+
+
+class LinksResult(_Model):
+    """The answer of ``KB.links``: neighbours, frontier, unresolved links and confidence."""
+
+    doc_id: str
+    title: str
+    rel: str | None = Field(description="the relation asked for, normalised")
+    matched_rel: str | None = Field(
+        default=None, description="the typed relation a free-text rel was matched to"
+    )
+    depth: int = Field(description="depth served (asked depth capped at 3)")
+    depth_asked: int
+    neighbours: list[Neighbour]
+    frontier: list[FrontierItem]
+    unresolved: list[UnresolvedLink]
+    confidence: float | None
+    truncated: bool
+
+
+class DoctorFinding(_Model):
+    """One thing ``pnk doctor`` found."""
+
+    check: str
+    severity: str = Field(description="error | warning | info")
+    message: str
+    items: list[str] = []
+    fixable: bool = False
+
+
+class DoctorReport(_Model):
+    """All findings, plus what ``--fix`` did."""
+
+    findings: list[DoctorFinding]
+    fixed: list[str] = []

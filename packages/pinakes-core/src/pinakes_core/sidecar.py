@@ -27,6 +27,7 @@ __all__ = [
     "SIDECAR_SUFFIX",
     "LinkSpec",
     "Sidecar",
+    "append_link",
     "normalise_rel",
     "read_sidecar",
     "sidecar_path",
@@ -216,3 +217,33 @@ def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
     text = buffer.getvalue()
     _atomic_write(path, text)
     return text
+
+
+def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
+    """Append one entry to the sidecar's ``links:`` list, keeping everything else as it was.
+
+    Creates ``links:`` when absent. The write is atomic and round-trip preserving.
+
+    Returns:
+        The sidecar text before and after.
+
+    Raises:
+        SidecarError: if the sidecar cannot be parsed (it is then left untouched).
+    """
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    read_sidecar(path)  # validate first: a malformed sidecar is never overwritten
+    original = path.read_text(encoding="utf-8")
+    yaml = _yaml(original)
+    data = yaml.load(original)
+    if data is None:
+        data = CommentedMap()
+    links = data.get("links")
+    if links is None:
+        links = data["links"] = CommentedSeq()
+    links.append(CommentedMap(entry))
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    text = buffer.getvalue()
+    _atomic_write(path, text)
+    return original, text

@@ -21,7 +21,7 @@ __all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
 
@@ -71,10 +71,11 @@ CREATE TABLE vectors (embed_hash TEXT PRIMARY KEY, vector BLOB NOT NULL);
 CREATE TABLE links (
     src_doc TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
     target TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
     dst_kb TEXT,
     dst_doc TEXT,
     rel TEXT NOT NULL,
-    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan', 'deep')),
+    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
     reason TEXT
 );
 CREATE INDEX links_by_src ON links(src_doc);
@@ -96,8 +97,9 @@ CREATE TABLE edges (
 CREATE INDEX edges_by_dst ON edges(dst);
 CREATE TABLE node_vectors (
     node_id INTEGER PRIMARY KEY REFERENCES nodes(node_id) ON DELETE CASCADE,
-    vector BLOB NOT NULL
+    embed_hash TEXT NOT NULL
 );
+CREATE INDEX node_vectors_by_hash ON node_vectors(embed_hash);
 """
 
 

@@ -24,12 +24,13 @@ from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_headi
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
 from pinakes_core.errors import SidecarError
+from pinakes_core.links import extract_links, resolve_all
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.sidecar import LinkSpec, Sidecar, read_sidecar, write_skeleton
 from pinakes_core.store import Store
 from pinakes_core.tokens import token_counter
-from pinakes_core.uri import new_ulid, parse_uri
+from pinakes_core.uri import is_ulid, new_ulid
 
 __all__ = ["ProgressFn", "model_id_for", "run_sync"]
 
@@ -59,7 +60,7 @@ class _Prepared:
     title: str
     tags: list[str]
     aliases: list[str]
-    links: list[LinkSpec]
+    links: list[tuple[str, str, str, str]]  # (target, kind, rel, origin)
     content_hash: str
     sidecar_hash: str | None
     chunks: list[Chunk]
@@ -281,6 +282,7 @@ class _Syncer:
             or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
             or entry.path.stem
         )
+        body = "\n".join(lines[front.end_line :])
         chunks: list[Chunk] = []
         if kind != "touched":
             chunks = chunk_document(
@@ -297,7 +299,9 @@ class _Syncer:
             title=title,
             tags=_norm_tags(front.tags, sidecar.tags if sidecar else ()),
             aliases=_unique(front.aliases, sidecar.aliases if sidecar else ()),
-            links=[*front.links, *(sidecar.links if sidecar else ())],
+            links=_link_rows(
+                front.links, sidecar.links if sidecar else (), body, entry.is_markdown
+            ),
             content_hash=content_hash,
             sidecar_hash=sidecar_hash,
             chunks=chunks,
@@ -438,12 +442,10 @@ class _Syncer:
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
                 [(h, fresh[h]) for h in dict.fromkeys(p.embed_hashes) if h in fresh],
             )
+            # Targets are resolved for the whole KB at the end of the sync (resolve_all).
             conn.executemany(
-                "INSERT INTO links(src_doc, target, dst_kb, dst_doc, rel, origin) VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (p.doc_id, link.to, *_resolve_uri(link.to), link.rel, "sidecar")
-                    for link in p.links
-                ],
+                "INSERT INTO links(src_doc, target, kind, rel, origin) VALUES (?, ?, ?, ?, ?)",
+                [(p.doc_id, *row) for row in p.links],
             )
 
     def remove(self, missing: dict[str, Any]) -> list[tuple[str, str]]:
@@ -484,15 +486,28 @@ class _Syncer:
                 )
 
 
-def _resolve_uri(target: str) -> tuple[str | None, str | None]:
-    """Return ``(kb, doc)`` for a ``pnk://`` target, ``(None, None)`` for anything else."""
-    if not target.startswith("pnk://"):
-        return None, None
-    try:
-        uri = parse_uri(target)
-    except Exception:
-        return None, None
-    return uri.kb, uri.doc_id
+def _link_kind(target: str) -> str:
+    if target.startswith("pnk://") or is_ulid(target.upper()):
+        return "uri"
+    return (
+        "markdown"
+        if "/" in target or target.lower().endswith((".md", ".markdown", ".txt"))
+        else "wiki"
+    )
+
+
+def _link_rows(
+    front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
+) -> list[tuple[str, str, str, str]]:
+    """The link rows of one document: authored links first, then links in its text."""
+    rows = [(link.to, _link_kind(link.to), link.rel, "frontmatter") for link in front]
+    rows += [(link.to, _link_kind(link.to), link.rel, "sidecar") for link in side]
+    seen: set[tuple[str, str]] = set()
+    for link in extract_links(body, markdown=markdown):
+        if (link.target, link.kind) not in seen:
+            seen.add((link.target, link.kind))
+            rows.append((link.target, link.kind, "links-to", "reverse-scan"))
+    return rows
 
 
 def run_sync(
@@ -503,7 +518,7 @@ def run_sync(
     rebuild: bool = False,
     model_id: str | None = None,
     progress: ProgressFn | None = None,
-    after_write: Callable[[Store, list[str], list[str]], None] | None = None,
+    after_write: Callable[[Store, list[str], list[str], list[str]], None] | None = None,
 ) -> SyncReport:
     """Bring the store of the KB at ``root`` up to date with its files.
 
@@ -515,8 +530,9 @@ def run_sync(
         model_id: the embedder's model id (default: derived from ``config`` without loading the
             model); a change from the stored id re-embeds every chunk.
         progress: optional ``progress(stage, done, total)`` callback.
-        after_write: called with the store and the changed and removed doc ids once documents are
-            written (the plugins' edge-derivation hook runs here).
+        after_write: called with the store, the changed and removed doc ids, and the ids of other
+            documents whose links resolve differently now, once documents are written and links
+            resolved (the plugins' edge-derivation hook runs here).
 
     Raises:
         LockError: if another sync of this KB is running.
@@ -539,7 +555,11 @@ def run_sync(
                     conn.execute("DELETE FROM vectors")
                     store.set_meta(conn, "model_id", model_id)
                     store.set_meta(conn, "kb_id", config.kb.id)
-            store.set_meta(store.conn, "sync_started", str(time.time()))
+            with store.transaction() as conn:
+                store.set_meta(conn, "sync_started", str(time.time()))
+                # Every sync gets a serial; plugins compare it to detect syncs they missed.
+                serial = int(store.get_meta("sync_serial") or 0) + 1
+                store.set_meta(conn, "sync_serial", str(serial))
             entries, scan_skips = scan(root, config.sync)
             plan, missing, unchanged = syncer.plan(entries)
             syncer.write(plan)
@@ -548,14 +568,22 @@ def run_sync(
             if syncer._embedder is not None:
                 with store.transaction() as conn:
                     store.set_meta(conn, "dim", str(syncer.embedder.dim))
+            changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
+            removed_ids = [doc_id for _, doc_id in removed]
+            relinked: set[str] = set()
+            if changed_ids or removed_ids or store.get_meta("links_resolved") != "1":
+                with store.transaction() as conn:
+                    relinked = resolve_all(conn, config.kb.id, config.kb.name)
+                    store.set_meta(conn, "links_resolved", "1")
+            if after_write is not None:
+                after_write(store, changed_ids, removed_ids, sorted(relinked - set(changed_ids)))
             with store.transaction() as conn:
+                # Vectors no chunk and no graph label uses any more.
                 conn.execute(
-                    "DELETE FROM vectors WHERE embed_hash NOT IN (SELECT embed_hash FROM chunks)"
+                    "DELETE FROM vectors WHERE embed_hash NOT IN "
+                    "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
                 )
                 store.set_meta(conn, "last_sync", str(time.time()))
-            changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
-            if after_write is not None:
-                after_write(store, changed_ids, [doc_id for _, doc_id in removed])
         finally:
             store.close()
     seconds = time.perf_counter() - started

@@ -1,17 +1,74 @@
-"""Entry module for the ``pinakes`` entry-point group.
+"""Entry module for the ``pinakes`` entry-point group: the graph plugin's hook implementations.
 
-Core loads this module through pluggy; it only registers hook implementations and keeps
-heavy imports (scipy) inside them.
+Core loads this module through pluggy. It registers factories only; scipy is imported inside
+the graph channels when they first run.
 """
 
 from __future__ import annotations
 
-from pinakes_core.hookspecs import hookimpl
+from typing import Any
 
-__all__ = ["register_channels"]
+from pinakes_core.hookspecs import hookimpl
+from pinakes_core.models import DoctorFinding, LinksResult
+from pinakes_graph import edges, traverse
+
+__all__ = ["after_sync", "doctor_checks", "kb_links", "register_channels"]
 
 
 @hookimpl
-def register_channels() -> list[object]:
-    """Return the graph channels this plugin provides (none yet: expansion and PPR come later)."""
+def register_channels() -> list[Any]:
+    """The graph channels (expansion and PPR arrive with the graph-channels issue)."""
     return []
+
+
+@hookimpl
+def after_sync(
+    kb: Any, store: Any, changed: list[str], removed: list[str], relinked: list[str]
+) -> None:
+    """Derive nodes and edges for what the sync changed."""
+    edges.derive_edges(kb, store, changed, removed, relinked)
+
+
+@hookimpl
+def kb_links(
+    kb: Any, doc_id: str, rel: str | None, direction: str, depth: int, query: str | None
+) -> LinksResult:
+    """Answer ``KB.links``."""
+    return traverse.links(kb, doc_id, rel, direction, depth, query)
+
+
+@hookimpl
+def doctor_checks(kb: Any, store: Any) -> list[DoctorFinding]:
+    """Report the edge census and the highest-degree hubs (a tag that became glue)."""
+    conn = store.conn
+    census = conn.execute("SELECT kind, COUNT(*) FROM edges GROUP BY kind ORDER BY kind").fetchall()
+    docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] or 1
+    hubs = conn.execute(
+        "SELECT n.kind, n.label, COUNT(*) AS degree FROM edges e JOIN nodes n ON n.node_id = e.src "
+        "WHERE n.kind IN ('tag', 'dir') GROUP BY e.src ORDER BY degree DESC, n.label LIMIT 5"
+    ).fetchall()
+    findings = [
+        DoctorFinding(
+            check="graph-edges",
+            severity="info",
+            message="Graph edges by kind: " + ", ".join(f"{k} {n}" for k, n in census)
+            if census
+            else "The graph is empty.",
+        )
+    ]
+    if hubs:
+        glue = [h for h in hubs if h[2] / docs > 0.5 and docs >= 10]
+        findings.append(
+            DoctorFinding(
+                check="hubs",
+                severity="warning" if glue else "info",
+                message=(
+                    f"The {hubs[0][0]} {hubs[0][1]!r} joins {hubs[0][2]} of {docs} documents: such a hub links "
+                    "everything to everything, so its edges weigh almost nothing."
+                    if glue
+                    else "Highest-degree hubs (tag/folder: documents)."
+                ),
+                items=[f"{k} {label}: {degree}" for k, label, degree in hubs],
+            )
+        )
+    return findings

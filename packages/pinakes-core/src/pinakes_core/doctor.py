@@ -1,0 +1,206 @@
+"""``pnk doctor``: what is wrong or worth knowing about a KB, and the safe repairs (DESIGN §6, §13).
+
+Core checks the truth layer and the store (sidecars, ids, links, schema, model, size); plugins
+add their own checks through the ``doctor_checks`` hook (the graph plugin reports hubs).
+Repairs never touch a document and never delete a sidecar without the caller's consent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pinakes_core.documents import scan
+from pinakes_core.errors import SidecarError
+from pinakes_core.models import DoctorFinding, DoctorReport
+from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
+from pinakes_core.store import SCHEMA_VERSION, Store
+from pinakes_core.uri import new_ulid
+
+if TYPE_CHECKING:
+    from pinakes_core.kb import KB
+
+__all__ = ["run_doctor"]
+
+_LIST_CAP = 20  # items listed per finding; the message carries the full count
+
+
+def _sidecars(root: Path) -> list[Path]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(folder) / f for f in sorted(files) if f.endswith(SIDECAR_SUFFIX)]
+    return found
+
+
+def run_doctor(kb: KB, *, fix: bool = False, remove_orphans: bool = False) -> DoctorReport:
+    """Run every check; with ``fix``, repair what is safe and say what was done.
+
+    Args:
+        kb: the KB.
+        fix: give a copied sidecar (duplicate id) a new ULID, and with ``remove_orphans`` delete
+            sidecars whose document is gone.
+        remove_orphans: the caller's consent to delete orphan sidecars.
+    """
+    from pinakes_core.plugins import plugin_manager
+    from pinakes_core.sync import model_id_for
+
+    root = kb.root
+    findings: list[DoctorFinding] = []
+    fixed: list[str] = []
+    entries, _ = scan(root, kb.config.sync)
+    documents = {e.sidecar for e in entries}
+
+    ids: dict[str, list[Path]] = defaultdict(list)
+    orphans: list[Path] = []
+    malformed: list[str] = []
+    for side in _sidecars(root):
+        document = side.with_name(side.name[: -len(SIDECAR_SUFFIX)])
+        if not document.exists():
+            orphans.append(side)
+            continue
+        try:
+            sidecar = read_sidecar(side)
+        except SidecarError as exc:
+            malformed.append(str(exc))
+            continue
+        if sidecar.id and side in documents:
+            ids[sidecar.id].append(side)
+
+    indexed: dict[str, str] = {}
+    if kb.synced:
+        indexed = {
+            r[0]: r[1] for r in kb.store().conn.execute("SELECT doc_id, path FROM documents")
+        }
+    duplicates = {i: paths for i, paths in ids.items() if len(paths) > 1}
+    if duplicates:
+        items = [
+            f"{i}: {', '.join(str(p.relative_to(root)) for p in paths)}"
+            for i, paths in duplicates.items()
+        ]
+        findings.append(
+            DoctorFinding(
+                check="duplicate-ids",
+                severity="error",
+                message=f"{len(duplicates)} id(s) are used by more than one sidecar (a copied sidecar); "
+                "the copy is left out of the index.",
+                items=items[:_LIST_CAP],
+                fixable=True,
+            )
+        )
+        if fix:
+            for doc_id, paths in duplicates.items():
+                owner = indexed.get(doc_id)
+                keep = next(
+                    (
+                        p
+                        for p in paths
+                        if owner and str(p.relative_to(root)) == owner + SIDECAR_SUFFIX
+                    ),
+                    paths[0],
+                )
+                for copy in paths:
+                    if copy != keep:
+                        fresh = new_ulid()
+                        write_sidecar(copy, {"id": fresh})
+                        fixed.append(
+                            f"gave {copy.relative_to(root)} a new id {fresh} (it repeated {doc_id})"
+                        )
+    if orphans:
+        findings.append(
+            DoctorFinding(
+                check="orphan-sidecars",
+                severity="warning",
+                message=f"{len(orphans)} sidecar(s) have no document beside them (moved or deleted).",
+                items=[str(p.relative_to(root)) for p in orphans[:_LIST_CAP]],
+                fixable=True,
+            )
+        )
+        if fix and remove_orphans:
+            for side in orphans:
+                side.unlink()
+                fixed.append(f"removed orphan sidecar {side.relative_to(root)}")
+    if malformed:
+        findings.append(
+            DoctorFinding(
+                check="malformed-sidecars",
+                severity="error",
+                message=f"{len(malformed)} sidecar(s) do not parse; their documents are left out until fixed by hand.",
+                items=malformed[:_LIST_CAP],
+            )
+        )
+
+    if not kb.synced:
+        findings.append(
+            DoctorFinding(
+                check="store", severity="info", message="The KB was never synced; run `pnk sync`."
+            )
+        )
+    else:
+        store = kb.store()
+        conn = store.conn
+        version = store.get_meta("schema_version")
+        if version != str(SCHEMA_VERSION):
+            findings.append(
+                DoctorFinding(
+                    check="schema",
+                    severity="warning",
+                    message=f"The store has schema {version}, this version uses {SCHEMA_VERSION}; the next sync rebuilds it.",
+                )
+            )
+        stored, configured = store.get_meta("model_id"), model_id_for(kb.config)
+        if stored != configured:
+            findings.append(
+                DoctorFinding(
+                    check="model",
+                    severity="warning",
+                    message=f"Vectors are from {stored!r} but [embedding] model is {configured!r}; the next sync re-embeds.",
+                )
+            )
+        dangling = conn.execute(
+            "SELECT d.path, l.target, l.reason FROM links l JOIN documents d ON d.doc_id = l.src_doc "
+            "WHERE l.reason IS NOT NULL ORDER BY d.path"
+        ).fetchall()
+        total_links = conn.execute("SELECT COUNT(*) FROM links").fetchone()[0]
+        if dangling:
+            findings.append(
+                DoctorFinding(
+                    check="dangling-links",
+                    severity="warning",
+                    message=f"{len(dangling)} of {total_links} links do not resolve to a document.",
+                    items=[f"{r[0]}: {r[1]} ({r[2]})" for r in dangling[:_LIST_CAP]],
+                )
+            )
+        docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        lonely = [
+            r[0]
+            for r in conn.execute(
+                "SELECT path FROM documents d WHERE NOT EXISTS (SELECT 1 FROM links WHERE src_doc = d.doc_id "
+                "AND reason IS NULL) AND NOT EXISTS (SELECT 1 FROM links WHERE dst_doc = d.doc_id AND reason IS NULL) "
+                "ORDER BY path"
+            )
+        ]
+        if lonely:
+            findings.append(
+                DoctorFinding(
+                    check="zero-link-documents",
+                    severity="info",
+                    message=f"{len(lonely)} of {docs} documents ({len(lonely) / max(docs, 1):.0%}) link nowhere and "
+                    "nothing links to them; a link or two makes them reachable by graph search.",
+                    items=lonely[:_LIST_CAP],
+                )
+            )
+        size = sum(p.stat().st_size for p in Store.location(root).parent.glob("index.db*"))
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        findings.append(
+            DoctorFinding(
+                check="store-size",
+                severity="info",
+                message=f"The store holds {docs} documents and {chunks} chunks in {size / 1048576:.1f} MB.",
+            )
+        )
+        for group in plugin_manager().hook.doctor_checks(kb=kb, store=store):
+            findings.extend(group)
+    return DoctorReport(findings=findings, fixed=fixed)

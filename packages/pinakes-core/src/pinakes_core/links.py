@@ -1,0 +1,182 @@
+"""Links between documents: extraction from text and resolution to document ids (DESIGN §2, §6).
+
+Three origins feed the ``links`` table: sidecar ``links:`` entries, frontmatter ``links:`` and
+links found in the document text (``reverse-scan``): Markdown links to other documents
+(``[text](../path.md#anchor)``, root-relative ``/path.md``) and wikilinks (``[[target]]``,
+``[[target#anchor]]``, ``[[a|b]]`` in either order — Obsidian puts the target first, Dendron
+the label). Text links are found with the CommonMark parser, so code spans, fenced code and
+escaped brackets never produce links. Targets resolve by ``pnk://`` id, path, file stem, title
+and alias; an unresolvable target is kept with the reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from markdown_it import MarkdownIt
+
+from pinakes_core.errors import UriError
+from pinakes_core.uri import SCHEME, is_ulid, parse_uri
+
+__all__ = ["TextLink", "extract_links", "resolve_all"]
+
+_PARSER = MarkdownIt("commonmark").enable("table")
+_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_ESCAPED = {"\\[": "\ue000", "\\]": "\ue001"}
+_EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
+_DOC_SUFFIXES = (".md", ".markdown", ".txt")
+# Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
+_VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
+
+
+@dataclass(frozen=True)
+class TextLink:
+    """A link found in a document's text.
+
+    Attributes:
+        target: the raw target as written (for wikilinks, ``a|b`` with both parts).
+        kind: ``"markdown"`` or ``"wiki"``.
+    """
+
+    target: str
+    kind: str
+
+
+def _inline_texts(text: str) -> Iterator[tuple[str, str]]:
+    for key, placeholder in _ESCAPED.items():
+        text = text.replace(key, placeholder)
+    for token in _PARSER.parse(text):
+        if token.type != "inline":
+            continue
+        for child in token.children or ():
+            if child.type == "link_open":
+                yield "href", str(child.attrs.get("href", ""))
+            elif child.type == "text":
+                yield "text", child.content
+
+
+def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
+    """Return the document links written in ``text`` (external URLs and images excluded)."""
+    if not markdown:
+        return []
+    found: list[TextLink] = []
+    for kind, value in _inline_texts(text):
+        if kind == "href":
+            if (
+                value and not value.startswith("#") and not _EXTERNAL.match(value)
+            ) or value.startswith(SCHEME):
+                found.append(TextLink(value, "markdown"))
+        else:
+            found.extend(TextLink(m.group(1).strip(), "wiki") for m in _WIKILINK.finditer(value))
+    return found
+
+
+class _Index:
+    """Lookup tables over the KB's documents for resolving link targets."""
+
+    def __init__(self, conn: sqlite3.Connection, kb_id: str, kb_name: str) -> None:
+        self.kb = {kb_id, kb_name}
+        self.ids: set[str] = set()
+        self.paths: dict[str, str] = {}
+        self.names: dict[str, list[tuple[str, str]]] = {}  # lower key -> [(path, doc_id)]
+        for row in conn.execute("SELECT doc_id, path, title, aliases FROM documents ORDER BY path"):
+            doc_id, path = row[0], row[1]
+            self.ids.add(doc_id)
+            self.paths[path] = doc_id
+            stem = posixpath.basename(path).rsplit(".", 1)[0]
+            keys = {path.lower(), path.rsplit(".", 1)[0].lower(), stem.lower(), str(row[2]).lower()}
+            keys.update(a.lower() for a in json.loads(row[3]))
+            for key in keys:
+                self.names.setdefault(key, []).append((path, doc_id))
+
+    def by_uri(self, target: str) -> tuple[str | None, str | None, str | None]:
+        try:
+            uri = parse_uri(target) if target.startswith(SCHEME) else parse_uri(SCHEME + target)
+        except UriError as exc:
+            return None, None, exc.message
+        if uri.kb is not None and uri.kb not in self.kb:
+            return uri.kb, uri.doc_id, "document in another KB"
+        if uri.doc_id not in self.ids:
+            return None, uri.doc_id, "no document with this id"
+        return None, uri.doc_id, None
+
+    def by_path(self, src_path: str, target: str) -> tuple[str | None, str | None]:
+        path = unquote(target.split("#", 1)[0].split("?", 1)[0]).strip()
+        if not path:
+            return None, "empty link target"
+        base = "" if path.startswith("/") else posixpath.dirname(src_path)
+        norm = posixpath.normpath(posixpath.join(base, path.lstrip("/")))
+        if norm.startswith(".."):
+            return None, f"{norm} is outside the KB"
+        candidates = [norm]
+        if norm.lower().endswith((".html", ".htm")):
+            # Static-site builds (VuePress, MkDocs, Hugo) link to the page the .md becomes.
+            norm = norm.rsplit(".", 1)[0]
+        if not norm.lower().endswith(_DOC_SUFFIXES):
+            candidates += [norm + s for s in _DOC_SUFFIXES]
+            candidates += [posixpath.join(norm, n) for n in ("README.md", "index.md")]
+        for candidate in candidates:
+            if candidate in self.paths:
+                return self.paths[candidate], None
+        return None, f"no document at {norm}"
+
+    def by_name(self, src_path: str, target: str) -> str | None:
+        name = _VAULT_PREFIX.sub("", target.split("#", 1)[0].strip()).lower()
+        if name.endswith(_DOC_SUFFIXES):
+            name = name.rsplit(".", 1)[0]
+        hits = self.names.get(name) or self.names.get(name.replace(" ", "-")) or []
+        if not hits:
+            return None
+        here = posixpath.dirname(src_path)
+        # Several documents share the name: prefer one in the linking document's folder.
+        return next((d for p, d in hits if posixpath.dirname(p) == here), hits[0][1])
+
+    def resolve(
+        self, src_path: str, target: str, kind: str
+    ) -> tuple[str | None, str | None, str | None]:
+        """Return ``(dst_kb, dst_doc, reason)``; ``reason`` is ``None`` when resolved locally."""
+        if target.startswith(SCHEME) or is_ulid(target.upper()):
+            return self.by_uri(target)
+        if kind == "wiki":
+            parts = [p.strip() for p in target.split("|", 1)]
+            # Dendron writes [[label|target]], Obsidian [[target|label]]: try the right part first.
+            for part in reversed(parts):
+                doc = self.by_name(src_path, part)
+                if doc is not None:
+                    return None, doc, None
+            name = _VAULT_PREFIX.sub("", parts[-1].split("#", 1)[0])
+            return None, None, f"no document named {name!r}"
+        doc, reason = self.by_path(src_path, target)
+        if doc is None and "/" not in target.split("#", 1)[0]:
+            doc = self.by_name(src_path, target)  # a bare name in a Markdown link
+            reason = None if doc else reason
+        return None, doc, reason
+
+
+def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
+    """Re-resolve every stored link against the current documents.
+
+    Returns the ids of documents whose outgoing links changed resolution (the graph plugin
+    re-derives their link edges). Runs inside the caller's transaction.
+    """
+    index = _Index(conn, kb_id, kb_name)
+    changed: set[str] = set()
+    updates = []
+    for row in conn.execute(
+        "SELECT l.rowid, l.src_doc, l.target, l.kind, l.dst_kb, l.dst_doc, l.reason, d.path "
+        "FROM links l JOIN documents d ON d.doc_id = l.src_doc"
+    ):
+        dst_kb, dst_doc, reason = index.resolve(row[7], row[2], row[3])
+        if (dst_kb, dst_doc, reason) != (row[4], row[5], row[6]):
+            updates.append((dst_kb, dst_doc, reason, row[0]))
+            changed.add(row[1])
+    conn.executemany(
+        "UPDATE links SET dst_kb = ?, dst_doc = ?, reason = ? WHERE rowid = ?", updates
+    )
+    return changed
