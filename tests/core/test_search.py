@@ -94,10 +94,17 @@ def test_explain_and_ranks(synced: KB) -> None:
     assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
 
 
-def test_unknown_channel_is_a_plugin_missing_error(synced: KB) -> None:
+def test_unknown_channel_is_a_plugin_missing_error(
+    synced: KB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core import plugins
+
+    monkeypatch.setitem(plugins._PROVIDERS, "fancy", "pinakes-fancy")
     with pytest.raises(PluginMissingError) as info:
-        synced.search("x", channels=["ppr"])
-    assert "pinakes-graph" in str(info.value)
+        synced.search("x", channels=["fancy"])
+    assert "uv pip install pinakes-fancy" in str(info.value)
+    with pytest.raises(PluginMissingError, match="Known channels"):
+        synced.search("x", channels=["no-such-channel"])
 
 
 def test_search_syncs_a_never_synced_kb(kb: KB) -> None:

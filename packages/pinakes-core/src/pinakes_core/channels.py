@@ -13,7 +13,7 @@ import math
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -101,6 +101,7 @@ class QueryContext:
         embed_query: Callable[[str], npt.NDArray[np.float32]],
         entities: tuple[str, ...] = (),
         concepts: tuple[str, ...] = (),
+        kb: Any = None,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -110,6 +111,9 @@ class QueryContext:
         self.concepts = concepts
         self._vectors = vectors
         self._embed_query = embed_query
+        self.kb = kb
+        #: The first-stage fusion ``(chunk_id, rrf score)``, set before after-fusion channels run.
+        self.seeds: list[tuple[int, float]] = []
         self.timings_ms: dict[str, float] = {}
 
     @functools.cached_property
@@ -150,6 +154,14 @@ class QueryContext:
         if self.allowed_rows is not None:
             scores = np.where(self.allowed_rows, scores, np.float32(-1.0))
         return scores
+
+    def rows_of(self, chunk_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row of each chunk id in :attr:`vectors` (-1 for a chunk without a vector)."""
+        ids = self.vectors.chunk_ids
+        if ids.size == 0:
+            return np.full(chunk_ids.shape, -1, dtype=np.int64)
+        rows = np.clip(np.searchsorted(ids, chunk_ids), 0, ids.size - 1)
+        return np.where(ids[rows] == chunk_ids, rows, -1)
 
     def top_dense(self, scores: npt.NDArray[np.float32]) -> Ranked:
         """The best :attr:`candidates` rows by score; non-positive cosine is no evidence."""
@@ -213,7 +225,11 @@ class QueryContext:
 
 @runtime_checkable
 class Channel(Protocol):
-    """A retrieval channel: a name and a function from a query context to a ranked list."""
+    """A retrieval channel: a name and a function from a query context to a ranked list.
+
+    A channel whose ``after_fusion`` attribute is true runs after the others, with their fused
+    ranking in ``ctx.seeds`` (graph channels start from it).
+    """
 
     @property
     def name(self) -> str:

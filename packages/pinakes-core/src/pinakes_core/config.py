@@ -77,6 +77,8 @@ class RetrievalConfig(_Section):
     rrf_k: Annotated[int, Field(ge=1)] = 60
     channels: list[str] = ["bm25", "dense"]
     graph_channel: Literal["off", "expand", "ppr"] = "off"
+    #: Per-channel RRF weights (default 1.0 each); e.g. ``{ expand = 0.5 }``.
+    weights: dict[str, Annotated[float, Field(ge=0.0, le=10.0)]] = {}
     # Chosen from the cross-validated threshold table (docs/evaluation.md): the highest value
     # keeping false-abstain under 0.10 on the golden set.
     abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2

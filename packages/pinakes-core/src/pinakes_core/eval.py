@@ -313,6 +313,8 @@ def matrix_configs(kb: KB) -> dict[str, list[str]]:
     for name in channel_registry():
         if name not in core:
             configs[f"hybrid+{name}"] = ["bm25", "dense", name]
+    if {"ppr", "link-rerank"} <= configs.keys() | {c.removeprefix("hybrid+") for c in configs}:
+        configs["hybrid+ppr+link-rerank"] = ["bm25", "dense", "ppr", "link-rerank"]
     return configs
 
 

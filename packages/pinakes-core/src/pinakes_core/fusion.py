@@ -11,16 +11,20 @@ __all__ = ["RRF_K", "rrf"]
 RRF_K = 60
 
 
-def rrf(lists: Mapping[str, Sequence[int]], k: int = RRF_K) -> list[tuple[int, float]]:
-    """Fuse ranked lists of ids into one ranking by Σ 1 / (k + rank), rank counted from 1.
+def rrf(
+    lists: Mapping[str, Sequence[int]], k: int = RRF_K, weights: Mapping[str, float] | None = None
+) -> list[tuple[int, float]]:
+    """Fuse ranked lists of ids into one ranking by Σ w / (k + rank), rank counted from 1.
 
-    The result is sorted by descending score, ties broken by the smaller id so the output does
-    not depend on the order the lists are given in.
+    ``weights`` maps a list's name to its weight (default 1.0 each: plain RRF). The result is
+    sorted by descending score, ties broken by the smaller id so the output does not depend on
+    the order the lists are given in.
     """
     parts: dict[int, list[float]] = {}
-    for ranked in lists.values():
+    for name, ranked in lists.items():
+        weight = 1.0 if weights is None else weights.get(name, 1.0)
         for rank, item in enumerate(ranked, 1):
-            parts.setdefault(item, []).append(1.0 / (k + rank))
+            parts.setdefault(item, []).append(weight / (k + rank))
     # fsum is correctly rounded whatever the order of its terms, so exact ties stay exact and
     # fall to the id tie-break instead of to the order the channels ran in.
     scores = {item: math.fsum(terms) for item, terms in parts.items()}

@@ -22,6 +22,7 @@ from pinakes_core.errors import (
     PinakesError,
     PluginMissingError,
 )
+from pinakes_core.links import resolver
 from pinakes_core.models import (
     DoctorReport,
     DocumentView,
@@ -309,6 +310,7 @@ class KB:
             embed_query=self.embedder.embed_query,
             entities=tuple(entities),
             concepts=tuple(concepts),
+            kb=self,
         )
         result = fuse_and_build(
             ctx,
@@ -316,6 +318,7 @@ class KB:
             k=k or cfg.k,
             rrf_k=cfg.rrf_k,
             explain=explain,
+            weights=cfg.weights,
             calibration=self.calibration(),
             abstain_below=cfg.abstain_below,
         )
@@ -454,12 +457,9 @@ class KB:
         side = sidecar_path(self.root / path)
         if not side.exists():
             write_skeleton(side, src_id)
+        resolve = resolver(conn, self.config.kb.id, self.config.kb.name)
         for link in read_sidecar(side).links:
-            target = link.to.upper() if is_ulid(link.to.upper()) else link.to
-            same = target == dst_id or (
-                target.startswith(SCHEME) and parse_uri(target).doc_id == dst_id
-            )
-            if same and link.rel == rel:
+            if link.rel == rel and resolve(path, link.to) == dst_id:
                 raise PinakesError(
                     f"{side.relative_to(self.root)} already links to {dst_id} as {rel!r}.",
                     "Nothing to do.",

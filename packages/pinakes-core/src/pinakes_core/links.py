@@ -15,7 +15,7 @@ import json
 import posixpath
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -24,10 +24,12 @@ from markdown_it import MarkdownIt
 from pinakes_core.errors import UriError
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
-__all__ = ["TextLink", "extract_links", "resolve_all"]
+__all__ = ["TextLink", "extract_links", "link_kind", "resolve_all", "resolver"]
 
 _PARSER = MarkdownIt("commonmark").enable("table")
-_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# Embeds (![[x]]) of notes are links; embeds of images, PDFs and other files are not.
+_FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
 _ESCAPED = {"\\[": "\ue000", "\\]": "\ue001"}
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
 _DOC_SUFFIXES = (".md", ".markdown", ".txt")
@@ -73,7 +75,12 @@ def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
             ) or value.startswith(SCHEME):
                 found.append(TextLink(value, "markdown"))
         else:
-            found.extend(TextLink(m.group(1).strip(), "wiki") for m in _WIKILINK.finditer(value))
+            for match in _WIKILINK.finditer(value):
+                target = match.group(2).strip()
+                name = target.split("|")[0].split("#")[0].strip()
+                if match.group(1) and _FILE_EMBED.search(name):
+                    continue
+                found.append(TextLink(target, "wiki"))
     return found
 
 
@@ -180,3 +187,23 @@ def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
         "UPDATE links SET dst_kb = ?, dst_doc = ?, reason = ? WHERE rowid = ?", updates
     )
     return changed
+
+
+def link_kind(target: str) -> str:
+    """Classify an authored link target: ``uri`` (pnk:// or ULID), ``markdown`` or ``wiki``."""
+    if target.startswith(SCHEME) or is_ulid(target.upper()):
+        return "uri"
+    return "markdown" if "/" in target or target.lower().endswith(_DOC_SUFFIXES) else "wiki"
+
+
+def resolver(
+    conn: sqlite3.Connection, kb_id: str, kb_name: str
+) -> Callable[[str, str], str | None]:
+    """Return ``resolve(src_path, target) -> doc_id | None`` over the KB's current documents."""
+    index = _Index(conn, kb_id, kb_name)
+
+    def resolve(src_path: str, target: str) -> str | None:
+        _, doc, reason = index.resolve(src_path, target, link_kind(target))
+        return doc if reason is None else None
+
+    return resolve

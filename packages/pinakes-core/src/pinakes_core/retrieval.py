@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.confidence import Calibration, extract_features
@@ -82,6 +82,7 @@ def fuse_and_build(
     k: int,
     rrf_k: int,
     explain: bool = False,
+    weights: Mapping[str, float] | None = None,
     calibration: Calibration | None = None,
     abstain_below: float = 0.0,
 ) -> SearchResult:
@@ -98,12 +99,42 @@ def fuse_and_build(
     registry = channel_registry(list(channels))
     lists: dict[str, Ranked] = {}
     timings: dict[str, float] = {}
-    for name, channel in registry.items():
-        t0 = time.perf_counter()
-        lists[name] = channel.run(ctx)
-        timings[name] = round((time.perf_counter() - t0) * 1000, 3)
+    # Channels that start from the fused result of the others (graph expansion, PPR) run in a
+    # second stage, with the first stage's fusion as their seeds.
+    rerankers = {n: c for n, c in registry.items() if hasattr(c, "rerank")}
+    stages = [
+        {
+            n: c
+            for n, c in registry.items()
+            if n not in rerankers and not getattr(c, "after_fusion", False)
+        },
+        {
+            n: c
+            for n, c in registry.items()
+            if n not in rerankers and getattr(c, "after_fusion", False)
+        },
+    ]
+    for number, stage in enumerate(stages):
+        if number == 1 and stage:
+            ctx.seeds = rrf(
+                {name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=rrf_k
+            )
+        for name, channel in stage.items():
+            t0 = time.perf_counter()
+            lists[name] = channel.run(ctx)
+            timings[name] = round((time.perf_counter() - t0) * 1000, 3)
     t0 = time.perf_counter()
-    fused = rrf({name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=rrf_k)[:k]
+    fused = rrf(
+        {name: [cid for cid, _ in ranked] for name, ranked in lists.items()},
+        k=rrf_k,
+        weights=weights,
+    )
+    # Rerankers (a registered name whose object has ``rerank``) reorder the fused list.
+    for name in rerankers:
+        t1 = time.perf_counter()
+        fused = rerankers[name].rerank(ctx, fused)
+        timings[name] = round((time.perf_counter() - t1) * 1000, 3)
+    fused = fused[:k]
     hits = _hits(ctx.conn, fused, lists, explain)
     timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
     top = hits[0] if hits else None

@@ -24,13 +24,13 @@ from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_headi
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
 from pinakes_core.errors import SidecarError
-from pinakes_core.links import extract_links, resolve_all
+from pinakes_core.links import extract_links, link_kind, resolve_all
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.sidecar import LinkSpec, Sidecar, read_sidecar, write_skeleton
 from pinakes_core.store import Store
 from pinakes_core.tokens import token_counter
-from pinakes_core.uri import is_ulid, new_ulid
+from pinakes_core.uri import new_ulid
 
 __all__ = ["ProgressFn", "model_id_for", "run_sync"]
 
@@ -486,22 +486,12 @@ class _Syncer:
                 )
 
 
-def _link_kind(target: str) -> str:
-    if target.startswith("pnk://") or is_ulid(target.upper()):
-        return "uri"
-    return (
-        "markdown"
-        if "/" in target or target.lower().endswith((".md", ".markdown", ".txt"))
-        else "wiki"
-    )
-
-
 def _link_rows(
     front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
 ) -> list[tuple[str, str, str, str]]:
     """The link rows of one document: authored links first, then links in its text."""
-    rows = [(link.to, _link_kind(link.to), link.rel, "frontmatter") for link in front]
-    rows += [(link.to, _link_kind(link.to), link.rel, "sidecar") for link in side]
+    rows = [(link.to, link_kind(link.to), link.rel, "frontmatter") for link in front]
+    rows += [(link.to, link_kind(link.to), link.rel, "sidecar") for link in side]
     seen: set[tuple[str, str]] = set()
     for link in extract_links(body, markdown=markdown):
         if (link.target, link.kind) not in seen:

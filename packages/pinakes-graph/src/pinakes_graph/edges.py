@@ -42,9 +42,11 @@ def heading_key(doc_id: str, path: Iterable[str]) -> str:
 
 def _node(conn: sqlite3.Connection, kind: str, key: str, label: str) -> int:
     row = conn.execute(
-        "SELECT node_id FROM nodes WHERE kind = ? AND key = ?", (kind, key)
+        "SELECT node_id, label FROM nodes WHERE kind = ? AND key = ?", (kind, key)
     ).fetchone()
     if row is not None:
+        if row[1] != label:  # a retitled document keeps its node but not its old label
+            conn.execute("UPDATE nodes SET label = ? WHERE node_id = ?", (label, row[0]))
         return int(row[0])
     cur = conn.execute("INSERT INTO nodes(kind, key, label) VALUES (?, ?, ?)", (kind, key, label))
     return int(cur.lastrowid or 0)
@@ -222,9 +224,14 @@ def derive_edges(
     weights: GraphConfig = kb.config.graph
     conn: sqlite3.Connection = store.conn
     serial = int(store.get_meta("sync_serial") or 0)
-    # The graph is current if it was derived by the previous sync; otherwise (first run, a sync
-    # made while the plugin was not installed, an interrupted derivation) derive everything.
-    built = store.get_meta("graph_serial") == str(serial - 1)
+    # The graph is current if the previous sync derived it with the same [graph] settings;
+    # otherwise (first run, a sync made while the plugin was not installed, an interrupted
+    # derivation, changed weights) derive everything.
+    settings = weights.model_dump_json()
+    built = (
+        store.get_meta("graph_serial") == str(serial - 1)
+        and store.get_meta("graph_settings") == settings
+    )
     if not built:
         changed = [r[0] for r in conn.execute("SELECT doc_id FROM documents")]
         removed = []
@@ -241,6 +248,7 @@ def derive_edges(
         _reweigh(tx, hubs, weights)
         embedded = _embed_labels(tx, kb.embedder)
         store.set_meta(tx, "graph_serial", str(serial))
+        store.set_meta(tx, "graph_settings", settings)
     log.info(
         "graph: %d changed, %d removed, %d relinked, %d labels embedded",
         len(changed),

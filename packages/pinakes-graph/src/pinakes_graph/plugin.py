@@ -17,8 +17,12 @@ __all__ = ["after_sync", "doctor_checks", "kb_links", "register_channels"]
 
 @hookimpl
 def register_channels() -> list[Any]:
-    """The graph channels (expansion and PPR arrive with the graph-channels issue)."""
-    return []
+    """The graph channels: bounded expansion and Personalized PageRank."""
+    from pinakes_graph.expand import ExpandChannel
+    from pinakes_graph.ppr import PprChannel
+    from pinakes_graph.rerank import LinkRerank, Salience
+
+    return [ExpandChannel(), PprChannel(), LinkRerank(), Salience()]
 
 
 @hookimpl

@@ -1,0 +1,151 @@
+"""Bounded graph expansion channel (DESIGN §6, "ship first").
+
+Roots are the first-stage fused top chunks. Expansion walks at most two logical hops — a hop is a
+move between content units (chunk or document); membership (chunk ↔ its document) and hub
+pass-throughs (tag, folder, heading section) cost nothing. Chunk neighbours are ranked by
+cosine to the query; a document or hub reached contributes its member chunks, query-ranked; each
+node expands at most ``[graph] adjacent_k`` neighbours, and every hub or document expands once
+globally (visited-node dedup). A root's own document never contributes its chunks through
+membership: those are not new evidence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from pinakes_core.channels import QueryContext, Ranked
+from pinakes_graph.cache import EDGE_KINDS, KINDS, Graph, graph_for
+
+__all__ = ["ExpandChannel", "expand"]
+
+MAX_HOPS = 2
+ROOTS = 10
+ROOTS_FIRST = True
+_CHUNK_HOPS = np.array([EDGE_KINDS["sibling"], EDGE_KINDS["parent-child"]], dtype=np.int8)
+_DOC_LINKS = np.array([EDGE_KINDS["authored"], EDGE_KINDS["reverse-scan"]], dtype=np.int8)
+_DOC_HUBS = np.array(
+    [EDGE_KINDS["co-located"], EDGE_KINDS["shared-tag"], EDGE_KINDS["mentions"]], dtype=np.int8
+)
+
+
+class _Walk:
+    def __init__(self, graph: Graph, ctx: QueryContext, fanout: int) -> None:
+        self.graph = graph
+        self.fanout = fanout
+        self.cos = np.full(len(graph), -1.0, dtype=np.float64)
+        chunk_nodes = np.flatnonzero(graph.chunk_id >= 0)
+        rows = ctx.rows_of(graph.chunk_id[chunk_nodes])
+        if ctx.dense_scores.size:
+            self.cos[chunk_nodes] = np.where(
+                rows >= 0, ctx.dense_scores[np.clip(rows, 0, None)], -1.0
+            )
+        self.expanded: set[int] = set()
+        self.found: dict[int, int] = {}  # chunk node -> depth first reached
+
+    def best(self, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The ``fanout`` chunk nodes with the highest query cosine."""
+        if nodes.size <= self.fanout:
+            return nodes[np.argsort(-self.cos[nodes], kind="stable")]
+        return nodes[np.argsort(-self.cos[nodes], kind="stable")[: self.fanout]]
+
+    def doc_score(self, doc: int) -> float:
+        members = self.graph.members.get(doc)
+        return float(self.cos[members].max()) if members is not None and members.size else -1.0
+
+    def reach(self, nodes: npt.NDArray[np.int64], depth: int) -> list[int]:
+        fresh = [int(n) for n in nodes if int(n) not in self.found]
+        for n in fresh:
+            self.found[n] = depth
+        return fresh
+
+    def docs_from(self, doc: int, banned: set[int]) -> list[int]:
+        """Documents one logical hop from ``doc``: linked ones and fellow hub members."""
+        g = self.graph
+        nbrs, _, kinds = g.adjacent(doc)
+        targets = set(nbrs[np.isin(kinds, _DOC_LINKS)].tolist())
+        for hub in nbrs[np.isin(kinds, _DOC_HUBS)].tolist():
+            if hub in self.expanded:
+                continue  # a hub expands once globally
+            self.expanded.add(hub)
+            members, _, _ = g.adjacent(hub)
+            docs = [m for m in members.tolist() if g.kind[m] == KINDS["doc"] and m != doc]
+            docs.sort(key=lambda d: -self.doc_score(d))
+            targets.update(docs[: self.fanout])
+        ranked = sorted((d for d in targets if d not in banned), key=lambda d: -self.doc_score(d))
+        return ranked[: self.fanout]
+
+
+def expand(graph: Graph, ctx: QueryContext, fanout: int) -> Ranked:
+    """Run the bounded expansion from ``ctx.seeds``; return new chunks ranked by query cosine."""
+    roots = [graph.node_of_chunk[c] for c, _ in ctx.seeds[:ROOTS] if c in graph.node_of_chunk]
+    if not roots:
+        return []
+    walk = _Walk(graph, ctx, fanout)
+    for root in roots:
+        walk.found[root] = 0
+    root_docs = {int(graph.doc_of[r]) for r in roots}
+    frontier: list[int] = list(roots)
+    for depth in range(1, MAX_HOPS + 1):
+        nxt: list[int] = []
+        for node in frontier:
+            if node in walk.expanded:
+                continue
+            walk.expanded.add(node)
+            if graph.kind[node] == KINDS["chunk"]:
+                nbrs, _, kinds = graph.adjacent(node)
+                nxt += walk.reach(walk.best(nbrs[np.isin(kinds, _CHUNK_HOPS)]), depth)
+                for hub in nbrs[kinds == EDGE_KINDS["in-section"]].tolist():
+                    if hub not in walk.expanded:
+                        walk.expanded.add(hub)
+                        members, _, _ = graph.adjacent(hub)
+                        nxt += walk.reach(
+                            walk.best(members[graph.kind[members] == KINDS["chunk"]]), depth
+                        )
+                doc = int(graph.doc_of[node])  # membership: free
+                if doc >= 0 and doc not in walk.expanded:
+                    walk.expanded.add(doc)
+                    node = doc
+                else:
+                    continue
+            if graph.kind[node] == KINDS["doc"]:
+                for target in walk.docs_from(node, root_docs):
+                    chunks = graph.members.get(target)
+                    if chunks is not None:
+                        nxt += walk.reach(walk.best(chunks), depth)
+                    nxt.append(target)
+        frontier = nxt
+    allowed = None
+    if ctx.allowed_rows is not None:
+        allowed = ctx.allowed_rows
+    ranked = []
+    for node, depth in walk.found.items():
+        if depth == 0 or walk.cos[node] <= 0:
+            continue
+        if allowed is not None:
+            row = ctx.rows_of(np.array([graph.chunk_id[node]], dtype=np.int64))[0]
+            if row < 0 or not allowed[row]:
+                continue
+        ranked.append((int(graph.chunk_id[node]), float(walk.cos[node]), depth))
+    ranked.sort(key=lambda r: (-r[1], r[2], r[0]))
+    # The roots lead the list in their fused order. Left out, every expanded chunk would get a
+    # third RRF vote the roots lack and leapfrog them: the reason a naive expansion list
+    # regresses simple lookups (the original Pinakes' gate: 0 multi-hop wins, 3 losses).
+    head = [(c, s) for c, s in ctx.seeds[:ROOTS] if c in graph.node_of_chunk] if ROOTS_FIRST else []
+    return [*head, *((cid, score) for cid, score, _ in ranked)][: ctx.candidates]
+
+
+class ExpandChannel:
+    """The ``expand`` retrieval channel."""
+
+    name = "expand"
+    after_fusion = True
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        """Expand from the first-stage fusion of the other channels."""
+        if ctx.kb is None:
+            return []
+        graph = graph_for(ctx.kb)
+        if len(graph) == 0:
+            return []
+        return expand(graph, ctx, ctx.kb.config.graph.adjacent_k)

@@ -1,0 +1,191 @@
+"""Link extraction edge cases and end-to-end resolution at sync (DESIGN §2, §6)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pinakes_graph")
+
+from conftest import FakeHashEmbedder, db, doc_ids, make_kb
+from pinakes_core import KB
+from pinakes_core.links import TextLink, extract_links
+
+
+def targets(text: str) -> list[str]:
+    return [link.target for link in extract_links(text, markdown=True)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`[[code]]` and `[a](code.md)`",
+        "```\n[[fenced]]\n[a](f.md)\n```",
+        "~~~python\n[[tilde]]\n~~~",
+        "    [[indented]] [a](indented.md)",
+        r"\[\[escaped\]\]",
+        "[x](https://example.com/a.md) <https://example.com> [m](mailto:x@y.z)",
+        "![img](picture.md) ![alt](https://e.com/p.png)",
+        "[only an anchor](#local)",
+    ],
+)
+def test_not_links(text: str) -> None:
+    assert extract_links(text, markdown=True) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[a](my%20note.md)", [TextLink("my%20note.md", "markdown")]),
+        ("[a](<my note.md>)", [TextLink("my%20note.md", "markdown")]),
+        ("[a](a.md#sec)", [TextLink("a.md#sec", "markdown")]),
+        ("[[a#sec]]", [TextLink("a#sec", "wiki")]),
+        ("[[label|target]]", [TextLink("label|target", "wiki")]),
+        ("[r](/dir/a.md)", [TextLink("/dir/a.md", "markdown")]),
+        ("[h](b.html)", [TextLink("b.html", "markdown")]),
+        ("[x][ref]\n\n[ref]: refd.md", [TextLink("refd.md", "markdown")]),
+        (
+            "| a | b |\n|---|---|\n| [[t1]] | [l](t2.md) |",
+            [TextLink("t1", "wiki"), TextLink("t2.md", "markdown")],
+        ),
+        ("Text [[my note]] more.", [TextLink("my note", "wiki")]),
+    ],
+)
+def test_links_found(text: str, expected: list[TextLink]) -> None:
+    assert extract_links(text, markdown=True) == expected
+
+
+def test_plain_text_documents_have_no_links() -> None:
+    assert extract_links("[[a]] [b](b.md)", markdown=False) == []
+
+
+def test_image_embed_is_not_a_link() -> None:
+    assert targets("![[diagram.png]]") == []
+
+
+# -- end-to-end resolution ----------------------------------------------------------------
+
+RESOLVE_KB = {
+    "dir/a.md": "---\naliases: [alpha-alias]\n---\n# Alpha Doc\n\n## Sec\n\nA.\n",
+    "my note.md": "# Spaced\n\nspaces in the name.\n",
+    "target.md": "# Target\n\nt.\n",
+    "label.md": "# Label Page\n\nAlso a document called label.\n",
+    "site/page.md": "# Page\n\np.\n",
+    "notes/src.md": (
+        "# Source\n\n"
+        "1 [sp](../my%20note.md)\n"  # resolves
+        "2 [sp](<../my note.md>)\n"  # same raw target as 1 after parsing: stored once
+        "3 [an](../dir/a.md#sec)\n"  # resolves
+        "4 [[Alpha Doc#Sec]]\n"  # resolves by title
+        "5 [[lbl text|target]]\n"  # Dendron order: resolves to target.md
+        "6 [[target|some label]]\n"  # Obsidian order: resolves to target.md
+        "7 [root](/dir/a.md)\n"  # root-relative: resolves
+        "8 [html](../site/page.html)\n"  # .html → .md: resolves
+        "9 [[alpha-alias]]\n"  # alias: resolves
+        "10 [gone](missing.md)\n"  # unresolved
+        "11 [[Nowhere At All]]\n"  # unresolved
+        "12 [out](../../outside.md)\n"  # unresolved: outside the KB
+        "13 [ext](https://example.com/x.md) ![im](../target.md) `[[code]]`\n"  # not links
+    ),
+}
+RESOLVED_BY_HAND = {
+    "../my%20note.md": "my note.md",
+    "../dir/a.md#sec": "dir/a.md",
+    "Alpha Doc#Sec": "dir/a.md",
+    "lbl text|target": "target.md",
+    "target|some label": "target.md",
+    "/dir/a.md": "dir/a.md",
+    "../site/page.html": "site/page.md",
+    "alpha-alias": "dir/a.md",
+}
+UNRESOLVED_BY_HAND = {"missing.md", "Nowhere At All", "../../outside.md"}
+
+
+@pytest.fixture
+def resolved(tmp_path: Path) -> tuple[Path, KB]:
+    root = make_kb(tmp_path / "kb", RESOLVE_KB)
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb.sync()
+    yield root, kb
+    kb.close()
+
+
+def _link_rows(root: Path, src: str) -> list[tuple[str, str | None, str | None]]:
+    conn = db(root)
+    try:
+        return [
+            (r[0], r[1], r[2])
+            for r in conn.execute(
+                "SELECT l.target, d.path, l.reason FROM links l JOIN documents s ON s.doc_id = l.src_doc "
+                "LEFT JOIN documents d ON d.doc_id = l.dst_doc WHERE s.path = ? ORDER BY l.rowid",
+                (src,),
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def test_every_link_resolves_as_counted_by_hand(resolved: tuple[Path, KB]) -> None:
+    root, _ = resolved
+    rows = _link_rows(root, "notes/src.md")
+    # Link 1 and 2 are the same raw target after parsing and are stored once.
+    assert {t for t, _, _ in rows} == set(RESOLVED_BY_HAND) | UNRESOLVED_BY_HAND
+    assert len(rows) == len(RESOLVED_BY_HAND) + len(UNRESOLVED_BY_HAND)
+    for target, path, reason in rows:
+        if target in RESOLVED_BY_HAND:
+            assert (path, reason) == (RESOLVED_BY_HAND[target], None), target
+        else:
+            assert path is None and reason, target
+
+
+def test_share_resolved_matches_an_independent_count(resolved: tuple[Path, KB]) -> None:
+    root, _ = resolved
+    conn = db(root)
+    try:
+        total, ok = conn.execute("SELECT COUNT(*), SUM(reason IS NULL) FROM links").fetchone()
+    finally:
+        conn.close()
+    assert (ok, total) == (8, 11)
+    assert ok / total == pytest.approx(8 / 11)
+
+
+def test_unresolved_links_carry_reasons_in_links_and_doctor(resolved: tuple[Path, KB]) -> None:
+    _, kb = resolved
+    unresolved = {u.target: u.reason for u in kb.links("notes/src.md").unresolved}
+    assert set(unresolved) == UNRESOLVED_BY_HAND
+    assert "missing.md" in unresolved["missing.md"]
+    assert "Nowhere At All" in unresolved["Nowhere At All"]
+    assert "outside the KB" in unresolved["../../outside.md"]
+    finding = next(f for f in kb.doctor().findings if f.check == "dangling-links")
+    assert finding.message.startswith("3 of 11 links")
+    assert len(finding.items) == 3
+    assert all(item.startswith("notes/src.md: ") for item in finding.items)
+
+
+def test_resolved_links_become_reverse_scan_edges(resolved: tuple[Path, KB]) -> None:
+    root, _ = resolved
+    ids = doc_ids(root)
+    conn = db(root)
+    try:
+        dsts = {
+            r[0]
+            for r in conn.execute(
+                "SELECT d.key FROM edges e JOIN nodes s ON s.node_id = e.src "
+                "JOIN nodes d ON d.node_id = e.dst WHERE e.kind = 'reverse-scan' AND s.key = ?",
+                (ids["notes/src.md"],),
+            )
+        }
+    finally:
+        conn.close()
+    assert dsts == {ids[p] for p in set(RESOLVED_BY_HAND.values())}
+
+
+def test_wikilink_prefers_the_document_in_the_linking_folder(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {"x/dup.md": "# D1\n", "y/dup.md": "# D2\n", "y/src.md": "# S\n\n[[dup]]\n"},
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(root, "y/src.md") == [("dup", "y/dup.md", None)]
