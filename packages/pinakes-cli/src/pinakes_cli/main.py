@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
+from pinakes_cli.mcp_command import mcp
 from pinakes_core import KB, PinakesError
 
 __all__ = ["cli", "main"]
@@ -339,6 +340,9 @@ def eval_(
     if calibration is not None:
         render.render_calibration(_out(), calibration)
     render.render_eval(_out(), report)
+
+
+cli.add_command(mcp)
 
 
 def main() -> None:

@@ -25,7 +25,19 @@ from pinakes_core.errors import (
 )
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.kb import KB
-from pinakes_core.models import DocumentView, Hit, SearchResult, Status, SyncReport
+from pinakes_core.models import (
+    DoctorFinding,
+    DoctorReport,
+    DocumentView,
+    FrontierItem,
+    Hit,
+    LinksResult,
+    Neighbour,
+    SearchResult,
+    Status,
+    SyncReport,
+    UnresolvedLink,
+)
 from pinakes_core.uri import PnkUri, parse_uri
 
 __all__ = [
@@ -33,12 +45,17 @@ __all__ = [
     "Channel",
     "Config",
     "ConfigError",
+    "DoctorFinding",
+    "DoctorReport",
     "DocumentNotFoundError",
     "DocumentView",
     "Filters",
+    "FrontierItem",
     "Hit",
     "IndexMissingError",
+    "LinksResult",
     "LockError",
+    "Neighbour",
     "PinakesError",
     "PluginMissingError",
     "PnkUri",
@@ -47,6 +64,7 @@ __all__ = [
     "SidecarError",
     "Status",
     "SyncReport",
+    "UnresolvedLink",
     "UriError",
     "__version__",
     "hookimpl",

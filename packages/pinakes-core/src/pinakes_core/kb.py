@@ -143,6 +143,10 @@ class KB:
             self._store.close()
         self._store = None
         self._vectors = None
+        # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
+        self._generation = -1
+        self._calibration = None
+        self._calibration_generation = -1
 
     def __enter__(self) -> KB:
         return self
@@ -179,7 +183,8 @@ class KB:
         return self._store
 
     def _ensure_synced(self) -> None:
-        if not self.synced:
+        # Never synced, or written by another schema version: a sync (re)builds it.
+        if self._store is None and not Store.current(self.root):
             self.sync()
 
     def calibration(self) -> Calibration | None:
@@ -369,6 +374,12 @@ class KB:
         doc_id = self.resolve(doc)
         conn = self.store().conn
         row = conn.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        target = (self.root / row["path"]).resolve()
+        if not target.is_relative_to(self.root.resolve()):
+            raise DocumentNotFoundError(
+                f"{row['path']} now leads outside the KB (a symlink?); it is not read.",
+                "Run `pnk sync`.",
+            )
         try:
             text = (self.root / row["path"]).read_text(encoding="utf-8", errors="replace")
         except OSError:

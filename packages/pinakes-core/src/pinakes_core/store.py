@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.errors import IndexMissingError
+
 __all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix"]
 
 log = logging.getLogger(__name__)
@@ -137,6 +139,12 @@ class Store:
         return root / STORE_DIR / DB_FILE
 
     @classmethod
+    def current(cls, root: Path) -> bool:
+        """Return whether the KB at ``root`` has a store of this schema version."""
+        path = cls.location(root)
+        return path.exists() and cls._read_version(path) == str(SCHEMA_VERSION)
+
+    @classmethod
     def exists(cls, root: Path) -> bool:
         """Return whether the KB at ``root`` has a store file."""
         return cls.location(root).exists()
@@ -154,6 +162,11 @@ class Store:
         if path.exists() and not rebuild:
             version = cls._read_version(path)
             if version != str(SCHEMA_VERSION):
+                if not create:  # only a sync may rebuild (it holds the lock)
+                    raise IndexMissingError(
+                        f"The index {path} has schema {version}, this version uses {SCHEMA_VERSION}.",
+                        "Run `pnk sync`; it rebuilds the index from the files.",
+                    )
                 rebuilt_from = version or "unknown"
                 rebuild = True
         if rebuild:

@@ -1,13 +1,219 @@
-"""The ``pinakes-mcp`` entry point (skeleton: the server arrives with the MCP issue)."""
+"""The Pinakes MCP server: build it around open KBs, run it over stdio or HTTP.
+
+State lives in the server's lifespan: the served KBs keep their embedding model, store
+connection and vector matrix loaded from startup to shutdown, so a query never reloads them.
+Logging goes to stderr; over stdio, stdout carries nothing but the protocol.
+"""
 
 from __future__ import annotations
 
+import argparse
+import ipaddress
+import logging
+import os
 import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
 
-__all__ = ["main"]
+import anyio.to_thread
+from fastmcp import FastMCP
+
+from pinakes_core import KB, PinakesError
+from pinakes_mcp import tools
+from pinakes_mcp.served import Registry
+from pinakes_mcp.watch import DEFAULT_DEBOUNCE_MS, Watcher
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_server", "main", "open_kbs", "serve"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+INSTRUCTIONS = """\
+Pinakes serves local Markdown knowledge bases (the user's notes and docs), read-only.
+Start with pinakes_search; read a hit's document with pinakes_read; follow links with
+pinakes_links one hop at a time; pinakes_kbs lists the KBs. When a search says abstain=true,
+the KB probably does not know the answer: say so instead of guessing."""
+
+Transport = Literal["stdio", "http"]
 
 
-def main() -> None:
-    """Exit with a clear message until the MCP tools are built."""
-    sys.stderr.write("pinakes-mcp: the MCP server is not built yet in this release.\n")
-    sys.exit(1)
+def create_server(
+    kbs: Sequence[KB],
+    *,
+    watch: bool = False,
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    close_on_exit: bool = False,
+) -> FastMCP[Any]:
+    """Return a FastMCP server serving ``kbs`` (already open; tests pass their own).
+
+    The lifespan syncs any KB that was never synced, loads each KB's model, vectors and
+    calibration, and with ``watch`` starts re-syncing KBs when their files change. Tool errors
+    caused by the caller become clean tool errors; anything else is masked.
+
+    Args:
+        kbs: the KBs to serve, each with a unique ``[kb] name`` and id.
+        watch: re-sync a KB (incrementally, debounced) when files under it change.
+        debounce_ms: quiet time after the last file event before that sync starts.
+        close_on_exit: close the KBs when the server stops (when the server opened them).
+
+    Raises:
+        PinakesError: if no KB is given, or two share a name or an id.
+    """
+    registry = Registry(kbs, watching=watch)
+
+    @asynccontextmanager
+    async def lifespan(server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
+        for served in registry:
+            try:
+                await anyio.to_thread.run_sync(served.warm)
+            except PinakesError as exc:
+                log.warning("KB %r is not ready: %s", served.name, exc)
+        watcher = Watcher(registry, debounce_ms=debounce_ms) if watch else None
+        if watcher is not None:
+            await watcher.start()
+        try:
+            yield {"pinakes": registry, "watcher": watcher}
+        finally:
+            if watcher is not None:
+                await watcher.stop()
+            if close_on_exit:
+                for served in registry:
+                    served.kb.close()
+
+    server: FastMCP[Any] = FastMCP(
+        "pinakes",
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        mask_error_details=True,
+    )
+    tools.register(server)
+    return server
+
+
+def open_kbs(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
+    """Open the KB at each path (config only: the heavy loading happens in the lifespan).
+
+    Raises:
+        PinakesError: if a path holds no valid ``pinakes.toml``.
+    """
+    return [KB.open(path) for path in paths]
+
+
+def _protect_stdout() -> None:
+    """Keep stray native writes off the protocol stream (stdio transport).
+
+    File descriptor 1 is pointed at stderr, so a C library printing to stdout cannot corrupt
+    the protocol; ``sys.stdout`` keeps writing to the real stdout through a duplicate.
+    """
+    sys.stdout.flush()
+    protocol = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(protocol, "w", encoding="utf-8", buffering=1, closefd=True)  # noqa: SIM115
+
+
+def serve(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    transport: Transport = "stdio",
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    watch: bool = False,
+    log_level: str = "INFO",
+) -> None:
+    """Open the KBs at ``paths`` and serve them until the client (or Ctrl-C) stops the server.
+
+    Logs go to stderr at ``log_level``, unless the process configured logging already.
+
+    Raises:
+        PinakesError: if a KB cannot be opened or two KBs share a name or id.
+    """
+    logging.basicConfig(
+        level=log_level,
+        stream=sys.stderr,
+        format="pinakes-mcp %(levelname)s %(name)s: %(message)s",
+    )
+    server = create_server(open_kbs(paths), watch=watch, close_on_exit=True)
+    if transport == "stdio":
+        _protect_stdout()
+        server.run(transport="stdio", show_banner=False)
+        return
+    if not _is_loopback(host):
+        log.warning("Serving on %s: anyone who can reach this address can read these KBs.", host)
+    # log_config=None: uvicorn's loggers propagate to ours (stderr) instead of its access log
+    # going to stdout.
+    server.run(
+        transport="http",
+        host=host,
+        port=port,
+        show_banner=False,
+        uvicorn_config={"log_config": None},
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinakes-mcp",
+        description="Serve Pinakes knowledge bases to agents over MCP (read-only tools).",
+    )
+    parser.add_argument(
+        "--kb",
+        dest="kbs",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="a KB folder to serve (repeat for several; each needs a unique [kb] name)",
+    )
+    parser.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
+    )
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"HTTP bind address (default: {DEFAULT_HOST})"
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default: {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="re-sync a KB (incrementally, debounced) when files under it change",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="stderr log level (default: INFO)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: parse arguments, serve; errors go to stderr with exit 1."""
+    args = _parser().parse_args(argv)
+    try:
+        serve(
+            args.kbs,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            watch=args.watch,
+            log_level=args.log_level,
+        )
+    except PinakesError as exc:
+        sys.stderr.write(f"pinakes-mcp: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"pinakes-mcp: hint: {exc.hint}\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,125 @@
+"""Shaping core results for agents: merging KBs, token budgets, the search frontier.
+
+No ranking of its own happens here: several KBs' result lists are fused with core's
+:func:`~pinakes_core.fusion.rrf`, and each KB's ordering and confidence are kept as core made them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pinakes_core import DocumentNotFoundError, Hit, SearchResult
+from pinakes_core.fusion import RRF_K, rrf
+from pinakes_mcp.models import FrontierDoc, SearchHit
+from pinakes_mcp.served import Registry, ServedKB
+from pinakes_mcp.text import approx_tokens
+
+__all__ = ["cap_rows", "frontier", "merge"]
+
+log = logging.getLogger(__name__)
+
+
+def _served_hit(hit: Hit, kb: str | None) -> SearchHit:
+    return SearchHit.model_validate({**hit.model_dump(), "kb": kb})
+
+
+def merge(
+    results: Sequence[tuple[ServedKB, SearchResult]], *, k: int, multi: bool
+) -> tuple[list[SearchHit], float | None, bool | None]:
+    """Merge per-KB results into one ranking of at most ``k`` hits.
+
+    One KB's result is passed through unchanged. Several are fused by RRF over each KB's hit
+    order, each hit keyed by (KB, document, chunk). Lists from different KBs never share a
+    key, so RRF interleaves them rank by rank; ties within a rank go to the KB whose own
+    confidence is highest (KBs with hits first, unknown confidence last). The merged
+    ``confidence``/``abstain`` are those of the KB holding the top hit, because core's
+    confidence is the probability that *its* top hit answers, and that hit is now on top.
+
+    Returns:
+        The hits (``kb`` set on each when ``multi``), the confidence and the abstain flag.
+    """
+    if len(results) == 1:
+        served, result = results[0]
+        hits = [_served_hit(h, served.name if multi else None) for h in result.hits]
+        return hits, result.confidence, result.abstain
+    ordered = sorted(
+        results,
+        key=lambda pair: (
+            not pair[1].hits,
+            pair[1].confidence is None,
+            -(pair[1].confidence or 0.0),
+        ),
+    )
+    # rrf breaks ties by the smaller id, so ids are handed out in the order just chosen.
+    keyed: list[tuple[ServedKB, Hit]] = []
+    lists: dict[str, list[int]] = {}
+    for served, result in ordered:
+        lists[served.name] = []
+        for hit in result.hits:
+            lists[served.name].append(len(keyed))
+            keyed.append((served, hit))
+    fused = rrf(lists, k=RRF_K)[:k]
+    hits = [_served_hit(keyed[i][1], keyed[i][0].name) for i, _ in fused]
+    if not hits:
+        return [], None, None
+    top = next(result for served, result in ordered if served is keyed[fused[0][0]][0])
+    return hits, top.confidence, top.abstain
+
+
+def cap_rows(rows: list[SearchHit], budget: int) -> tuple[list[SearchHit], bool]:
+    """Keep leading hits while their JSON fits ``budget`` approximate tokens (always one).
+
+    Returns:
+        The kept hits and whether any were dropped.
+    """
+    kept: list[SearchHit] = []
+    used = 0
+    for row in rows:
+        cost = approx_tokens(row.model_dump_json())
+        if kept and used + cost > budget:
+            return kept, True
+        kept.append(row)
+        used += cost
+    return kept, False
+
+
+def frontier(registry: Registry, hits: Sequence[SearchHit], *, limit: int) -> list[FrontierDoc]:
+    """Return up to ``limit`` documents the hits' documents link to, in hit order.
+
+    Only links that resolved to a document (``dst_doc``) in a served KB count; documents that
+    are already hits are left out. Each document is read under its own KB's lock, one at a time.
+    """
+    served_by_name = {served.name: served for served in registry}
+    only = next(iter(served_by_name))  # single-KB hits carry no kb name
+    seen = {(hit.kb or only, hit.doc_id) for hit in hits}
+    sources = list(dict.fromkeys((hit.kb or only, hit.doc_id) for hit in hits))
+    found: list[FrontierDoc] = []
+    for kb_name, doc_id in sources:
+        served = served_by_name[kb_name]
+        with registry.using(served) as kb:
+            try:
+                links = kb.read(doc_id).links
+            except DocumentNotFoundError:  # deleted since the search
+                continue
+        for link in links:
+            if link.dst_doc is None:
+                continue
+            dst_kb = getattr(link, "dst_kb", None)
+            target = registry.find(dst_kb) if dst_kb else served
+            if target is None or (target.name, link.dst_doc) in seen:
+                continue
+            seen.add((target.name, link.dst_doc))
+            with registry.using(target) as kb:
+                try:
+                    title = kb.read(link.dst_doc).title
+                except DocumentNotFoundError:
+                    continue
+            found.append(
+                FrontierDoc(
+                    doc_id=link.dst_doc, title=title, rel=link.rel, kb=target.name, via=doc_id
+                )
+            )
+            if len(found) >= limit:
+                return found
+    return found

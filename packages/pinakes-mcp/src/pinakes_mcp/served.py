@@ -1,0 +1,286 @@
+"""The KBs a server serves: lookup by name, safe document references, freshness, locking.
+
+Everything a client names goes through here. A KB is found only among the served ones; a
+document only by ULID, ``pnk://`` URI, or a KB-relative path that stays inside the KB root and
+names an indexed document. Each served KB has a lock, so the tools (which fastmcp runs in worker
+threads) use one KB's store connection one call at a time; no code ever holds two KB locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+from pinakes_core import KB, DocumentNotFoundError, DocumentView, PinakesError, parse_uri
+from pinakes_core.plugins import plugin_manager
+from pinakes_core.store import Store
+from pinakes_core.uri import SCHEME, is_ulid
+
+__all__ = ["ArgumentError", "Registry", "ServedKB"]
+
+log = logging.getLogger(__name__)
+
+_ID_HINT = (
+    "Pass a doc_id (ULID) from pinakes_search, a pnk:// URI, or a path relative to the KB root."
+)
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class ArgumentError(PinakesError):
+    """A tool argument names a KB this server does not serve, or a document reference is unsafe."""
+
+
+def _store_identity(root: Path) -> tuple[int, int] | None:
+    """Return (device, inode) of the KB's store file, or ``None`` when it does not exist."""
+    try:
+        stat = os.stat(Store.location(root))
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+class ServedKB:
+    """One KB the server serves, with its lock and what the server last saw of its store.
+
+    Attributes:
+        kb: the open :class:`~pinakes_core.KB` (model, store connection and vectors stay loaded).
+        name: the KB's ``[kb] name``.
+        kb_id: the KB's ``[kb] id`` (ULID).
+        lock: held while a tool uses ``kb``.
+        watching: whether ``--watch`` re-syncs this KB on file changes.
+    """
+
+    def __init__(self, kb: KB, *, watching: bool = False) -> None:
+        self.kb = kb
+        self.name = kb.config.kb.name
+        self.kb_id = kb.config.kb.id
+        self.root = kb.root.resolve()
+        self.lock = threading.Lock()
+        self.watching = watching
+        self.generation: int | None = None
+        self._identity: tuple[int, int] | None = None
+
+    @property
+    def graph(self) -> bool:
+        """Whether `KB.links` can answer: the method exists and a plugin implements it."""
+        if not callable(getattr(self.kb, "links", None)):
+            return False
+        hook = getattr(plugin_manager().hook, "kb_links", None)
+        return hook is None or bool(hook.get_hookimpls())
+
+    def refresh(self) -> None:
+        """Notice another process's sync before a tool uses the KB (call with ``lock`` held).
+
+        A store file that was replaced (``pnk sync --rebuild``) is reopened; a changed store
+        generation (any committed sync) makes the KB reload its vector matrix on the next search
+        (``KB`` compares generations itself; this logs it and keeps the number for
+        ``pinakes_kbs``). Both checks are one ``stat`` and one indexed read.
+        """
+        identity = _store_identity(self.root)
+        if self._identity is not None and identity != self._identity:
+            log.info("KB %r: the store file was replaced; reopening it", self.name)
+            self.kb.close()
+            self.generation = None
+        self._identity = identity
+        if identity is None:
+            return
+        generation = self.kb.store().generation()
+        if self.generation is not None and generation != self.generation:
+            log.info(
+                "KB %r: store changed (generation %d -> %d); vectors reload on the next search",
+                self.name,
+                self.generation,
+                generation,
+            )
+        self.generation = generation
+
+    def warm(self) -> None:
+        """Sync a never-synced KB, then load the model, the vectors and the calibration.
+
+        One throw-away search loads all three, so the first client query pays for none.
+        """
+        with self.lock:
+            if not self.kb.synced:
+                log.info("KB %r was never synced; syncing %s", self.name, self.root)
+                report = self.kb.sync()
+                log.info("KB %r: %d documents indexed", self.name, len(report.added))
+            self.refresh()
+            self.kb.search("warm up", k=1)
+
+
+class Registry:
+    """The served KBs, in the order they were given.
+
+    Raises:
+        ArgumentError: (from the constructor) if two KBs share a name or a KB id.
+    """
+
+    def __init__(self, kbs: Sequence[KB], *, watching: bool = False) -> None:
+        if not kbs:
+            raise ArgumentError("No KB to serve.", "Pass at least one --kb PATH.")
+        self._served: dict[str, ServedKB] = {}
+        ids: dict[str, ServedKB] = {}
+        for kb in kbs:
+            served = ServedKB(kb, watching=watching)
+            for table, key, what in (
+                (self._served, served.name, "name"),
+                (ids, served.kb_id, "id"),
+            ):
+                other = table.get(key)
+                if other is not None:
+                    raise ArgumentError(
+                        f"Two KBs have the same {what} {key!r}: {other.root} and {served.root}.",
+                        "Give each KB a unique [kb] name (and id) in its pinakes.toml, or serve one of them.",
+                    )
+                table[key] = served
+        self._ids = ids
+
+    def __iter__(self) -> Iterator[ServedKB]:
+        return iter(self._served.values())
+
+    def __len__(self) -> int:
+        return len(self._served)
+
+    @property
+    def multi(self) -> bool:
+        """Whether several KBs are served (hits then say which KB they come from)."""
+        return len(self._served) > 1
+
+    def find(self, ref: str) -> ServedKB | None:
+        """Return the served KB called ``ref`` (a name or a KB ULID), or ``None``."""
+        return self._served.get(ref) or self._ids.get(ref.upper())
+
+    def one(self, ref: str) -> ServedKB:
+        """Return the served KB called ``ref`` (a name or a KB ULID).
+
+        Raises:
+            ArgumentError: if no served KB has that name or id.
+        """
+        served = self.find(ref.strip())
+        if served is None:
+            raise ArgumentError(
+                f"No served KB is called {ref!r}.",
+                f"Served KBs: {', '.join(self._served)} (see pinakes_kbs).",
+            )
+        return served
+
+    def select(self, ref: str | None) -> list[ServedKB]:
+        """Return the KB ``ref`` names, or every served KB when ``ref`` is ``None``."""
+        return list(self._served.values()) if ref is None else [self.one(ref)]
+
+    @contextlib.contextmanager
+    def using(self, served: ServedKB) -> Iterator[KB]:
+        """Hold ``served``'s lock, refresh it from its store, and yield its ``KB``."""
+        with served.lock:
+            served.refresh()
+            yield served.kb
+
+    # -- documents ------------------------------------------------------------------------
+
+    def locate(self, ref: str, kb: str | None = None) -> tuple[ServedKB, str]:
+        """Return the served KB and document ULID a client's document reference names.
+
+        ``ref`` is a ULID, a ``pnk://`` URI (whose KB part, if any, must be served), or a
+        KB-relative path of an indexed document. Paths that are absolute, contain ``..`` or
+        resolve outside the KB root (a symlink) are refused before anything is looked up.
+
+        Raises:
+            ArgumentError: for an unserved KB, a non-``pnk`` URI or an unsafe path.
+            UriError: for a malformed ``pnk://`` URI.
+            DocumentNotFoundError: if no served KB (or the named one) has the document, or
+                several do and ``kb`` was not given.
+        """
+        ref = ref.strip()
+        if not ref or "\x00" in ref:
+            raise ArgumentError("The document reference is empty or holds a NUL byte.", _ID_HINT)
+        candidates = self.select(kb)
+        if ref.startswith(SCHEME):
+            uri = parse_uri(ref)
+            if uri.kb is not None:
+                named = self.one(uri.kb)
+                if kb is not None and named is not candidates[0]:
+                    raise ArgumentError(
+                        f"{ref!r} names KB {uri.kb!r} but kb={kb!r} was given.",
+                        "Drop the kb argument or make the two agree.",
+                    )
+                candidates = [named]
+            key = uri.doc_id
+        elif is_ulid(ref.upper()):
+            key = ref.upper()
+        else:
+            key = self._safe_path(ref, candidates)
+        found: list[tuple[ServedKB, str]] = []
+        for served in candidates:
+            with self.using(served) as handle:
+                try:
+                    found.append((served, handle.resolve(key)))
+                except DocumentNotFoundError:
+                    continue
+        if not found:
+            where = f"KB {candidates[0].name!r}" if len(candidates) == 1 else "any served KB"
+            raise DocumentNotFoundError(f"No document {ref!r} in {where}.", _ID_HINT)
+        if len(found) > 1:
+            names = ", ".join(served.name for served, _ in found)
+            raise DocumentNotFoundError(
+                f"{ref!r} names a document in several KBs ({names}).", "Pass kb= to pick one."
+            )
+        return found[0]
+
+    @staticmethod
+    def _safe_path(ref: str, candidates: Sequence[ServedKB]) -> str:
+        """Return ``ref`` as a KB-relative POSIX path, refusing anything that could leave a root."""
+        if "://" in ref or ref.startswith("file:"):
+            raise ArgumentError(f"{ref!r} is not a pnk:// URI.", _ID_HINT)
+        posix = ref.replace("\\", "/")
+        path = PurePosixPath(posix)
+        if path.is_absolute() or posix.startswith("~") or _DRIVE.match(posix):
+            raise ArgumentError(
+                f"{ref!r} is an absolute path; this server never reads a path a client gives.",
+                _ID_HINT,
+            )
+        if ".." in path.parts:
+            raise ArgumentError(f"{ref!r} climbs out of the KB ('..' is not allowed).", _ID_HINT)
+        for served in candidates:
+            if not (served.root / path).resolve().is_relative_to(served.root):
+                raise ArgumentError(
+                    f"{ref!r} leads outside the KB {served.name!r} (a symlink).", _ID_HINT
+                )
+        return path.as_posix().removeprefix("./")
+
+    @staticmethod
+    def check_inside(served: ServedKB, view: DocumentView) -> DocumentView:
+        """Return ``view`` if its file lies inside the KB root, else refuse it.
+
+        A document replaced by a symlink to somewhere else after the last sync would otherwise
+        be read through the link.
+
+        Raises:
+            ArgumentError: if the file resolves outside the KB root.
+        """
+        if not (served.root / view.path).resolve().is_relative_to(served.root):
+            raise ArgumentError(
+                f"{view.path} now leads outside the KB {served.name!r}; it is not served.",
+                "Run `pnk sync` so the index matches the files.",
+            )
+        return view
+
+    @staticmethod
+    def check_prefix(prefix: str) -> str:
+        """Return a search ``path`` filter, refusing absolute and ``..`` prefixes.
+
+        Raises:
+            ArgumentError: if the prefix is absolute or climbs with ``..``.
+        """
+        posix = prefix.replace("\\", "/")
+        path = PurePosixPath(posix)
+        if path.is_absolute() or _DRIVE.match(posix) or ".." in path.parts:
+            raise ArgumentError(
+                f"The path filter {prefix!r} is not a KB-relative folder.",
+                "Use a prefix relative to the KB root, e.g. 'runbooks/'.",
+            )
+        return posix.removeprefix("./")

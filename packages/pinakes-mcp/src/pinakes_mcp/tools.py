@@ -1,0 +1,438 @@
+"""The MCP tools and the document resource. Each parses its arguments, calls core, caps the reply.
+
+The docstrings below are what an agent reads when it lists the tools: they say what each tool
+is for, its defaults and units, and how to use it in a loop. Argument bounds are pydantic
+``Field`` limits, so a bad argument is refused by the protocol layer before any code runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastmcp.exceptions import ResourceError, ToolError
+from fastmcp.server.context import Context
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from pinakes_core import PinakesError
+from pinakes_core.models import Neighbour
+from pinakes_mcp.models import (
+    KbInfo,
+    KbsOutput,
+    LinksOutput,
+    ReadOutput,
+    SearchOutput,
+)
+from pinakes_mcp.results import cap_rows, frontier, merge
+from pinakes_mcp.served import ArgumentError, Registry
+from pinakes_mcp.text import approx_tokens, find_section, headings, truncate
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+__all__ = [
+    "DEFAULT_K",
+    "DEFAULT_READ_TOKENS",
+    "DOCUMENT_URI",
+    "FRONTIER_LIMIT",
+    "GRAPH_MISSING",
+    "MAX_DEPTH",
+    "MAX_K",
+    "MAX_LIST",
+    "MAX_QUERY_CHARS",
+    "MAX_READ_TOKENS",
+    "RESULT_BUDGET_TOKENS",
+    "pinakes_kbs",
+    "pinakes_links",
+    "pinakes_read",
+    "pinakes_search",
+    "register",
+]
+
+#: hits per search: default and hard cap.
+DEFAULT_K = 8
+MAX_K = 50
+#: longest query accepted (characters).
+MAX_QUERY_CHARS = 2_000
+#: most items in a list argument (tags, entities, concepts).
+MAX_LIST = 20
+#: deepest link traversal served, whatever is asked (DESIGN §6).
+MAX_DEPTH = 3
+#: pinakes_read's text cap in approximate tokens (characters / 4): default and hard cap.
+DEFAULT_READ_TOKENS = 4_000
+MAX_READ_TOKENS = 20_000
+#: approximate-token budget of one search or links reply; rows beyond it are dropped.
+RESULT_BUDGET_TOKENS = 8_000
+#: most frontier documents attached to a search reply.
+FRONTIER_LIMIT = 10
+#: most headings listed by pinakes_read.
+MAX_HEADINGS = 50
+#: the document resource template.
+DOCUMENT_URI = "pnk://{kb}/{doc_id}"
+GRAPH_MISSING = "pinakes_links needs the pinakes-graph plugin: uv pip install pinakes-graph"
+
+_READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+_Item = Annotated[str, Field(min_length=1, max_length=200)]
+_Kb = Annotated[
+    str | None,
+    Field(
+        max_length=200,
+        description="Name (or KB ULID) of one served KB; omit to use every served KB (see pinakes_kbs).",
+    ),
+]
+_Doc = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=1_000,
+        description=(
+            "The document: its doc_id (ULID) from a search hit or link, a pnk:// URI, or a path "
+            "relative to the KB root of an indexed document (no '..', not absolute)."
+        ),
+    ),
+]
+
+
+def _registry(ctx: Context) -> Registry:
+    registry: Registry = ctx.lifespan_context["pinakes"]
+    return registry
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Turn a :class:`PinakesError` into a clean :class:`ToolError` (message + hint)."""
+    try:
+        yield
+    except PinakesError as exc:
+        # The caller's mistake, not the server's: log it as a warning, without a traceback.
+        raise ToolError(str(exc), log_level=logging.WARNING) from None
+
+
+def pinakes_search(
+    ctx: Context,
+    query: Annotated[
+        str,
+        Field(
+            max_length=MAX_QUERY_CHARS,
+            description=(
+                "What to look for: a question, keywords or an exact identifier (at most 2,000 "
+                "characters). Plain text: quotes and operators are not a query language."
+            ),
+        ),
+    ],
+    kb: _Kb = None,
+    k: Annotated[
+        int, Field(ge=1, le=MAX_K, description="Number of hits, 1-50 (default 8).")
+    ] = DEFAULT_K,
+    tags: Annotated[
+        list[_Item] | None,
+        Field(max_length=MAX_LIST, description="Only documents carrying all of these tags."),
+    ] = None,
+    path: Annotated[
+        str | None,
+        Field(
+            max_length=500,
+            description="Only documents under this KB-relative folder prefix, e.g. 'runbooks/'.",
+        ),
+    ] = None,
+    entities: Annotated[
+        list[_Item] | None,
+        Field(
+            max_length=MAX_LIST,
+            description="Exact names or identifiers to match as keywords besides the query, e.g. ['E-4012'].",
+        ),
+    ] = None,
+    concepts: Annotated[
+        list[_Item] | None,
+        Field(
+            max_length=MAX_LIST,
+            description="Extra phrases to match by meaning besides the query.",
+        ),
+    ] = None,
+) -> SearchOutput:
+    """Search the knowledge bases (keywords + meaning, fused) and get ranked passages.
+
+    Use it first for anything the user's notes might answer. Each hit is one passage (a chunk
+    under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines` and its
+    fused `score`; `kb` names the KB when several are served. Omitting `kb` searches every
+    served KB and merges their rankings (reciprocal-rank fusion).
+
+    Reading the reply:
+    - `confidence` is a calibrated probability (0-1) that the top hit answers the query;
+      null means it could not be computed.
+    - `abstain: true` means the KB probably does not know: say so rather than guess.
+    - `frontier` lists up to 10 documents the hit documents link to: the next hop.
+    - `truncated: true` means hits were dropped to keep the reply under about 8,000 tokens
+      (tokens are approximated as characters / 4).
+
+    How to loop: prefer refining the query over raising `k`: other words, the exact
+    identifier in `entities`, a `tags` or `path` filter. The default k=8 is usually enough.
+    Read a hit's whole document with pinakes_read(doc=<doc_id>, kb=<kb>), or follow its links
+    with pinakes_links.
+    """
+    started = time.perf_counter()
+    registry = _registry(ctx)
+    with _tool_errors():
+        prefix = registry.check_prefix(path) if path else None
+        results = []
+        for served in registry.select(kb):
+            with registry.using(served) as handle:
+                result = handle.search(
+                    query,
+                    k=k,
+                    tags=tags or (),
+                    path=prefix,
+                    entities=entities or (),
+                    concepts=concepts or (),
+                )
+            results.append((served, result))
+        merged, confidence, abstain = merge(results, k=k, multi=registry.multi)
+        hits, truncated = cap_rows(merged, RESULT_BUDGET_TOKENS)
+        t0 = time.perf_counter()
+        linked = frontier(registry, hits, limit=FRONTIER_LIMIT)
+    timings = (
+        dict(results[0][1].timings_ms)
+        if len(results) == 1
+        else {f"kb:{served.name}": r.timings_ms.get("total", 0.0) for served, r in results}
+    )
+    timings["frontier"] = round((time.perf_counter() - t0) * 1000, 3)
+    timings["server_total"] = round((time.perf_counter() - started) * 1000, 3)
+    notes = (
+        [
+            f"{len(hits)} of {len(merged)} hits fit the ~{RESULT_BUDGET_TOKENS}-token budget; "
+            "refine the query or add filters rather than raising k."
+        ]
+        if truncated
+        else []
+    )
+    return SearchOutput(
+        query=query,
+        hits=hits,
+        confidence=confidence,
+        abstain=abstain,
+        timings_ms=timings,
+        frontier=linked,
+        truncated=truncated,
+        notes=notes,
+    )
+
+
+def pinakes_read(
+    ctx: Context,
+    doc: _Doc,
+    kb: _Kb = None,
+    section: Annotated[
+        str | None,
+        Field(
+            max_length=500,
+            description=(
+                "Return only this heading's section: a heading's text, or a heading path such "
+                "as 'Raft › Log replication' (a hit's heading_path joined with ' › ')."
+            ),
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        int,
+        Field(
+            ge=100,
+            le=MAX_READ_TOKENS,
+            description="Cap on the returned text in approximate tokens (characters / 4); default 4,000, at most 20,000.",
+        ),
+    ] = DEFAULT_READ_TOKENS,
+) -> ReadOutput:
+    """Read one document, or one heading section of it, with its metadata.
+
+    Returns `title`, `tags`, `aliases`, authored `links` (with the resolved `dst_doc` where a
+    target resolves), `headings` (usable as `section`), the `uri`, and the current `text`,
+    capped at `max_tokens` approximate tokens (characters / 4; default 4,000, at most 20,000);
+    `truncated: true` says the text was cut, `total_tokens` how long it is.
+
+    How to loop: read a hit's document when its passage is not enough. For a long document ask
+    for one `section` (see `headings`) instead of raising `max_tokens`. Follow a link by
+    reading its `dst_doc`, or use pinakes_links for more than one hop.
+    """
+    registry = _registry(ctx)
+    with _tool_errors():
+        served, doc_id = registry.locate(doc, kb)
+        with registry.using(served) as handle:
+            view = registry.check_inside(served, handle.read(doc_id))
+        text, chosen = view.text, None
+        if section:
+            found = find_section(text, section)
+            if found is None:
+                listed = ", ".join(repr(h.title) for h in headings(text)[:20]) or "none"
+                raise ArgumentError(
+                    f"{view.path} has no heading {section!r}.", f"Its headings: {listed}."
+                )
+            heading, text = found
+            chosen = " › ".join(heading.path)
+        capped, truncated = truncate(text, max_tokens)
+    return ReadOutput.model_validate(
+        {
+            **view.model_dump(exclude={"text"}),
+            "text": capped,
+            "kb": served.name,
+            "section": chosen,
+            "headings": [" › ".join(h.path) for h in headings(view.text)[:MAX_HEADINGS]],
+            "tokens": approx_tokens(capped),
+            "total_tokens": approx_tokens(text),
+            "truncated": truncated,
+        }
+    )
+
+
+def pinakes_links(
+    ctx: Context,
+    doc: _Doc,
+    kb: _Kb = None,
+    rel: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description="Follow only this relation, e.g. 'cites' or 'links-to'; omit for all.",
+        ),
+    ] = None,
+    direction: Annotated[
+        Literal["out", "in", "both"],
+        Field(description="'out': links this document makes; 'in': links to it; 'both' (default)."),
+    ] = "both",
+    depth: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=100,
+            description="Hops to follow (default 1). At most 3 are served; more is served as 3.",
+        ),
+    ] = 1,
+    query: Annotated[
+        str | None,
+        Field(
+            max_length=MAX_QUERY_CHARS,
+            description="Rank neighbours by similarity to this text (and compute a confidence).",
+        ),
+    ] = None,
+) -> LinksOutput:
+    """Follow a document's links: what it links to and what links to it.
+
+    Returns `neighbours` (doc_id, title, path, rel, direction 'out' or 'in', distance in
+    hops, score, via = the previous hop), a `frontier` of next hops that were not expanded
+    (with the reason: depth, fanout, rows or tokens), `unresolved` link targets with the
+    reason, `confidence`, `truncated` (rows dropped to keep the reply under about 8,000 tokens,
+    characters / 4), `depth` served and `depth_asked`. With `query`, neighbours are ranked by
+    similarity to it and `confidence` is computed; without, they are ranked by link weight and
+    distance and `confidence` is null. A free-text `rel` ("relies on") is matched to the KB's
+    typed relation, reported as `matched_rel`.
+
+    How to loop: take one hop (depth=1, the default) and look before asking for depth 3; depth
+    is served at most 3 and `notes` says when it was lowered. Filter with `rel` and
+    `direction` rather than going deeper. Read a neighbour with pinakes_read(doc=<doc_id>).
+    Needs the pinakes-graph plugin.
+    """
+    registry = _registry(ctx)
+    with _tool_errors():
+        served, doc_id = registry.locate(doc, kb)
+        if not callable(getattr(served.kb, "links", None)):  # a core older than the links API
+            raise ToolError(GRAPH_MISSING, log_level=logging.WARNING)
+        served_depth = min(depth, MAX_DEPTH)
+        with registry.using(served) as handle:
+            result = handle.links(
+                doc_id, rel=rel, direction=direction, depth=served_depth, query=query
+            )
+    notes = (
+        [f"depth {depth} was asked; depth {served_depth} is served (the cap)."]
+        if served_depth < depth
+        else []
+    )
+    output = LinksOutput.model_validate(
+        {
+            **result.model_dump(),
+            "depth": served_depth,
+            "depth_asked": depth,
+            "kb": served.name,
+            "notes": notes,
+        }
+    )
+    # The note added below when rows are dropped must fit too: reserve room for it.
+    used = approx_tokens(output.model_dump_json(exclude={"neighbours"})) + 50
+    kept: list[Neighbour] = []
+    for neighbour in output.neighbours:
+        used += approx_tokens(neighbour.model_dump_json())
+        if kept and used > RESULT_BUDGET_TOKENS:
+            break
+        kept.append(neighbour)
+    if len(kept) < len(output.neighbours):
+        dropped = len(output.neighbours) - len(kept)
+        output = output.model_copy(
+            update={
+                "neighbours": kept,
+                "truncated": True,
+                "notes": [
+                    *output.notes,
+                    f"{dropped} more neighbours did not fit the ~{RESULT_BUDGET_TOKENS}-token "
+                    "budget; filter with rel or direction.",
+                ],
+            }
+        )
+    return output
+
+
+def pinakes_kbs(ctx: Context) -> KbsOutput:
+    """List the knowledge bases this server serves; call it once to see what can be searched.
+
+    Each entry has `name` (pass it as `kb` to the other tools), `kb_id`, `documents`,
+    `chunks` and `vectors` counts, the embedding `model`, `last_sync` (UNIX seconds), `stale`
+    (files new / changed / removed since the last sync: the index may miss them), `graph`
+    (pinakes_links works) and `watching` (the server re-syncs when files change).
+    """
+    registry = _registry(ctx)
+    kbs = []
+    with _tool_errors():
+        for served in registry:
+            with registry.using(served) as handle:
+                status = handle.status()
+            kbs.append(
+                KbInfo.model_validate(
+                    {**status.model_dump(), "graph": served.graph, "watching": served.watching}
+                )
+            )
+    return KbsOutput(kbs=kbs)
+
+
+def document_resource(kb: str, doc_id: str, ctx: Context) -> str:
+    """The current text of one document, by KB name (or KB ULID) and document ULID."""
+    registry = _registry(ctx)
+    try:
+        served, found = registry.locate(f"pnk://{kb}/{doc_id}")
+        with registry.using(served) as handle:
+            view = registry.check_inside(served, handle.read(found))
+    except PinakesError as exc:
+        raise ResourceError(str(exc)) from None
+    return view.text
+
+
+_TOOLS = (
+    (pinakes_search, "Search knowledge bases"),
+    (pinakes_read, "Read a document"),
+    (pinakes_links, "Follow a document's links"),
+    (pinakes_kbs, "List the served knowledge bases"),
+)
+
+
+def register(server: FastMCP[Any]) -> None:
+    """Add the four read-only tools and the ``pnk://{kb}/{doc_id}`` resource to ``server``."""
+    for fn, title in _TOOLS:
+        server.tool(fn, title=title, annotations=_READ_ONLY)
+    server.resource(
+        DOCUMENT_URI,
+        name="pinakes_document",
+        title="Pinakes document",
+        description="The current text of one document: pnk://<kb name or KB ULID>/<doc ULID>.",
+        mime_type="text/markdown",
+    )(document_resource)

@@ -1,0 +1,109 @@
+"""``--watch``: re-sync a served KB when its files change (debounced, one sync at a time).
+
+File events come from ``watchfiles`` (Rust ``notify``: inotify, FSEvents, ReadDirectoryChangesW),
+batched over a debounce window. Each batch runs one incremental ``sync`` in a worker thread
+through a second ``KB`` object that shares the served KB's loaded model: the served KB keeps
+answering during the sync (SQLite WAL) and picks the result up by the store generation, exactly
+as it does for a ``pnk sync`` run by another process. A process-wide lock keeps syncs from ever
+overlapping, so a burst of edits never starts a second sync while one is running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+import anyio.to_thread
+from watchfiles import DefaultFilter, awatch
+
+from pinakes_core import KB, PinakesError, SyncReport
+from pinakes_core.store import STORE_DIR
+from pinakes_mcp.served import Registry, ServedKB
+
+__all__ = ["DEFAULT_DEBOUNCE_MS", "Watcher"]
+
+log = logging.getLogger(__name__)
+
+#: quiet time after the last file event before a sync starts; editors save in bursts.
+DEFAULT_DEBOUNCE_MS = 1000
+
+
+class Watcher:
+    """Watches every served KB and runs an incremental sync after each burst of changes.
+
+    Attributes:
+        syncs: the number of syncs finished (whatever their outcome), for tests and logs.
+    """
+
+    def __init__(self, registry: Registry, *, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
+        self._registry = registry
+        self._debounce_ms = debounce_ms
+        self._lock = threading.Lock()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.syncs = 0
+
+    async def start(self) -> None:
+        """Start one watching task per served KB (each first catches up with an initial sync)."""
+        for served in self._registry:
+            self._tasks.append(
+                asyncio.create_task(self._watch(served), name=f"watch:{served.name}")
+            )
+
+    async def stop(self) -> None:
+        """Stop watching; a sync already running is allowed to finish."""
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _watch(self, served: ServedKB) -> None:
+        ignore = DefaultFilter(ignore_dirs=(*DefaultFilter.ignore_dirs, STORE_DIR))
+        # Changes made while no server was running are picked up once at start.
+        await self._sync_in_thread(served)
+        async for changes in awatch(
+            served.root,
+            watch_filter=ignore,
+            debounce=self._debounce_ms,
+            stop_event=self._stop,
+        ):
+            log.debug("KB %r: %d file event(s)", served.name, len(changes))
+            await self._sync_in_thread(served)
+
+    async def _sync_in_thread(self, served: ServedKB) -> None:
+        try:
+            await anyio.to_thread.run_sync(self.sync, served)
+        except Exception:  # a bug must not end the watching: log it and wait for the next change
+            log.exception("KB %r: sync after file changes crashed", served.name)
+
+    def sync(self, served: ServedKB) -> SyncReport | None:
+        """Run one incremental sync of ``served`` (blocking; never two at once).
+
+        Returns:
+            The report, or ``None`` when the sync failed (logged; the next change retries).
+        """
+        with self._lock:
+            syncer = KB.open(served.root, embedder=served.kb.embedder)
+            try:
+                report = syncer.sync()
+            except PinakesError as exc:
+                log.warning("KB %r: sync after file changes failed: %s", served.name, exc)
+                return None
+            finally:
+                syncer.close()
+                self.syncs += 1
+        if report.added or report.changed or report.removed or report.renamed:
+            log.info(
+                "KB %r re-synced: %d added, %d changed, %d removed, %d renamed",
+                served.name,
+                len(report.added),
+                len(report.changed),
+                len(report.removed),
+                len(report.renamed),
+            )
+        return report

@@ -1,0 +1,70 @@
+"""Token budgets and heading sections used by pinakes_read."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pinakes_mcp.text import approx_tokens, find_section, headings, truncate
+
+DOC = (
+    "---\ntitle: T\n# not a heading: frontmatter\n---\n"
+    "# Top\n\nintro\n\n"
+    "## A\n\ntext a\n\n```sh\n# a comment, not a heading\n```\n\n"
+    "### A.1\n\ndeep\n\n"
+    "## B ##\n\ntext b\n\n"
+    "~~~\n## fenced\n~~~\n"
+    "# Second\n\nlast\n"
+)
+
+
+def test_headings_skip_frontmatter_and_fenced_code() -> None:
+    found = headings(DOC)
+    assert [(h.level, h.title) for h in found] == [
+        (1, "Top"),
+        (2, "A"),
+        (3, "A.1"),
+        (2, "B"),
+        (1, "Second"),
+    ]
+    assert found[2].path == ("Top", "A", "A.1")
+    assert found[4].path == ("Second",)
+
+
+def test_a_section_runs_to_the_next_heading_of_its_level() -> None:
+    found = find_section(DOC, "a")
+    assert found is not None
+    heading, text = found
+    assert heading.path == ("Top", "A")
+    assert text.startswith("## A\n") and "### A.1" in text and "deep" in text
+    assert "text b" not in text
+    deep = find_section(DOC, "Top › A › A.1")
+    assert deep is not None and deep[1] == "### A.1\n\ndeep\n"
+    assert find_section(DOC, "A > A.1") is not None
+    assert find_section(DOC, "Second > A") is None
+    assert find_section(DOC, "fenced") is None
+
+
+def test_truncate_cuts_at_a_paragraph_break() -> None:
+    text = "\n\n".join(f"paragraph {i} " + "x" * 70 for i in range(20))
+    cut, truncated = truncate(text, 100)
+    assert truncated and approx_tokens(cut) <= 100
+    assert text.startswith(cut.rstrip("\n")) and cut.rstrip("\n").endswith("x")
+    assert truncate("short", 100) == ("short", False)
+
+
+@given(st.text(max_size=3000), st.integers(min_value=1, max_value=500))
+def test_truncate_never_exceeds_the_budget(text: str, budget: int) -> None:
+    cut, truncated = truncate(text, budget)
+    assert approx_tokens(cut) <= budget + 1  # +1: the newline a cut text ends with
+    assert truncated == (approx_tokens(text) > budget)
+    if not truncated:
+        assert cut == text
+
+
+@given(st.text(max_size=2000))
+def test_headings_never_raise_and_sections_start_at_their_heading(text: str) -> None:
+    for heading in headings(text):
+        found = find_section(text, heading.title)
+        assert found is not None
+        assert found[1].lstrip(" ").startswith("#")
