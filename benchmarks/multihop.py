@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pinakes_core.eval import matrix_configs
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATASETS_DIR = REPO_ROOT.parent / "shared" / "datasets"
 BASELINES_FILE = DATASETS_DIR / "published-baselines.md"
@@ -85,14 +87,8 @@ BASELINE_ROWS = [
     ("HippoRAG 2 (Llama-3.3-70B)", "HippoRAG 2 (Llama"),
 ]
 
-#: Channel configurations; graph ones are offered only when their channel is registered.
-CONFIGS: dict[str, list[str]] = {
-    "bm25": ["bm25"],
-    "dense": ["dense"],
-    "hybrid": ["bm25", "dense"],
-    "hybrid+expand": ["bm25", "dense", "expand"],
-    "hybrid+ppr": ["bm25", "dense", "ppr"],
-}
+#: Channel configurations: core's evaluation matrix (graph ones only when their plugin is there).
+CONFIGS: dict[str, list[str]] = matrix_configs()
 
 COMPLETE_DEFINITION = (
     "2Wiki questions flagged complete=true: every entity the question's evidence triples are "
@@ -429,10 +425,7 @@ def _sync_progress() -> Any:
 
 def available_configs() -> list[str]:
     """Return the configuration names whose channels are all registered."""
-    from pinakes_core.plugins import channel_registry
-
-    registered = set(channel_registry())
-    return [name for name, channels in CONFIGS.items() if set(channels) <= registered]
+    return list(CONFIGS)
 
 
 def retrieve(kb: Any, query: str, channels: list[str], path_to_key: dict[str, str]) -> list[str]:

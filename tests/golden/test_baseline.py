@@ -28,7 +28,7 @@ def report(tmp_path_factory: pytest.TempPathFactory):
     kb = KB.open(kb_dir)
     kb.sync()
     configs = {
-        name: chans for name, chans in matrix_configs(kb).items() if name in BASELINE["configs"]
+        name: chans for name, chans in matrix_configs().items() if name in BASELINE["configs"]
     }
     return evaluate(kb, ROOT / "golden" / "questions.jsonl", configs)
 

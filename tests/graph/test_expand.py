@@ -551,11 +551,6 @@ def test_expand_on_a_single_line_kb(tmp_path: Path) -> None:
         kb.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: expand.py _Walk.docs_from takes a hub's best `fanout` members before root "
-    "documents are banned, so roots (the best-scoring members) use up the hub's fan-out",
-)
 @pytest.mark.parametrize("fanout", [1, 2])
 def test_root_documents_do_not_use_up_a_hubs_fanout(fan_kb: KB, fanout: int) -> None:
     # p and q are roots and both carry tag "many"; the query makes them the hub's best members.
@@ -563,3 +558,16 @@ def test_root_documents_do_not_use_up_a_hubs_fanout(fan_kb: KB, fanout: int) -> 
     out = _run(fan_kb, roots, fanout=fanout, query="zeta papa quebec tagged many")
     got = _docs(_expanded(fan_kb, out, 2)) & {f"t{i}/t{i}.md" for i in range(5)}
     assert len(got) == fanout
+
+
+def test_expand_channel_without_a_kb_or_a_graph(tmp_path: Path) -> None:
+    kb = _open(tmp_path / "empty", {})
+    try:
+        ctx = _ctx(kb)
+        ctx.seeds = [(1, 1.0)]
+        assert ExpandChannel().run(ctx) == []  # no documents: an empty graph
+        ctx.kb = None
+        assert ExpandChannel().run(ctx) == []
+        assert kb.search("zeta", channels=["bm25", "dense", "expand"]).hits == []
+    finally:
+        kb.close()

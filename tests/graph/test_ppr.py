@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, set_config
 from pinakes_core import KB
+from pinakes_core.channels import Filters, QueryContext
 from pinakes_graph import cache as graph_cache
 from pinakes_graph.cache import Graph, graph_for
 from pinakes_graph.ppr import DAMPING, PprChannel, personalized_pagerank
@@ -428,3 +429,15 @@ def test_graph_channel_setting_adds_ppr_to_default_searches(tmp_path: Path) -> N
 def test_graph_channel_is_off_by_default(ppr_kb: KB) -> None:
     result = ppr_kb.search("raft leader", explain=True)
     assert set(result.hits[0].ranks) == {"bm25", "dense"}
+
+
+def test_ppr_channel_without_a_kb(ppr_kb: KB) -> None:
+    ctx = QueryContext(
+        query="raft",
+        conn=ppr_kb.store().conn,
+        filters=Filters(),
+        candidates=50,
+        vectors=ppr_kb.vectors,
+        embed_query=ppr_kb.embedder.embed_query,
+    )
+    assert PprChannel().run(ctx) == []

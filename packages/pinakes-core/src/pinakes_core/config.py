@@ -102,6 +102,8 @@ class GraphConfig(_Section):
     shared_tag: _Weight = 1.0
     authored: _Weight = 2.0
     reverse_scan: _Weight = 1.0
+    #: A document naming another's title ("unlinked mention"); 0 turns these edges off.
+    title_mention: _Weight = 1.0
     adjacent_k: Annotated[int, Field(ge=1, le=64)] = 8
 
 

@@ -303,17 +303,19 @@ def config_name(channels: Sequence[str]) -> str:
     return "+".join(channels)
 
 
-def matrix_configs(kb: KB) -> dict[str, list[str]]:
+def matrix_configs() -> dict[str, list[str]]:
     """Return every configuration ``--matrix`` compares.
 
-    That is bm25, dense, hybrid, and hybrid plus each graph channel an installed plugin registers.
+    That is bm25, dense, hybrid, and hybrid plus each graph channel or reranker an installed
+    plugin registers (and ppr with link-rerank when both are there).
     """
     configs = {"bm25": ["bm25"], "dense": ["dense"], "hybrid": ["bm25", "dense"]}
     core = {"bm25", "dense", "entities", "concepts"}
-    for name in channel_registry():
+    registered = channel_registry()
+    for name in registered:
         if name not in core:
             configs[f"hybrid+{name}"] = ["bm25", "dense", name]
-    if {"ppr", "link-rerank"} <= configs.keys() | {c.removeprefix("hybrid+") for c in configs}:
+    if {"ppr", "link-rerank"} <= registered.keys():
         configs["hybrid+ppr+link-rerank"] = ["bm25", "dense", "ppr", "link-rerank"]
     return configs
 
@@ -330,7 +332,7 @@ def select_configs(
     """
     if not matrix and not names:
         return None
-    available = matrix_configs(kb)
+    available = matrix_configs()
     if matrix and not names:
         return available
     unknown = [n for n in names or () if n not in available]

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KINDS", "Graph", "graph_for"]
+from pinakes_core.channels import QueryContext, Ranked
+
+__all__ = ["KINDS", "Graph", "GraphChannel", "graph_for"]
 
 #: Node kind codes.
 KINDS = {"chunk": 0, "doc": 1, "tag": 2, "heading": 3, "dir": 4, "entity": 5}
@@ -31,6 +33,7 @@ EDGE_KINDS = {
     "authored": 6,
     "reverse-scan": 7,
     "mentions": 8,
+    "title-mention": 9,
 }
 
 
@@ -72,6 +75,28 @@ class Graph:
         """Neighbour indices, weights and edge kinds of ``node``."""
         lo, hi = self.indptr[node], self.indptr[node + 1]
         return self.neighbours[lo:hi], self.weights[lo:hi], self.edge_kind[lo:hi]
+
+    def chunk_cosine(self, ctx: QueryContext) -> npt.NDArray[np.float64]:
+        """Return the query cosine per node.
+
+        Chunk nodes get their dense score; other nodes, chunks without a vector and chunks
+        outside the filters get -1.
+        """
+        cosine = np.full(len(self), -1.0, dtype=np.float64)
+        chunk_nodes = np.flatnonzero(self.chunk_id >= 0)
+        rows = ctx.rows_of(self.chunk_id[chunk_nodes])
+        if ctx.dense_scores.size:
+            cosine[chunk_nodes] = np.where(
+                rows >= 0, ctx.dense_scores[np.clip(rows, 0, None)], -1.0
+            )
+        return cosine
+
+    def allowed(self, ctx: QueryContext, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The chunk nodes among ``nodes`` that pass the query's filters."""
+        if ctx.allowed_rows is None:
+            return nodes
+        rows = ctx.rows_of(self.chunk_id[nodes])
+        return nodes[(rows >= 0) & ctx.allowed_rows[np.clip(rows, 0, None)]]
 
     def transition_t(self) -> Any:
         """Return the transposed row-stochastic transition matrix (scipy CSR).
@@ -169,3 +194,21 @@ def graph_for(kb: Any) -> Graph:
             cached = (generation, _build(store))
             _CACHE[kb] = cached
         return cached[1]
+
+
+class GraphChannel:
+    """Base of the graph channels: they run after fusion, on the KB's cached graph."""
+
+    name = ""
+    after_fusion = True
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        """Rank with :meth:`rank`; an empty graph (or no KB) gives an empty list."""
+        if ctx.kb is None:
+            return []
+        graph = graph_for(ctx.kb)
+        return self.rank(graph, ctx) if len(graph) else []
+
+    def rank(self, graph: Graph, ctx: QueryContext) -> Ranked:
+        """The channel's ranked ``(chunk_id, score)`` list."""
+        raise NotImplementedError

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from pinakes_core.config import GraphConfig
+from pinakes_graph.mentions import derive_mentions
 
 __all__ = ["HUB_KINDS", "LINK_EDGE", "derive_edges", "heading_key"]
 
@@ -246,6 +247,18 @@ def derive_edges(
             hubs |= _build_document(tx, doc_id, weights)
         _relink(tx, [*changed, *relinked], weights)
         _reweigh(tx, hubs, weights)
+        if weights.title_mention > 0:
+            titles = {r[0] for r in tx.execute("SELECT title FROM documents")}
+            retitled = titles != set(json.loads(store.get_meta("graph_titles") or "[]"))
+            derive_mentions(
+                tx,
+                changed,
+                everything=not built or retitled or bool(removed),
+                weight=weights.title_mention,
+            )
+            store.set_meta(tx, "graph_titles", json.dumps(sorted(titles)))
+        else:
+            tx.execute("DELETE FROM edges WHERE kind = 'title-mention'")
         embedded = _embed_labels(tx, kb.embedder)
         store.set_meta(tx, "graph_serial", str(serial))
         store.set_meta(tx, "graph_settings", settings)

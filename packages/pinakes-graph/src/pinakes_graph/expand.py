@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
-from pinakes_graph.cache import EDGE_KINDS, KINDS, Graph, graph_for
+from pinakes_graph.cache import EDGE_KINDS, KINDS, Graph, GraphChannel
 
 __all__ = ["ExpandChannel", "expand"]
 
@@ -23,7 +23,9 @@ MAX_HOPS = 2
 ROOTS = 10
 ROOTS_FIRST = True
 _CHUNK_HOPS = np.array([EDGE_KINDS["sibling"], EDGE_KINDS["parent-child"]], dtype=np.int8)
-_DOC_LINKS = np.array([EDGE_KINDS["authored"], EDGE_KINDS["reverse-scan"]], dtype=np.int8)
+_DOC_LINKS = np.array(
+    [EDGE_KINDS["authored"], EDGE_KINDS["reverse-scan"], EDGE_KINDS["title-mention"]], dtype=np.int8
+)
 _DOC_HUBS = np.array(
     [EDGE_KINDS["co-located"], EDGE_KINDS["shared-tag"], EDGE_KINDS["mentions"]], dtype=np.int8
 )
@@ -33,13 +35,7 @@ class _Walk:
     def __init__(self, graph: Graph, ctx: QueryContext, fanout: int) -> None:
         self.graph = graph
         self.fanout = fanout
-        self.cos = np.full(len(graph), -1.0, dtype=np.float64)
-        chunk_nodes = np.flatnonzero(graph.chunk_id >= 0)
-        rows = ctx.rows_of(graph.chunk_id[chunk_nodes])
-        if ctx.dense_scores.size:
-            self.cos[chunk_nodes] = np.where(
-                rows >= 0, ctx.dense_scores[np.clip(rows, 0, None)], -1.0
-            )
+        self.cos = graph.chunk_cosine(ctx)
         self.expanded: set[int] = set()
         self.found: dict[int, int] = {}  # chunk node -> depth first reached
 
@@ -69,7 +65,13 @@ class _Walk:
                 continue  # a hub expands once globally
             self.expanded.add(hub)
             members, _, _ = g.adjacent(hub)
-            docs = [m for m in members.tolist() if g.kind[m] == KINDS["doc"] and m != doc]
+            # Root documents are banned before the fan-out cut, or (scoring best) they would
+            # fill the hub's slots and then be dropped.
+            docs = [
+                m
+                for m in members.tolist()
+                if g.kind[m] == KINDS["doc"] and m != doc and m not in banned
+            ]
             docs.sort(key=lambda d: -self.doc_score(d))
             targets.update(docs[: self.fanout])
         ranked = sorted((d for d in targets if d not in banned), key=lambda d: -self.doc_score(d))
@@ -115,18 +117,12 @@ def expand(graph: Graph, ctx: QueryContext, fanout: int) -> Ranked:
                         nxt += walk.reach(walk.best(chunks), depth)
                     nxt.append(target)
         frontier = nxt
-    allowed = None
-    if ctx.allowed_rows is not None:
-        allowed = ctx.allowed_rows
-    ranked = []
-    for node, depth in walk.found.items():
-        if depth == 0 or walk.cos[node] <= 0:
-            continue
-        if allowed is not None:
-            row = ctx.rows_of(np.array([graph.chunk_id[node]], dtype=np.int64))[0]
-            if row < 0 or not allowed[row]:
-                continue
-        ranked.append((int(graph.chunk_id[node]), float(walk.cos[node]), depth))
+    keep = set(graph.allowed(ctx, np.array(list(walk.found), dtype=np.int64)).tolist())
+    ranked = [
+        (int(graph.chunk_id[node]), float(walk.cos[node]), depth)
+        for node, depth in walk.found.items()
+        if depth > 0 and walk.cos[node] > 0 and node in keep
+    ]
     ranked.sort(key=lambda r: (-r[1], r[2], r[0]))
     # The roots lead the list in their fused order. Left out, every expanded chunk would get a
     # third RRF vote the roots lack and leapfrog them: the reason a naive expansion list
@@ -135,17 +131,11 @@ def expand(graph: Graph, ctx: QueryContext, fanout: int) -> Ranked:
     return [*head, *((cid, score) for cid, score, _ in ranked)][: ctx.candidates]
 
 
-class ExpandChannel:
+class ExpandChannel(GraphChannel):
     """The ``expand`` retrieval channel."""
 
     name = "expand"
-    after_fusion = True
 
-    def run(self, ctx: QueryContext) -> Ranked:
+    def rank(self, graph: Graph, ctx: QueryContext) -> Ranked:
         """Expand from the first-stage fusion of the other channels."""
-        if ctx.kb is None:
-            return []
-        graph = graph_for(ctx.kb)
-        if len(graph) == 0:
-            return []
         return expand(graph, ctx, ctx.kb.config.graph.adjacent_k)

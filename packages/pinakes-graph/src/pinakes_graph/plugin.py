@@ -19,10 +19,10 @@ __all__ = ["after_sync", "doctor_checks", "kb_links", "register_channels"]
 def register_channels() -> list[Any]:
     """The graph channels: bounded expansion and Personalized PageRank."""
     from pinakes_graph.expand import ExpandChannel
-    from pinakes_graph.ppr import PprChannel
+    from pinakes_graph.ppr import PprChannel, PprRerank
     from pinakes_graph.rerank import LinkRerank, Salience
 
-    return [ExpandChannel(), PprChannel(), LinkRerank(), Salience()]
+    return [ExpandChannel(), PprChannel(), LinkRerank(), Salience(), PprRerank()]
 
 
 @hookimpl

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
-from pinakes_graph.cache import Graph, graph_for
+from pinakes_graph.cache import Graph, GraphChannel, graph_for
 
 __all__ = ["DAMPING", "PASSAGE_WEIGHT", "PprChannel", "personalized_pagerank", "seed_vector"]
 
@@ -65,12 +65,8 @@ def personalized_pagerank(
 
 def seed_vector(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
     """The personalisation vector for the query in ``ctx``."""
-    seeds = np.zeros(len(graph), dtype=np.float64)
-    chunk_nodes = np.flatnonzero(graph.chunk_id >= 0)
-    rows = ctx.rows_of(graph.chunk_id[chunk_nodes])
-    if ctx.dense_scores.size:
-        cosine = np.where(rows >= 0, ctx.dense_scores[np.clip(rows, 0, None)], 0.0)
-        seeds[chunk_nodes] = np.maximum(cosine, 0.0) * PASSAGE_WEIGHT
+    # max(0, cos) for chunk nodes; other nodes hold -1 there, which the clamp zeroes.
+    seeds = np.maximum(graph.chunk_cosine(ctx), 0.0) * PASSAGE_WEIGHT
     if graph.label_nodes.size and graph.label_vectors.shape[1] == ctx.query_vector.shape[0]:
         match = graph.label_vectors @ ctx.query_vector
         best = np.argsort(-match)[:MAX_METADATA_SEEDS]
@@ -81,24 +77,54 @@ def seed_vector(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
     return seeds
 
 
-class PprChannel:
+class PprChannel(GraphChannel):
     """The ``ppr`` retrieval channel: chunks ranked by PPR mass from the query's seeds."""
 
     name = "ppr"
-    after_fusion = True
 
-    def run(self, ctx: QueryContext) -> Ranked:
+    def rank(self, graph: Graph, ctx: QueryContext) -> Ranked:
         """Rank chunk nodes by their PPR score (filters applied to seeds and output)."""
-        if ctx.kb is None:
-            return []
-        graph = graph_for(ctx.kb)
-        if len(graph) == 0:
-            return []
         scores = personalized_pagerank(graph.transition_t(), seed_vector(graph, ctx))
-        chunk_nodes = np.flatnonzero((graph.chunk_id >= 0) & (scores > 0))
-        if ctx.allowed_rows is not None:
-            rows = ctx.rows_of(graph.chunk_id[chunk_nodes])
-            keep = (rows >= 0) & ctx.allowed_rows[np.clip(rows, 0, None)]
-            chunk_nodes = chunk_nodes[keep]
+        chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
         top = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
         return [(int(graph.chunk_id[i]), float(scores[i])) for i in top]
+
+
+#: Fused hits that seed the PPR rerank, and the share of seed mass they carry (the rest goes to
+#: every chunk by cosine, as in the channel).
+RERANK_SEEDS = 2
+RERANK_SEED_MASS = 0.8
+
+
+class PprRerank:
+    """``ppr-rerank``: rank by PPR mass seeded from the fused top hits (HippoRAG's final ranking).
+
+    HippoRAG ranks passages by PPR score directly rather than fusing PPR as one more list; here
+    the first-stage top hits play the part of its query-entity seeds, so mass flows from them to
+    the documents they link to or name, and those can displace weaker direct matches.
+    """
+
+    name = "ppr-rerank"
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        """A reranker produces no list of its own."""
+        return []
+
+    def rerank(self, ctx: QueryContext, fused: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Rerank ``fused`` plus the graph's best chunks by PPR mass."""
+        if ctx.kb is None or not fused:
+            return fused
+        graph = graph_for(ctx.kb)
+        if len(graph) == 0:
+            return fused
+        seeds = seed_vector(graph, ctx)
+        seeds /= max(seeds.sum(), 1e-12)
+        top = [graph.node_of_chunk[c] for c, _ in fused[:RERANK_SEEDS] if c in graph.node_of_chunk]
+        if top:
+            weights = np.array([s for c, s in fused[:RERANK_SEEDS] if c in graph.node_of_chunk])
+            seeds *= 1.0 - RERANK_SEED_MASS
+            seeds[top] += RERANK_SEED_MASS * weights / weights.sum()
+        scores = personalized_pagerank(graph.transition_t(), seeds)
+        chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
+        best = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
+        return [(int(graph.chunk_id[i]), float(scores[i])) for i in best]

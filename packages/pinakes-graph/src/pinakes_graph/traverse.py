@@ -48,40 +48,18 @@ def _neighbours(
     edges: list[_Edge] = []
     rel_clause = " AND l.rel = ?" if rel else ""
     params: list[object] = [doc_id, *([rel] if rel else [])]
-    if direction in ("out", "both"):
+    # out: this document is the source, the neighbour the destination; in: the reverse.
+    for way, near, far in (("out", "src_doc", "dst_doc"), ("in", "dst_doc", "src_doc")):
+        if direction not in (way, "both"):
+            continue
         for r in conn.execute(
             "SELECT DISTINCT d.doc_id, d.title, d.path, l.rel, l.origin FROM links l "
-            "JOIN documents d ON d.doc_id = l.dst_doc WHERE l.src_doc = ? AND l.reason IS NULL"
+            f"JOIN documents d ON d.doc_id = l.{far} WHERE l.{near} = ? AND l.reason IS NULL"
             f"{rel_clause} ORDER BY d.path",
             params,
         ):
-            edges.append(
-                _Edge(
-                    r[0],
-                    r[1],
-                    r[2],
-                    r[3],
-                    "out",
-                    weights.reverse_scan if r[4] == "reverse-scan" else weights.authored,
-                )
-            )
-    if direction in ("in", "both"):
-        for r in conn.execute(
-            "SELECT DISTINCT d.doc_id, d.title, d.path, l.rel, l.origin FROM links l "
-            "JOIN documents d ON d.doc_id = l.src_doc WHERE l.dst_doc = ? AND l.reason IS NULL"
-            f"{rel_clause} ORDER BY d.path",
-            params,
-        ):
-            edges.append(
-                _Edge(
-                    r[0],
-                    r[1],
-                    r[2],
-                    r[3],
-                    "in",
-                    weights.reverse_scan if r[4] == "reverse-scan" else weights.authored,
-                )
-            )
+            weight = weights.reverse_scan if r[4] == "reverse-scan" else weights.authored
+            edges.append(_Edge(r[0], r[1], r[2], r[3], way, weight))
     best: dict[str, _Edge] = {}
     for edge in edges:  # one entry per neighbour: the heaviest link to it
         if edge.doc_id != doc_id and (

@@ -1,0 +1,89 @@
+"""Title-mention edges: a document that names another document's title links to it.
+
+Notes vaults call these "unlinked mentions"; in a corpus of one passage per entity (Wikipedia-
+style multi-hop sets) they are the bridge from the first hop to the second — "Lothair II" names
+"Ermengarde of Tours", whose page holds the date asked for. Matching is on lower-cased word
+sequences (titles of 1–8 words, at least 4 characters, not all stopwords); an edge weighs
+``[graph] title_mention / number of documents naming that title``, the same hub damping tags
+get, so a title every page mentions links nothing much.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+
+from pinakes_core.query import STOPWORDS
+
+__all__ = ["derive_mentions"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_TITLE_WORDS = 8
+MIN_TITLE_CHARS = 4
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _titles(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
+    titles: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for doc_id, title in conn.execute("SELECT doc_id, title FROM documents"):
+        key = tuple(_words(title))
+        long_enough = 0 < len(key) <= MAX_TITLE_WORDS and len(" ".join(key)) >= MIN_TITLE_CHARS
+        if long_enough and not all(w in STOPWORDS for w in key):
+            titles[key].add(doc_id)
+    return titles
+
+
+def _mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
+    words = _words(text)
+    found: set[str] = set()
+    for i in range(len(words)):
+        for n in range(1, MAX_TITLE_WORDS + 1):
+            docs = titles.get(tuple(words[i : i + n]))
+            if docs:
+                found |= docs
+    return found
+
+
+def derive_mentions(
+    conn: sqlite3.Connection, changed: Iterable[str], *, everything: bool, weight: float
+) -> None:
+    """Re-derive title-mention edges: for ``changed`` documents, or all when ``everything``.
+
+    The caller passes ``everything`` when the set of titles changed (a document was added,
+    removed or retitled), since unchanged documents may now mention a new title.
+    """
+    titles = _titles(conn)
+    docs = (
+        [r[0] for r in conn.execute("SELECT doc_id FROM documents")]
+        if everything
+        else list(changed)
+    )
+    node = {k: int(n) for n, k in conn.execute("SELECT node_id, key FROM nodes WHERE kind = 'doc'")}
+    for doc_id in docs:
+        src = node.get(doc_id)
+        if src is None:
+            continue
+        conn.execute("DELETE FROM edges WHERE src = ? AND kind = 'title-mention'", (src,))
+        text = " ".join(
+            r[0]
+            for r in conn.execute(
+                "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
+            )
+        )
+        for target in _mentioned(text, titles) - {doc_id}:
+            if target in node:
+                conn.execute(
+                    "INSERT OR IGNORE INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0)",
+                    (src, node[target]),
+                )
+    # Damping: each mention of a title weighs weight / (documents mentioning it).
+    conn.execute(
+        "UPDATE edges SET weight = ? / (SELECT COUNT(*) FROM edges e2 WHERE e2.dst = edges.dst "
+        "AND e2.kind = 'title-mention') WHERE kind = 'title-mention'",
+        (weight,),
+    )
