@@ -17,7 +17,7 @@ import json
 import logging
 import posixpath
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -178,7 +178,7 @@ def _reweigh(conn: sqlite3.Connection, hubs: set[int], weights: GraphConfig) -> 
         conn.execute("UPDATE edges SET weight = ? WHERE src = ?", (value / size, hub))
 
 
-def _embed_labels(conn: sqlite3.Connection, embedder: Any) -> int:
+def _embed_labels(conn: sqlite3.Connection, embedder: Callable[[], Any]) -> int:
     """Embed labels of tag and heading nodes that have no vector yet; return how many."""
     import hashlib
 
@@ -202,7 +202,7 @@ def _embed_labels(conn: sqlite3.Connection, embedder: Any) -> int:
         }
     todo = {h: r[1] for h, r in zip(hashes, rows, strict=True) if h not in known}
     if todo:
-        vectors = np.asarray(embedder.embed_documents(list(todo.values())), dtype=np.float32)
+        vectors = np.asarray(embedder().embed_documents(list(todo.values())), dtype=np.float32)
         conn.executemany(
             "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
             [(h, vectors[i].tobytes()) for i, h in enumerate(todo)],
@@ -259,7 +259,7 @@ def derive_edges(
             store.set_meta(tx, "graph_titles", json.dumps(sorted(titles)))
         else:
             tx.execute("DELETE FROM edges WHERE kind = 'title-mention'")
-        embedded = _embed_labels(tx, kb.embedder)
+        embedded = _embed_labels(tx, lambda: kb.embedder)  # the model loads only if needed
         store.set_meta(tx, "graph_serial", str(serial))
         store.set_meta(tx, "graph_settings", settings)
     log.info(

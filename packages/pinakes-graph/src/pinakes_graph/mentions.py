@@ -22,6 +22,7 @@ __all__ = ["derive_mentions"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TITLE_WORDS = 8
 MIN_TITLE_CHARS = 4
+MAX_SHARED_TITLE = 3
 
 
 def _words(text: str) -> list[str]:
@@ -35,7 +36,10 @@ def _titles(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
         long_enough = 0 < len(key) <= MAX_TITLE_WORDS and len(" ".join(key)) >= MIN_TITLE_CHARS
         if long_enough and not all(w in STOPWORDS for w in key):
             titles[key].add(doc_id)
-    return titles
+        # A title several documents share ("Overview", "README") says nothing about which one a
+    # mention means, and would link every mention to all of them: such titles are skipped.
+    return {key: docs for key, docs in titles.items() if len(docs) <= MAX_SHARED_TITLE}
+
 
 
 def _mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
