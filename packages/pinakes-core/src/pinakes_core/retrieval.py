@@ -75,6 +75,25 @@ def _hits(
     return hits
 
 
+def _features(
+    ctx: QueryContext, lists: dict[str, Ranked], ranking: list[tuple[int, float]]
+) -> dict[str, float] | None:
+    """The confidence features of ``ranking``'s top hit (``None`` without bm25 and dense)."""
+    if "bm25" not in lists or "dense" not in lists:
+        return None
+    top = ranking[0][0] if ranking else None
+    text = ""
+    if top is not None:
+        row = ctx.conn.execute(
+            "SELECT d.title, c.heading_path, c.text FROM chunks c JOIN documents d USING (doc_id) "
+            "WHERE c.chunk_id = ?",
+            (top,),
+        ).fetchone()
+        if row is not None:
+            text = f"{row[0]} {' '.join(json.loads(row[1]))} {row[2]}"
+    return extract_features(ctx.query, lists, top, text, ctx.term_evidence(top))
+
+
 def fuse_and_build(
     ctx: QueryContext,
     channels: Sequence[str],
@@ -117,7 +136,9 @@ def fuse_and_build(
     for number, stage in enumerate(stages):
         if number == 1 and stage:
             ctx.seeds = rrf(
-                {name: [cid for cid, _ in ranked] for name, ranked in lists.items()}, k=rrf_k
+                {name: [cid for cid, _ in ranked] for name, ranked in lists.items()},
+                k=rrf_k,
+                weights=weights,
             )
         for name, channel in stage.items():
             t0 = time.perf_counter()
@@ -129,6 +150,7 @@ def fuse_and_build(
         k=rrf_k,
         weights=weights,
     )
+
     # Rerankers (a registered name whose object has ``rerank``) reorder the fused list.
     for name in rerankers:
         t1 = time.perf_counter()
@@ -137,14 +159,7 @@ def fuse_and_build(
     fused = fused[:k]
     hits = _hits(ctx.conn, fused, lists, explain)
     timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
-    top = hits[0] if hits else None
-    features = extract_features(
-        ctx.query,
-        lists,
-        fused[0][0] if top is not None else None,
-        f"{top.title} {' '.join(top.heading_path)} {top.text}" if top is not None else "",
-        ctx.term_evidence(fused[0][0] if top is not None else None) if "bm25" in lists else (),
-    )
+    features = _features(ctx, lists, fused)
     confidence = None
     if calibration is not None and features is not None:
         confidence = round(calibration.predict(features), 4)

@@ -41,7 +41,6 @@ def _titles(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
     return {key: docs for key, docs in titles.items() if len(docs) <= MAX_SHARED_TITLE}
 
 
-
 def _mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
     words = _words(text)
     found: set[str] = set()
