@@ -47,6 +47,7 @@ CONFIGS = {
     "hybrid": ["bm25", "dense"],
     "hybrid+expand": ["bm25", "dense", "expand"],
     "hybrid+ppr": ["bm25", "dense", "ppr"],
+    "hybrid+ppr-rerank (default)": ["bm25", "dense", "ppr-rerank"],
 }
 
 

@@ -17,7 +17,10 @@ __all__ = ["channel_registry", "plugin_manager"]
 log = logging.getLogger(__name__)
 
 #: Channels that ship in plugins, with the distribution that provides them.
-_PROVIDERS = {"expand": "pinakes-graph", "ppr": "pinakes-graph"}
+_PROVIDERS = {
+    name: "pinakes-graph"
+    for name in ("expand", "ppr", "ppr-rerank", "ppr-rank", "link-rerank", "salience")
+}
 
 
 @functools.cache

@@ -17,10 +17,17 @@ from pinakes_core.plugins import channel_registry
 __all__ = ["default_channels", "fuse_and_build"]
 
 
+#: The graph channel ``graph_channel = "auto"`` adds when a plugin provides it.
+AUTO_GRAPH_CHANNEL = "ppr-rerank"
+
+
 def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
     """The channels a query runs when the caller does not name them."""
     names = list(config.channels)
-    if config.graph_channel != "off":
+    if config.graph_channel == "auto":
+        if AUTO_GRAPH_CHANNEL in channel_registry():
+            names.append(AUTO_GRAPH_CHANNEL)
+    elif config.graph_channel != "off":
         names.append(config.graph_channel)
     if entities:
         names.append("entities")

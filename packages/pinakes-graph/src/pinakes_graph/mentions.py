@@ -66,11 +66,20 @@ def derive_mentions(
         if everything
         else list(changed)
     )
+    if not docs:
+        return
     node = {k: int(n) for n, k in conn.execute("SELECT node_id, key FROM nodes WHERE kind = 'doc'")}
+    touched: set[int] = set()  # targets whose mention count may have changed
     for doc_id in docs:
         src = node.get(doc_id)
         if src is None:
             continue
+        touched.update(
+            r[0]
+            for r in conn.execute(
+                "SELECT dst FROM edges WHERE src = ? AND kind = 'title-mention'", (src,)
+            )
+        )
         conn.execute("DELETE FROM edges WHERE src = ? AND kind = 'title-mention'", (src,))
         text = " ".join(
             r[0]
@@ -78,15 +87,19 @@ def derive_mentions(
                 "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
             )
         )
-        for target in _mentioned(text, titles) - {doc_id}:
-            if target in node:
-                conn.execute(
-                    "INSERT OR IGNORE INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0)",
-                    (src, node[target]),
-                )
-    # Damping: each mention of a title weighs weight / (documents mentioning it).
-    conn.execute(
-        "UPDATE edges SET weight = ? / (SELECT COUNT(*) FROM edges e2 WHERE e2.dst = edges.dst "
-        "AND e2.kind = 'title-mention') WHERE kind = 'title-mention'",
-        (weight,),
-    )
+        targets = [node[t] for t in _mentioned(text, titles) - {doc_id} if t in node]
+        conn.executemany(
+            "INSERT OR IGNORE INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0)",
+            [(src, t) for t in targets],
+        )
+        touched.update(targets)
+    # Damping: each mention of a title weighs weight / (documents mentioning it); only targets
+    # whose mentions changed are re-weighed.
+    counts = []
+    for dst in touched:
+        n = conn.execute(
+            "SELECT COUNT(*) FROM edges WHERE dst = ? AND kind = 'title-mention'", (dst,)
+        ).fetchone()[0]
+        if n:
+            counts.append((weight / n, dst))
+    conn.executemany("UPDATE edges SET weight = ? WHERE dst = ? AND kind = 'title-mention'", counts)

@@ -22,7 +22,14 @@ def register_channels() -> list[Any]:
     from pinakes_graph.ppr import PprChannel, PprRerank
     from pinakes_graph.rerank import LinkRerank, Salience
 
-    return [ExpandChannel(), PprChannel(), LinkRerank(), Salience(), PprRerank()]
+    return [
+        ExpandChannel(),
+        PprChannel(),
+        PprRerank("ppr-rerank", interleave=True),
+        PprRerank("ppr-rank", interleave=False),
+        LinkRerank(),
+        Salience(),
+    ]
 
 
 @hookimpl
