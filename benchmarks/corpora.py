@@ -293,7 +293,7 @@ def embedded_texts(kb_dir: Path) -> tuple[list[str], int, int]:
     Returns the texts, the chunk count and how many rebuilt texts did not hash to the stored
     ``embed_hash`` (should be 0: proof that these are the same texts the sync embedded).
     """
-    from pinakes_core.chunking import Chunk, embed_text
+    from pinakes_core.sync import stored_embed_text
 
     conn = sqlite3.connect(kb_dir / ".pinakes" / "index.db")
     conn.row_factory = sqlite3.Row
@@ -310,15 +310,7 @@ def embedded_texts(kb_dir: Path) -> tuple[list[str], int, int]:
     for r in rows:
         if r["embed_hash"] in texts:
             continue
-        chunk = Chunk(
-            r["ordinal"],
-            tuple(json.loads(r["heading_path"])),
-            r["text"],
-            r["start_line"],
-            r["end_line"],
-            r["tokens"],
-        )
-        text = embed_text(r["title"], chunk)
+        text = stored_embed_text(r)
         digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
         mismatched += digest != r["embed_hash"]
         texts[r["embed_hash"]] = text

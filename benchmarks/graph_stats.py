@@ -32,7 +32,9 @@ def measure(root: Path) -> None:
     kb.sync()
     derive = time.perf_counter() - t0
     conn = kb.store().conn
-    census = conn.execute("SELECT kind, COUNT(*) FROM edges GROUP BY kind ORDER BY COUNT(*) DESC").fetchall()
+    census = conn.execute(
+        "SELECT kind, COUNT(*) FROM edges GROUP BY kind ORDER BY COUNT(*) DESC"
+    ).fetchall()
     hubs = conn.execute(
         "SELECT n.kind, n.label, COUNT(*) FROM edges e JOIN nodes n ON n.node_id = e.src "
         "WHERE n.kind IN ('tag', 'dir') GROUP BY e.src ORDER BY COUNT(*) DESC LIMIT 5"
@@ -47,7 +49,9 @@ def measure(root: Path) -> None:
             times.append((time.perf_counter() - start) * 1000)
         latency[depth] = (statistics.median(times), percentile(times, 95))
     status = kb.status()
-    print(f"### {root.name}: {status.documents} documents, {status.chunks} chunks, store {status.store_bytes / 1048576:.1f} MB")
+    print(
+        f"### {root.name}: {status.documents} documents, {status.chunks} chunks, store {status.store_bytes / 1048576:.1f} MB"
+    )
     print(f"full edge derivation (sync with nothing else to do): {derive:.1f} s")
     print("edges: " + ", ".join(f"{k} {n:,}" for k, n in census))
     print("top hubs: " + ", ".join(f"{k} {label!r} {n}" for k, label, n in hubs))

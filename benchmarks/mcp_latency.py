@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import platform
-import shutil
 import statistics
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from typing import Any
 
 import numpy as np
 import psutil
+
+from corpora import copy_corpus  # the benchmark scripts share one corpus copier
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = "../shared/corpora/nushell-docs"
@@ -74,23 +75,6 @@ def queries() -> list[str]:
         return FALLBACK_QUERIES
     finally:
         sys.path.pop(0)
-
-
-def copy_corpus(src: Path, dst: Path, limit: int | None) -> int:
-    """Copy the documents sync would see (all, or the first ``limit``) from ``src`` to ``dst``."""
-    from pinakes_core.config import SyncConfig
-    from pinakes_core.documents import scan
-
-    entries, _ = scan(src, SyncConfig())
-    chosen = entries if limit is None else entries[:limit]
-    for entry in chosen:
-        for path in (entry.path, entry.sidecar):
-            if path.is_file():
-                target = dst / path.relative_to(src)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
-    dst.mkdir(parents=True, exist_ok=True)
-    return len(chosen)
 
 
 def pct(values: list[float], q: float) -> float:

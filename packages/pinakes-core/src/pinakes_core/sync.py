@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,7 +32,7 @@ from pinakes_core.store import Store
 from pinakes_core.tokens import token_counter
 from pinakes_core.uri import new_ulid
 
-__all__ = ["ProgressFn", "model_id_for", "run_sync"]
+__all__ = ["ProgressFn", "model_id_for", "run_sync", "stored_embed_text"]
 
 log = logging.getLogger(__name__)
 
@@ -467,15 +467,7 @@ class _Syncer:
         ).fetchall()
         todo: dict[str, str] = {}
         for r in rows:
-            chunk = Chunk(
-                r["ordinal"],
-                tuple(json.loads(r["heading_path"])),
-                r["text"],
-                r["start_line"],
-                r["end_line"],
-                r["tokens"],
-            )
-            todo.setdefault(r["embed_hash"], embed_text(r["title"], chunk))
+            todo.setdefault(r["embed_hash"], stored_embed_text(r))
         items = list(todo.items())
         for i in range(0, len(items), _GROUP_CHUNKS * 4):
             part = dict(items[i : i + _GROUP_CHUNKS * 4])
@@ -485,6 +477,23 @@ class _Syncer:
                     "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
                     list(fresh.items()),
                 )
+
+
+def stored_embed_text(row: Mapping[str, Any]) -> str:
+    """Return the embedded text of a stored chunk row, exactly as sync embedded it.
+
+    The row needs ``title``, ``heading_path``, ``text``, ``ordinal``, ``start_line``,
+    ``end_line`` and ``tokens``.
+    """
+    chunk = Chunk(
+        row["ordinal"],
+        tuple(json.loads(row["heading_path"])),
+        row["text"],
+        row["start_line"],
+        row["end_line"],
+        row["tokens"],
+    )
+    return embed_text(row["title"], chunk)
 
 
 def _link_rows(

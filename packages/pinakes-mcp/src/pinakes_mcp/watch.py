@@ -64,14 +64,21 @@ class Watcher:
 
     async def _watch(self, served: ServedKB) -> None:
         ignore = DefaultFilter(ignore_dirs=(*DefaultFilter.ignore_dirs, STORE_DIR))
-        # Changes made while no server was running are picked up once at start.
-        await self._sync_in_thread(served)
+        # Changes made while no server was running are picked up by a catch-up sync, run on the
+        # first (empty) yield: by then the watch is registered, so a file written during the
+        # catch-up either lands in it or raises an event — none can fall between the two.
+        first = True
         async for changes in awatch(
             served.root,
             watch_filter=ignore,
             debounce=self._debounce_ms,
             stop_event=self._stop,
+            rust_timeout=200,
+            yield_on_timeout=True,
         ):
+            if not changes and not first:
+                continue
+            first = False
             log.debug("KB %r: %d file event(s)", served.name, len(changes))
             await self._sync_in_thread(served)
 
