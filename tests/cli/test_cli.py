@@ -126,3 +126,12 @@ def test_strict_sync_fails_on_skips(tmp_path: Path) -> None:
     assert "bin.md" in out and "skipped" in err
     code, out, _ = run("--kb", str(tmp_path), "sync")
     assert code == 0
+
+
+@pytest.mark.model
+def test_kb_option_after_the_command_as_in_the_readme(kb_dir: Path) -> None:
+    code, out, _ = run("search", "how does raft pick a new leader", "--kb", str(kb_dir), "-k", "3")
+    assert code == 0, out
+    assert "consensus/raft.md" in out
+    code, out, _ = run("--kb", "/nonexistent", "status", "--kb", str(kb_dir), "--json")
+    assert code == 0 and json.loads(out)["name"] == "distsys-notes"

@@ -67,6 +67,26 @@ class _Group(click.Group):
             sys.exit(1)
 
 
+def _set_kb(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)["kb"] = value
+
+
+def _kb_option(command: Any) -> Any:
+    """Accept ``--kb`` after the command name too (``pnk search "…" --kb notes``).
+
+    Given there, it wins over the group's ``--kb``.
+    """
+    return click.option(
+        "--kb",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=_set_kb,
+        help="The KB folder (or any folder inside it).",
+    )(command)
+
+
 def _kb(ctx: click.Context) -> KB:
     kb: KB = KB.open(ctx.obj["kb"])
     ctx.call_on_close(kb.close)
@@ -91,6 +111,7 @@ def cli(ctx: click.Context, kb_path: Path) -> None:
 
 
 @cli.command()
+@_kb_option
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="KB name (default: the folder name).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -111,6 +132,7 @@ def init(ctx: click.Context, path: Path | None, name: str | None, as_json: bool)
 
 
 @cli.command()
+@_kb_option
 @click.option("--rebuild", is_flag=True, help="Delete the index and rebuild it from the files.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any file was skipped.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
@@ -132,6 +154,7 @@ def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None
 
 
 @cli.command()
+@_kb_option
 @click.argument("query")
 @click.option(
     "-k", type=click.IntRange(1, 200), default=None, help="Number of hits [default: [retrieval] k]."
@@ -192,6 +215,7 @@ def search(
 
 
 @cli.command()
+@_kb_option
 @click.argument("doc")
 @click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
 @click.pass_context
@@ -205,6 +229,7 @@ def show(ctx: click.Context, doc: str, as_json: bool) -> None:
 
 
 @cli.command()
+@_kb_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
@@ -217,6 +242,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 @cli.command()
+@_kb_option
 @click.argument("doc")
 @click.option("--rel", help="Only this relation; free text is matched to the KB's relations.")
 @click.option(
@@ -250,6 +276,7 @@ def links(
 
 
 @cli.command()
+@_kb_option
 @click.argument("src")
 @click.argument("dst")
 @click.option("--rel", required=True, help="The relation, e.g. depends-on, cites, supersedes.")
@@ -263,6 +290,7 @@ def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None) -> 
 
 
 @cli.command()
+@_kb_option
 @click.option(
     "--fix",
     is_flag=True,
@@ -292,6 +320,7 @@ def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
 
 
 @cli.command(name="eval")
+@_kb_option
 @click.option(
     "--questions",
     "questions",

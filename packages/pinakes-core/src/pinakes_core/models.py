@@ -43,7 +43,10 @@ class Hit(_Model):
     title: str
     heading_path: list[str]
     text: str
-    score: float = Field(description="fused RRF score")
+    score: float = Field(
+        description="fused RRF score; after a reranker (ppr-rerank, the default with the graph "
+        "plugin) its own score, which falls with the hit's rank"
+    )
     lines: tuple[int, int]
     ranks: dict[str, int | None]
     channel_scores: dict[str, float] | None = Field(default=None, exclude_if=lambda v: v is None)

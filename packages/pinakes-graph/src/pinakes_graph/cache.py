@@ -65,6 +65,7 @@ class Graph:
     label_vectors: npt.NDArray[np.float32]
     chunk_count: npt.NDArray[np.float64]
     _transition_t: Any = field(default=None, repr=False)
+    _member_layout: Any = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -97,6 +98,27 @@ class Graph:
             return nodes
         rows = ctx.rows_of(self.chunk_id[nodes])
         return nodes[(rows >= 0) & ctx.allowed_rows[np.clip(rows, 0, None)]]
+
+    def doc_best(self, cosine: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Per node: for document nodes, the best ``cosine`` among their chunks; -1 elsewhere.
+
+        One vectorised pass (``maximum.reduceat`` over the members laid end to end), so ranking
+        a hub's hundreds of member documents costs array lookups, not a loop per document.
+        """
+        if self._member_layout is None:
+            docs = np.array(sorted(self.members), dtype=np.int64)
+            flat = [self.members[int(d)] for d in docs]
+            offsets = np.cumsum([0, *(len(m) for m in flat[:-1])]).astype(np.int64)
+            self._member_layout = (
+                docs,
+                np.concatenate(flat) if flat else np.zeros(0, np.int64),
+                offsets,
+            )
+        docs, flat, offsets = self._member_layout
+        best = np.full(len(self), -1.0, dtype=np.float64)
+        if docs.size:
+            best[docs] = np.maximum.reduceat(cosine[flat], offsets)
+        return best
 
     def transition_t(self) -> Any:
         """Return the transposed row-stochastic transition matrix (scipy CSR).

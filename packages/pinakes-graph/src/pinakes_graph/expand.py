@@ -31,11 +31,24 @@ _DOC_HUBS = np.array(
 )
 
 
+def _any_of(kinds: npt.NDArray[np.int8], codes: npt.NDArray[np.int8]) -> npt.NDArray[np.bool_]:
+    """Return where ``kinds`` is one of ``codes`` (``np.isin`` for a handful of codes).
+
+    On the short adjacency rows of a walk this is several times faster than ``isin``, whose
+    set-up dominates there.
+    """
+    mask: npt.NDArray[np.bool_] = kinds == codes[0]
+    for code in codes[1:]:
+        mask |= kinds == code
+    return mask
+
+
 class _Walk:
     def __init__(self, graph: Graph, ctx: QueryContext, fanout: int) -> None:
         self.graph = graph
         self.fanout = fanout
         self.cos = graph.chunk_cosine(ctx)
+        self.best_of_doc = graph.doc_best(self.cos)
         self.expanded: set[int] = set()
         self.found: dict[int, int] = {}  # chunk node -> depth first reached
 
@@ -46,8 +59,7 @@ class _Walk:
         return nodes[np.argsort(-self.cos[nodes], kind="stable")[: self.fanout]]
 
     def doc_score(self, doc: int) -> float:
-        members = self.graph.members.get(doc)
-        return float(self.cos[members].max()) if members is not None and members.size else -1.0
+        return float(self.best_of_doc[doc])
 
     def reach(self, nodes: npt.NDArray[np.int64], depth: int) -> list[int]:
         fresh = [int(n) for n in nodes if int(n) not in self.found]
@@ -59,8 +71,8 @@ class _Walk:
         """Documents one logical hop from ``doc``: linked ones and fellow hub members."""
         g = self.graph
         nbrs, _, kinds = g.adjacent(doc)
-        targets = set(nbrs[np.isin(kinds, _DOC_LINKS)].tolist())
-        for hub in nbrs[np.isin(kinds, _DOC_HUBS)].tolist():
+        targets = set(nbrs[_any_of(kinds, _DOC_LINKS)].tolist())
+        for hub in nbrs[_any_of(kinds, _DOC_HUBS)].tolist():
             if hub in self.expanded:
                 continue  # a hub expands once globally
             self.expanded.add(hub)
@@ -96,7 +108,7 @@ def expand(graph: Graph, ctx: QueryContext, fanout: int) -> Ranked:
             walk.expanded.add(node)
             if graph.kind[node] == KINDS["chunk"]:
                 nbrs, _, kinds = graph.adjacent(node)
-                nxt += walk.reach(walk.best(nbrs[np.isin(kinds, _CHUNK_HOPS)]), depth)
+                nxt += walk.reach(walk.best(nbrs[_any_of(kinds, _CHUNK_HOPS)]), depth)
                 for hub in nbrs[kinds == EDGE_KINDS["in-section"]].tolist():
                     if hub not in walk.expanded:
                         walk.expanded.add(hub)
