@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from corpora import copy_corpus  # the benchmark scripts share one corpus copier
+from corpora import QUERIES, copy_corpus  # one corpus copier and query list for both
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = "../shared/corpora/nushell-docs"
@@ -45,36 +45,14 @@ WARMUP = 5
 ROUNDS = 5
 K = 8
 
-FALLBACK_QUERIES = [
-    "how do I define a custom command with flags",
-    "how to read a CSV file into a table",
-    "how do I set an environment variable for the session",
-    "filter the rows of a table where a column matches a condition",
-    "how to sort a table by a column",
-    "convert a table to JSON and save it to a file",
-    "what is the difference between let and mut",
-    "how to handle errors with try and catch",
-    "how do I run an external command and capture its stderr",
-    "how can I customise the prompt",
-]
-
 
 def log(message: str) -> None:
     print(f"[mcp-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def queries() -> list[str]:
-    """The corpus benchmark's nushell queries when available, else a built-in list."""
-    try:
-        sys.path.insert(0, str(REPO / "benchmarks"))
-        from corpora import QUERIES  # type: ignore[import-not-found]
-
-        found = list(QUERIES.get("nushell-docs", []))
-        return found or FALLBACK_QUERIES
-    except ImportError:
-        return FALLBACK_QUERIES
-    finally:
-        sys.path.pop(0)
+    """The corpus benchmark's nushell queries (one list for both benchmarks)."""
+    return list(QUERIES["nushell-docs"])
 
 
 def pct(values: list[float], q: float) -> float:

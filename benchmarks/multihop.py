@@ -334,6 +334,17 @@ def _file_hash(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def _sync_figures(report: Any) -> dict[str, Any]:
+    """The timing figures of a sync report, rounded for the output."""
+    rate = report.chunks_per_second
+    return {
+        "seconds": round(report.seconds, 2),
+        "embed_seconds": round(report.embed_seconds, 2),
+        "chunks_embedded": report.chunks_embedded,
+        "chunks_per_second": round(rate, 1) if rate else None,
+    }
+
+
 def build_kb(corpus_file: Path, passages: Sequence[Passage], workdir: Path) -> BuiltKB:
     """Return the KB of ``passages``, writing and syncing it unless a cached build exists."""
     from pinakes_core import KB
@@ -367,12 +378,7 @@ def build_kb(corpus_file: Path, passages: Sequence[Passage], workdir: Path) -> B
         with KB.open(root) as kb:
             report = kb.sync(progress=_sync_progress())
         sync = {
-            "seconds": round(report.seconds, 2),
-            "embed_seconds": round(report.embed_seconds, 2),
-            "chunks_embedded": report.chunks_embedded,
-            "chunks_per_second": (
-                round(report.chunks_per_second, 1) if report.chunks_per_second else None
-            ),
+            **_sync_figures(report),
             "documents": len(report.added),
             "warnings": len(report.warnings),
             "skipped": len(report.skipped),
@@ -393,15 +399,7 @@ def build_kb(corpus_file: Path, passages: Sequence[Passage], workdir: Path) -> B
         report = kb.sync()  # a no-op unless the store went stale (e.g. another model)
     if report.chunks_embedded:
         log(f"cached KB re-synced: {report.chunks_embedded:,} chunks embedded")
-        sync = {
-            **sync,
-            "seconds": round(report.seconds, 2),
-            "embed_seconds": round(report.embed_seconds, 2),
-            "chunks_embedded": report.chunks_embedded,
-            "chunks_per_second": (
-                round(report.chunks_per_second, 1) if report.chunks_per_second else None
-            ),
-        }
+        sync = {**sync, **_sync_figures(report)}
         build_file.write_text(json.dumps(sync, indent=1), encoding="utf-8")
         return BuiltKB(root, path_to_key, {**sync, "cached": False})
     log(f"using the cached KB at {root} (built in {sync['seconds']} s)")

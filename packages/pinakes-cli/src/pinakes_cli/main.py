@@ -302,17 +302,14 @@ def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None) -> 
 def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
     """Check sidecars, ids, links, hubs, schema, model and store size."""
     kb = _kb(ctx)
-    remove = False
-    if fix:
-        orphans = [f for f in kb.doctor().findings if f.check == "orphan-sidecars"]
-        if orphans:
-            remove = yes or (
-                sys.stdin.isatty()
-                and click.confirm(
-                    f"Remove {orphans[0].message.split()[0]} orphan sidecar(s)?", default=False
-                )
-            )
-    report = kb.doctor(fix=fix, remove_orphans=remove)
+
+    def consent(count: int) -> bool:  # asked only when --fix found orphan sidecars
+        return yes or (
+            sys.stdin.isatty()
+            and click.confirm(f"Remove {count} orphan sidecar(s)?", default=False)
+        )
+
+    report = kb.doctor(fix=fix, remove_orphans=consent)
     if as_json:
         render.print_json(_out(), report)
     else:

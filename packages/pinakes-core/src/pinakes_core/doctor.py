@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,14 +36,17 @@ def _sidecars(root: Path) -> list[Path]:
     return found
 
 
-def run_doctor(kb: KB, *, fix: bool = False, remove_orphans: bool = False) -> DoctorReport:
+def run_doctor(
+    kb: KB, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
+) -> DoctorReport:
     """Run every check; with ``fix``, repair what is safe and say what was done.
 
     Args:
         kb: the KB.
         fix: give a copied sidecar (duplicate id) a new ULID, and with ``remove_orphans`` delete
             sidecars whose document is gone.
-        remove_orphans: the caller's consent to delete orphan sidecars.
+        remove_orphans: the caller's consent to delete orphan sidecars: a bool, or a function
+            asked with their number once they are found (a CLI prompt).
     """
     from pinakes_core.plugins import plugin_manager
     from pinakes_core.sync import model_id_for
@@ -118,7 +122,10 @@ def run_doctor(kb: KB, *, fix: bool = False, remove_orphans: bool = False) -> Do
                 fixable=True,
             )
         )
-        if fix and remove_orphans:
+        consent = (
+            remove_orphans(len(orphans)) if callable(remove_orphans) and fix else remove_orphans
+        )
+        if fix and consent:
             for side in orphans:
                 side.unlink()
                 fixed.append(f"removed orphan sidecar {side.relative_to(root)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,6 @@ class Frontmatter:
     links: tuple[LinkSpec, ...] = ()
     end_line: int = 0  # number of lines the frontmatter block occupies (0 when absent)
     warning: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
@@ -250,5 +249,4 @@ def parse_frontmatter(rel: str, lines: list[str]) -> Frontmatter:
         result.links = parse_links(Path(rel), data.get("links"))
     except SidecarError as exc:
         result.warning = f"{exc.message} (frontmatter links ignored)"
-    result.extra = {k: v for k, v in data.items() if k not in ("title", "tags", "aliases", "links")}
     return result

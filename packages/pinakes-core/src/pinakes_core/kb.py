@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -481,7 +481,9 @@ class KB:
         before, after = append_link(side, entry)
         return str(side.relative_to(self.root)), before, after
 
-    def doctor(self, *, fix: bool = False, remove_orphans: bool = False) -> DoctorReport:
+    def doctor(
+        self, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
+    ) -> DoctorReport:
         """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.doctor``)."""
         from pinakes_core.doctor import run_doctor
 

@@ -83,22 +83,13 @@ def _hits(
 
 
 def _features(
-    ctx: QueryContext, lists: dict[str, Ranked], ranking: list[tuple[int, float]]
+    ctx: QueryContext, lists: dict[str, Ranked], top_chunk: int | None, top: Hit | None
 ) -> dict[str, float] | None:
-    """The confidence features of ``ranking``'s top hit (``None`` without bm25 and dense)."""
+    """The confidence features of the top hit (``None`` unless bm25 and dense both ran)."""
     if "bm25" not in lists or "dense" not in lists:
         return None
-    top = ranking[0][0] if ranking else None
-    text = ""
-    if top is not None:
-        row = ctx.conn.execute(
-            "SELECT d.title, c.heading_path, c.text FROM chunks c JOIN documents d USING (doc_id) "
-            "WHERE c.chunk_id = ?",
-            (top,),
-        ).fetchone()
-        if row is not None:
-            text = f"{row[0]} {' '.join(json.loads(row[1]))} {row[2]}"
-    return extract_features(ctx.query, lists, top, text, ctx.term_evidence(top))
+    text = f"{top.title} {' '.join(top.heading_path)} {top.text}" if top is not None else ""
+    return extract_features(ctx.query, lists, top_chunk, text, ctx.term_evidence(top_chunk))
 
 
 def fuse_and_build(
@@ -166,7 +157,7 @@ def fuse_and_build(
     fused = fused[:k]
     hits = _hits(ctx.conn, fused, lists, explain)
     timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
-    features = _features(ctx, lists, fused)
+    features = _features(ctx, lists, fused[0][0] if hits else None, hits[0] if hits else None)
     confidence = None
     if calibration is not None and features is not None:
         confidence = round(calibration.predict(features), 4)

@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,17 +129,21 @@ def parse_links(path: Path, value: Any) -> tuple[LinkSpec, ...]:
     return tuple(links)
 
 
-def read_sidecar(path: Path) -> Sidecar:
-    """Read and validate a sidecar file.
+def _read_text(path: Path, raw: bytes | None = None) -> str:
+    try:
+        return (path.read_bytes() if raw is None else raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SidecarError(f"{path} is not UTF-8 text.", "Re-save it as UTF-8.") from None
+
+
+def read_sidecar(path: Path, raw: bytes | None = None) -> Sidecar:
+    """Read and validate a sidecar file (``raw``: its bytes, when the caller has read them).
 
     Raises:
         SidecarError: if the file is not YAML, not a mapping, or holds an invalid value; the
             message names the file and, for syntax errors, the line.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SidecarError(f"{path} is not UTF-8 text.", "Re-save it as UTF-8.") from None
+    text = _read_text(path, raw)
     try:
         data = _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -197,6 +201,23 @@ def write_skeleton(path: Path, doc_id: str) -> None:
     _atomic_write(path, f"id: {doc_id}\n")
 
 
+def _rewrite(path: Path, change: Callable[[Any], Any]) -> tuple[str, str]:
+    """Parse a sidecar round-trip, let ``change`` edit the data, write it back atomically.
+
+    The file is validated first and read once; a malformed sidecar is never overwritten.
+    Returns the text before and after.
+    """
+    original = _read_text(path)
+    read_sidecar(path, original.encode("utf-8"))
+    yaml = _yaml(original)
+    data = change(yaml.load(original))
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    text = buffer.getvalue()
+    _atomic_write(path, text)
+    return original, text
+
+
 def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
     """Set top-level keys of an existing sidecar, keeping everything else byte-for-byte.
 
@@ -206,17 +227,15 @@ def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
     Raises:
         SidecarError: if the existing sidecar cannot be parsed (it is then left untouched).
     """
-    read_sidecar(path)  # validate first: a malformed sidecar is never overwritten
-    original = path.read_text(encoding="utf-8")
-    yaml = _yaml(original)
-    data = yaml.load(original) or {}
-    for key, value in update.items():
-        data[key] = value
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    text = buffer.getvalue()
-    _atomic_write(path, text)
-    return text
+    from ruamel.yaml.comments import CommentedMap
+
+    def change(data: Any) -> Any:
+        data = CommentedMap() if data is None else data
+        for key, value in update.items():
+            data[key] = value
+        return data
+
+    return _rewrite(path, change)[1]
 
 
 def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
@@ -232,18 +251,11 @@ def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
     """
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-    read_sidecar(path)  # validate first: a malformed sidecar is never overwritten
-    original = path.read_text(encoding="utf-8")
-    yaml = _yaml(original)
-    data = yaml.load(original)
-    if data is None:
-        data = CommentedMap()
-    links = data.get("links")
-    if links is None:
-        links = data["links"] = CommentedSeq()
-    links.append(CommentedMap(entry))
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    text = buffer.getvalue()
-    _atomic_write(path, text)
-    return original, text
+    def change(data: Any) -> Any:
+        data = CommentedMap() if data is None else data
+        if data.get("links") is None:
+            data["links"] = CommentedSeq()
+        data["links"].append(CommentedMap(entry))
+        return data
+
+    return _rewrite(path, change)

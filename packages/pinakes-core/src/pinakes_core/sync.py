@@ -152,7 +152,7 @@ class _Syncer:
         if entry.sidecar_mtime_ns is not None:
             try:
                 side_bytes = entry.sidecar.read_bytes()
-                sidecar = read_sidecar(entry.sidecar)
+                sidecar = read_sidecar(entry.sidecar, side_bytes)
             except SidecarError as exc:
                 plan.skips.append(Skip(entry.rel, str(exc)))
                 return None
