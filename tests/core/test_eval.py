@@ -7,18 +7,10 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB, ConfigError
-from pinakes_core.confidence import (
-    FEATURES,
-    MONOTONE,
-    Calibration,
-    default_calibration,
-    fit_logistic,
-)
 from pinakes_core.eval import (
     Outcome,
     Question,
@@ -97,49 +89,6 @@ def test_load_questions_errors_name_file_and_line(tmp_path: Path) -> None:
     path.write_text('{"id": "a", "query": "x", "class": "lookups", "relevant": []}\n')
     with pytest.raises(ConfigError, match="unknown class 'lookups'"):
         load_questions(path)
-
-
-def test_logistic_fit_keeps_monotone_features_non_negative() -> None:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(400, len(FEATURES)))
-    # The label depends positively on dense_top and negatively on dense_best (a monotone
-    # feature): the fit must clamp dense_best at 0 rather than make it negative.
-    logits = 2.0 * x[:, FEATURES.index("dense_top")] - 1.5 * x[:, FEATURES.index("dense_best")]
-    y = (rng.random(400) < 1 / (1 + np.exp(-logits))).astype(float)
-    _, _, coef, _ = fit_logistic(x, y)
-    for name, value in zip(FEATURES, coef, strict=True):
-        if name in MONOTONE:
-            assert value >= 0.0, name
-    assert coef[FEATURES.index("dense_top")] > 1.0
-
-
-def test_shipped_calibration_is_monotone_in_its_main_features() -> None:
-    calibration = default_calibration()
-    assert calibration is not None
-    base = dict(zip(calibration.features, calibration.mean, strict=True))
-    for name in ("dense_top", "dense_margin", "bm25_best", "rr_bm25"):
-        low = calibration.predict({**base, name: base[name] - 1.0})
-        high = calibration.predict({**base, name: base[name] + 1.0})
-        assert high > low, name
-    # more unknown query words never raise confidence
-    assert calibration.predict({**base, "unknown_share": 1.0}) <= calibration.predict(
-        {**base, "unknown_share": 0.0}
-    )
-
-
-def test_calibration_predict_is_a_probability() -> None:
-    calibration = Calibration(
-        model_id="m",
-        features=["a"],
-        mean=[0.0],
-        scale=[1.0],
-        coef=[50.0],
-        intercept=0.0,
-        fitted_on="t",
-        n=1,
-    )
-    assert 0.0 <= calibration.predict({"a": -10.0}) < 1e-6
-    assert 1.0 - 1e-6 < calibration.predict({"a": 10.0}) <= 1.0
 
 
 def test_eval_end_to_end_on_a_tiny_kb(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from pinakes_core.uri import is_ulid, new_ulid
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_MODEL",
+    "ConfidenceConfig",
     "Config",
     "EmbeddingConfig",
     "KbConfig",
@@ -81,9 +82,17 @@ class RetrievalConfig(_Section):
     graph_channel: Literal["auto", "off", "expand", "ppr", "ppr-rerank", "ppr-rank"] = "auto"
     #: Per-channel RRF weights (default 1.0 each); e.g. ``{ expand = 0.5 }``.
     weights: dict[str, Annotated[float, Field(ge=0.0, le=10.0)]] = {}
-    # Chosen from the cross-validated threshold table (docs/evaluation.md): the highest value
-    # keeping false-abstain under 0.10 on the golden set.
-    abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
+    # Chosen from the cross-validated threshold table of the self-calibration (docs/evaluation.md):
+    # the highest value keeping golden false-abstain at or under 0.10.
+    abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.15
+
+
+class ConfidenceConfig(_Section):
+    """``[confidence]``: how the KB's confidence calibration is obtained (docs/evaluation.md)."""
+
+    #: Fit the KB's own calibration from synthetic queries at sync (no labels needed); off, the
+    #: golden-set prior is used as it is.
+    self_calibrate: bool = True
 
 
 _Weight = Annotated[float, Field(ge=0.0, le=100.0)]
@@ -145,6 +154,7 @@ class Config(_Section):
     sync: SyncConfig = SyncConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
+    confidence: ConfidenceConfig = ConfidenceConfig()
     graph: GraphConfig = GraphConfig()
     ner: NerConfig = NerConfig()
     budget: BudgetConfig = BudgetConfig()

@@ -214,6 +214,21 @@ class FastEmbedder:
                 progress(len(batch))
         return _normalise(out)
 
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed many queries at once, batched like :meth:`embed_documents`; rows follow ``texts``.
+
+        Each row equals :meth:`embed_query` of its text (up to float rounding).
+        """
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = [min(self._count(t) + 2, _DEFAULT_MAX_TOKENS) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        for batch in self._batches(order, lengths):
+            rows = list(self._model.query_embed([texts[i] for i in batch], batch_size=len(batch)))
+            out[batch] = np.asarray(rows, dtype=np.float32)
+        return _normalise(out)
+
     def embed_query(self, text: str) -> Vectors:
         """Embed one query (model-specific query prefixes are applied by fastembed)."""
         row = next(iter(self._model.query_embed(text)))

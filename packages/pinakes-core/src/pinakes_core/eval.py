@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pinakes_core.confidence import FEATURES, Calibration, fit_logistic
+from pinakes_core.confidence import Calibration, fit_logistic, prior_calibration
 from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.plugins import channel_registry
 
@@ -414,68 +414,31 @@ def _auc(p: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> float | None:
     return round(float(greater / (len(pos) * len(neg))), 4)
 
 
-def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) -> CalibrationReport:
-    """Fit the confidence calibration on a question set and report it with cross-validation.
-
-    Every figure in the report (Brier, log loss, AUC, reliability curve, threshold table) comes
-    from held-out predictions: each question is scored by a model fitted on the other folds.
-    The returned ``calibration`` is then fitted on all questions; the caller decides whether to
-    store it (``KB.save_calibration``).
-
-    Raises:
-        PinakesError: if the set lacks either correct or wrong top hits to learn from.
-    """
-    questions = load_questions(questions_file)
-    outcomes = [
-        o for o in run_questions(kb, questions, ["bm25", "dense"]) if o.features is not None
-    ]
-    x = np.array(
-        [[o.features[f] for f in FEATURES] for o in outcomes if o.features], dtype=np.float64
-    )
-    y = np.array([1.0 if o.top_correct else 0.0 for o in outcomes])
-    if len(set(y.tolist())) < 2:
-        raise PinakesError(
-            f"{questions_file}: calibration needs questions with both right and wrong top hits.",
-            "Add `none` questions (the KB does not answer them) to the set.",
-        )
-    order = list(range(len(y)))
-    random.Random(seed).shuffle(order)
-    held_out = np.zeros(len(y))
-    for fold in range(folds):
-        test = np.array(order[fold::folds])
-        train = np.setdiff1d(np.arange(len(y)), test)
-        mean, scale, coef, intercept = fit_logistic(x[train], y[train])
-        z = (x[test] - mean) / scale
-        held_out[test] = 1.0 / (1.0 + np.exp(-(z @ coef + intercept)))
-    mean, scale, coef, intercept = fit_logistic(x, y)
-    calibration = Calibration(
-        model_id=kb.store().get_meta("model_id") or kb.config.embedding.model,
-        features=list(FEATURES),
-        mean=[round(v, 6) for v in mean],
-        scale=[round(v, 6) for v in scale],
-        coef=[round(v, 6) for v in coef],
-        intercept=round(intercept, 6),
-        fitted_on=f"{questions_file.name} ({len(y)} questions)",
-        n=len(y),
-    )
-    clipped = np.clip(held_out, 1e-6, 1 - 1e-6)
+def reliability(p: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> list[ReliabilityBin]:
+    """The 10-bin reliability diagram of predictions ``p`` against outcomes ``y``."""
     bins = []
     edges = np.linspace(0, 1, 11)
     for lo, hi in itertools.pairwise(edges):
-        mask = (held_out >= lo) & ((held_out < hi) | (hi == 1.0))
+        mask = (p >= lo) & ((p < hi) | (hi == 1.0))
         bins.append(
             ReliabilityBin(
                 lower=round(float(lo), 1),
                 upper=round(float(hi), 1),
                 count=int(mask.sum()),
-                mean_confidence=round(float(held_out[mask].mean()), 3) if mask.any() else None,
+                mean_confidence=round(float(p[mask].mean()), 3) if mask.any() else None,
                 observed=round(float(y[mask].mean()), 3) if mask.any() else None,
             )
         )
-    answerable = np.array([o.answerable for o in outcomes])
+    return bins
+
+
+def thresholds(
+    p: np.ndarray[Any, Any], y: np.ndarray[Any, Any], answerable: np.ndarray[Any, Any]
+) -> list[ThresholdRow]:
+    """Error rates at every ``abstain_below`` from 0.05 to 0.95."""
     rows = []
     for threshold in np.round(np.arange(0.05, 0.96, 0.05), 2):
-        confident = held_out >= threshold
+        confident = p >= threshold
         rows.append(
             ThresholdRow(
                 threshold=float(threshold),
@@ -490,6 +453,75 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
                 ),
             )
         )
+    return rows
+
+
+def _positions(
+    outcomes: Sequence[Outcome], anchors: Calibration
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    z = np.array([anchors.positions(o.features or {}) for o in outcomes])
+    y = np.array([1.0 if o.top_correct else 0.0 for o in outcomes])
+    answerable = np.array([o.answerable for o in outcomes])
+    return z, y, answerable
+
+
+def _predict(z: np.ndarray[Any, Any], coef: np.ndarray[Any, Any], b: float) -> Any:
+    return 1.0 / (1.0 + np.exp(-np.clip(z @ coef + b, -40, 40)))
+
+
+#: Strength of the shrinkage of a labelled fit toward the prior (in questions).
+LABELLED_L2 = 3.0
+
+
+def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) -> CalibrationReport:
+    """Fit the confidence calibration on a labelled question set and report it with CV.
+
+    Features are read against the KB's self-calibration anchors (it is refreshed first when
+    stale); coefficients are shrunk toward the shipped prior. Every figure in the report (Brier,
+    log loss, AUC, reliability curve, threshold table) comes from held-out predictions: each
+    question is scored by a model fitted on the other folds. The returned ``calibration`` is
+    then fitted on all questions; the caller decides whether to store it
+    (``KB.save_calibration``).
+
+    Raises:
+        PinakesError: if the set lacks either correct or wrong top hits to learn from.
+    """
+    questions = load_questions(questions_file)
+    kb.self_calibrate()
+    anchors = kb.calibration()
+    if anchors is None:
+        raise PinakesError(
+            f"{kb.root}: no calibration matches this KB's embedding model.",
+            "Run `pnk sync` (it fits one) or `pnk calibrate`.",
+        )
+    outcomes = [o for o in run_questions(kb, questions, None) if o.features is not None]
+    z, y, answerable = _positions(outcomes, anchors)
+    if len(set(y.tolist())) < 2:
+        raise PinakesError(
+            f"{questions_file}: calibration needs questions with both right and wrong top hits.",
+            "Add `none` questions (the KB does not answer them) to the set.",
+        )
+    prior = prior_calibration()
+    center = prior.coef if prior is not None else None
+    order = list(range(len(y)))
+    random.Random(seed).shuffle(order)
+    held_out = np.zeros(len(y))
+    for fold in range(folds):
+        test = np.array(order[fold::folds])
+        train = np.setdiff1d(np.arange(len(y)), test)
+        coef, intercept = fit_logistic(z[train], y[train], center=center, l2=LABELLED_L2)
+        held_out[test] = _predict(z[test], coef, intercept)
+    coef, intercept = fit_logistic(z, y, center=center, l2=LABELLED_L2)
+    calibration = anchors.model_copy(
+        update={
+            "kind": "labelled",
+            "coef": [round(float(v), 6) for v in coef],
+            "intercept": round(intercept, 6),
+            "fitted_on": f"{questions_file.name} ({len(y)} questions)",
+            "n": len(y),
+        }
+    )
+    clipped = np.clip(held_out, 1e-6, 1 - 1e-6)
     return CalibrationReport(
         calibration=calibration,
         folds=folds,
@@ -498,8 +530,8 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
         brier=round(float(np.mean((held_out - y) ** 2)), 4),
         log_loss=round(float(-np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped))), 4),
         auc=_auc(held_out, y),
-        reliability=bins,
-        thresholds=rows,
+        reliability=reliability(held_out, y),
+        thresholds=thresholds(held_out, y, answerable),
     )
 
 

@@ -10,8 +10,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+from pydantic import ValidationError
+
+from pinakes_core import calibration as selfcal
 from pinakes_core.channels import Filters, QueryContext
-from pinakes_core.confidence import Calibration, default_calibration
+from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
 from pinakes_core.documents import scan
 from pinakes_core.embedding import Embedder, load_embedder
@@ -87,6 +92,7 @@ class KB:
         self._vectors: VectorMatrix | None = None
         self._generation = -1
         self._calibration: Calibration | None = None
+        self._offtopic: npt.NDArray[np.float32] | None = None
         self._calibration_generation = -1
 
     # -- construction ---------------------------------------------------------------------
@@ -146,6 +152,7 @@ class KB:
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
         self._generation = -1
         self._calibration = None
+        self._offtopic = None
         self._calibration_generation = -1
 
     def __enter__(self) -> KB:
@@ -190,31 +197,61 @@ class KB:
     def calibration(self) -> Calibration | None:
         """Return the confidence calibration in force.
 
-        That is the KB's own (``pnk eval --calibrate``) if it matches the store's model, else
-        core's default if that does, else ``None``.
+        In order of preference, the first that matches the store's embedding model: the KB's
+        labelled calibration (``pnk eval --calibrate``), its self-calibration (fitted at sync
+        from synthetic queries), core's golden-set prior (read against the self-calibration's
+        anchors when there are some). ``None`` when none matches.
         """
         store = self.store()
         generation = store.generation()
         if self._calibration_generation != generation:
             model = store.get_meta("model_id")
             own = store.get_meta("calibration")
+            labelled = None
+            if own:
+                try:
+                    labelled = Calibration.model_validate_json(own)
+                except ValidationError:  # written by an older version: ignored, not fatal
+                    labelled = None
+            self_fit = selfcal.stored(store)
+            prior = prior_calibration()
             found = None
-            for candidate in (
-                Calibration.model_validate_json(own) if own else None,
-                default_calibration(),
-            ):
+            for candidate in (labelled, self_fit, prior):
                 if candidate is not None and candidate.model_id == model:
                     found = candidate
                     break
             self._calibration = found
+            self._offtopic = selfcal.load_offtopic(store, model)
             self._calibration_generation = generation
         return self._calibration
+
+    def offtopic_vectors(self) -> npt.NDArray[np.float32] | None:
+        """The embedded off-topic reference queries of the last self-calibration, if any."""
+        self.calibration()
+        return self._offtopic
 
     def save_calibration(self, calibration: Calibration) -> None:
         """Store a KB-specific calibration in the derived store (used from the next search)."""
         store = self.store()
         with store.transaction() as conn:
             store.set_meta(conn, "calibration", calibration.model_dump_json())
+
+    def self_calibrate(
+        self, *, force: bool = False, progress: ProgressFn | None = None
+    ) -> Calibration | None:
+        """Fit the KB's confidence calibration from synthetic queries (no labels) and store it.
+
+        Runs only when the KB changed materially since the last fit, unless ``force``.
+        Returns the calibration now stored (``None`` when the KB is empty).
+        """
+        self._ensure_synced()
+        store = self.store()
+        if not force and not selfcal.stale(store):
+            return selfcal.stored(store)
+        if not int(store.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]):
+            return None
+        tick = (lambda done, total: progress("calibrate", done, total)) if progress else None
+        return selfcal.self_calibrate(self, progress=tick)
 
     def vectors(self) -> VectorMatrix:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync."""
@@ -253,6 +290,22 @@ class KB:
             after_write=after,
         )
         self._vectors = None
+        changed = len(report.added) + len(report.changed) + len(report.removed)
+        selfcal.add_drift(self.store(), changed)
+        if self.config.confidence.self_calibrate:
+            try:
+                self.self_calibrate(progress=progress)
+            except Exception as exc:  # a refinement: never the reason a sync fails
+                log.warning("Pinakes: self-calibration failed (%s); using the prior.", exc)
+                report = report.model_copy(
+                    update={
+                        "warnings": [
+                            *report.warnings,
+                            f"confidence self-calibration failed ({type(exc).__name__}: {exc}); "
+                            "the golden-set prior is used until the next sync",
+                        ]
+                    }
+                )
         return report
 
     def search(
@@ -326,6 +379,7 @@ class KB:
             weights=cfg.weights,
             calibration=self.calibration(),
             abstain_below=cfg.abstain_below,
+            offtopic=self.offtopic_vectors(),
         )
         result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
         return result

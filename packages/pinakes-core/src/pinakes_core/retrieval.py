@@ -7,8 +7,11 @@ import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from pinakes_core.channels import QueryContext, Ranked
-from pinakes_core.confidence import Calibration, extract_features
+from pinakes_core.confidence import Calibration, Ranking, evidence_for, extract_features
 from pinakes_core.config import RetrievalConfig
 from pinakes_core.fusion import rrf
 from pinakes_core.models import Hit, SearchResult
@@ -83,13 +86,43 @@ def _hits(
 
 
 def _features(
-    ctx: QueryContext, lists: dict[str, Ranked], top_chunk: int | None, top: Hit | None
+    ctx: QueryContext,
+    lists: dict[str, Ranked],
+    top: Hit | None,
+    top_chunk: int | None,
+    offtopic: npt.NDArray[np.float32] | None,
 ) -> dict[str, float] | None:
     """The confidence features of the top hit (``None`` unless bm25 and dense both ran)."""
     if "bm25" not in lists or "dense" not in lists:
         return None
-    text = f"{top.title} {' '.join(top.heading_path)} {top.text}" if top is not None else ""
-    return extract_features(ctx.query, lists, top_chunk, text, ctx.term_evidence(top_chunk))
+    if top is None or top_chunk is None:
+        return None
+    bm25, dense = lists["bm25"], lists["dense"]
+    ids = list({cid for cid, _ in bm25} | {cid for cid, _ in dense})
+    doc_of: dict[int, str] = {top_chunk: top.doc_id}
+    if ids:
+        marks = ",".join("?" * len(ids))
+        doc_of.update(
+            (int(r[0]), str(r[1]))
+            for r in ctx.conn.execute(
+                f"SELECT chunk_id, doc_id FROM chunks WHERE chunk_id IN ({marks})", ids
+            )
+        )
+    offtopic_best = None
+    if offtopic is not None and len(offtopic) and ctx.query.strip():
+        offtopic_best = float(np.max(offtopic @ ctx.query_vector))
+    ranking = Ranking(
+        bm25=bm25,
+        dense=dense,
+        doc_of=doc_of,
+        top_chunk=top_chunk,
+        top_doc=top.doc_id,
+        top_head=f"{top.title} {' '.join(top.heading_path)}",
+        top_text=top.text,
+        offtopic_best=offtopic_best,
+    )
+    evidence = evidence_for(ctx.query, ctx.term_evidence(top_chunk))
+    return extract_features(ctx.query, ranking, evidence)
 
 
 def fuse_and_build(
@@ -102,12 +135,14 @@ def fuse_and_build(
     weights: Mapping[str, float] | None = None,
     calibration: Calibration | None = None,
     abstain_below: float = 0.0,
+    offtopic: npt.NDArray[np.float32] | None = None,
 ) -> SearchResult:
     """Run ``channels`` on ``ctx``, fuse with RRF and return the top ``k`` hits.
 
     ``confidence`` is computed with ``calibration`` when one is given and the features' inputs
-    exist (the bm25 and dense channels both ran); otherwise it is ``None``. With ``explain`` the
-    result also carries the confidence features.
+    exist (the bm25 and dense channels both ran and found something); otherwise it is ``None``.
+    ``offtopic`` holds the embedded off-topic reference queries the off-topic feature compares
+    the query with. With ``explain`` the result also carries the confidence features.
 
     Raises:
         PluginMissingError: if a channel is not installed.
@@ -157,7 +192,9 @@ def fuse_and_build(
     fused = fused[:k]
     hits = _hits(ctx.conn, fused, lists, explain)
     timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
-    features = _features(ctx, lists, fused[0][0] if hits else None, hits[0] if hits else None)
+    features = _features(
+        ctx, lists, hits[0] if hits else None, fused[0][0] if hits else None, offtopic
+    )
     confidence = None
     if calibration is not None and features is not None:
         confidence = round(calibration.predict(features), 4)

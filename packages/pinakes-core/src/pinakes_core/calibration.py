@@ -1,0 +1,528 @@
+"""Self-calibration of confidence at sync, without labels (DESIGN §5; docs/evaluation.md).
+
+A KB nobody labelled still gets a calibration fitted to its own score distributions:
+
+1. **Positives** are pseudo-questions built from the KB's own chunks, whose source document is
+   known: a cropped key sentence with its answer-like tokens masked, a heading with a cropped
+   sentence, a title question. Each is searched with the KB's default pipeline; its label is
+   whether the top hit comes from the source document (so wrong top hits count as negatives,
+   as they do in evaluation).
+2. **Negatives** are the bundled off-topic queries (``data/offtopic.txt``: general knowledge
+   and other domains) and near-misses: a positive whose key term is swapped for a word the KB
+   never mentions, or whose identifier (``ADR-012``) is changed to one that does not exist.
+3. The features of these searches give the KB's **anchors** (each feature's median on the
+   off-topic queries and on the correctly answered positives), so features become positions
+   between the two instead of raw cosines and BM25 scores.
+4. A logistic model over the positions is fitted on the synthetic labels, shrunk toward the
+   prior fitted on the labelled golden set, so the golden set's lessons (paraphrases share few
+   words with their answer) survive the synthetic queries' bias toward shared vocabulary.
+
+It costs a few hundred searches whatever the KB's size and reruns only when the KB changed
+materially (:func:`stale`). Everything is deterministic: the samples are seeded by the KB id.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import logging
+import random
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import ValidationError
+
+from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.confidence import FEATURES, TOPIC, Calibration, fit_logistic, prior_calibration
+from pinakes_core.query import STOPWORDS
+from pinakes_core.retrieval import default_channels, fuse_and_build
+
+if TYPE_CHECKING:
+    from pinakes_core.kb import KB
+    from pinakes_core.store import Store
+
+__all__ = [
+    "CALIBRATION_VERSION",
+    "SyntheticQuery",
+    "load_offtopic",
+    "offtopic_queries",
+    "self_calibrate",
+    "stale",
+    "synthetic_queries",
+]
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever features or the synthetic recipe change: a stored calibration of another
+#: version is refitted at the next sync.
+CALIBRATION_VERSION = 1
+#: Meta keys in the store.
+META_SELF = "self_calibration"
+META_OFFTOPIC = "offtopic_vectors"
+META_DRIFT = "calibration_drift"
+
+#: At most this many pseudo-questions built from the KB (one per sampled document; small KBs
+#: get several per document). Enough to place the anchors; more costs time, not accuracy.
+MAX_POSITIVES = 160
+#: Off-topic queries searched at least (all of them on a KB with many pseudo-questions).
+MIN_OFFTOPIC_SEARCHES = 80
+#: Near-misses per positive.
+NEARMISS_SHARE = 0.5
+#: Refit once this share of the documents changed since the last fit.
+DRIFT_SHARE = 0.1
+#: How the synthetic set is weighted: the golden set's mix (four answerable questions for every
+#: unanswerable one) so the fitted intercept means the same thing as the prior's.
+ANSWERABLE_WEIGHT = 0.8
+#: Strength of the pull toward the golden prior, in synthetic-query units (see docs).
+PRIOR_STRENGTH = 1000.0
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_MARKUP = re.compile(r"`+|\*+|#+|\|+|\[|\]\([^)]*\)|<[^>]+>|^[-+>]\s+", re.MULTILINE)
+_HAS_DIGIT = re.compile(r"\d")
+_ID_WITH_NUMBER = re.compile(r"\b([A-Za-z]{2,}[-_]?)(\d{2,})\b")
+
+
+@dataclass(frozen=True)
+class SyntheticQuery:
+    """One synthetic query: its text, its kind and, for a positive, the document it came from."""
+
+    text: str
+    kind: str  # "positive", "nearmiss" or "offtopic"
+    source_doc: str | None = None
+
+
+# -- the bundled off-topic queries ---------------------------------------------------------------
+
+
+@functools.cache
+def offtopic_queries() -> tuple[str, ...]:
+    """The bundled off-topic reference queries (``data/offtopic.txt``), in file order."""
+    text = resources.files("pinakes_core").joinpath("data/offtopic.txt").read_text("utf-8")
+    return tuple(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
+    )
+
+
+def _offtopic_hash() -> str:
+    return hashlib.blake2b("\n".join(offtopic_queries()).encode(), digest_size=8).hexdigest()
+
+
+def _encode(matrix: npt.NDArray[np.float32]) -> str:
+    return base64.b64encode(matrix.astype(np.float16).tobytes()).decode("ascii")
+
+
+def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32] | None:
+    """The embedded off-topic queries stored by the last self-calibration, if they still match."""
+    raw = store.get_meta(META_OFFTOPIC)
+    if not raw:
+        return None
+    head, _, body = raw.partition(":")
+    if head != f"{model_id}|{_offtopic_hash()}":
+        return None
+    try:
+        flat = np.frombuffer(base64.b64decode(body), dtype=np.float16).astype(np.float32)
+    except ValueError:
+        return None
+    count = len(offtopic_queries())
+    if count == 0 or flat.size % count:
+        return None
+    return flat.reshape(count, -1)
+
+
+# -- synthetic queries from the KB ----------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    return _MARKUP.sub(" ", text)
+
+
+def _content(words: Sequence[str]) -> list[str]:
+    return [w for w in words if w.lower() not in STOPWORDS and len(w) > 1]
+
+
+def _sentences(text: str) -> list[list[str]]:
+    out = []
+    for sentence in _SENTENCE.split(_clean(text)):
+        words = _WORD.findall(sentence)
+        if 5 <= len(words) <= 60:
+            out.append(words)
+    return out
+
+
+def _crop(words: list[str], df: dict[str, int], rng: random.Random, keep: int) -> list[str]:
+    """Content words of a sentence, answer-like tokens masked, cropped to its rarest window."""
+    content = [w for w in _content(words) if not _HAS_DIGIT.search(w)]
+    if len(content) <= keep:
+        return content
+    best = max(
+        range(len(content) - keep + 1),
+        key=lambda i: sum(1.0 / df.get(w.lower(), 1) for w in content[i : i + keep]),
+    )
+    window = content[best : best + keep]
+    # Drop one common word at random: real questions rarely repeat a sentence whole.
+    common = sorted(range(len(window)), key=lambda i: -df.get(window[i].lower(), 1))
+    if len(window) > 3 and rng.random() < 0.5:
+        window = [w for i, w in enumerate(window) if i != common[0]]
+    return window
+
+
+_OPENERS = ("what", "how", "which", "why", "where")
+
+
+def synthetic_queries(
+    conn: sqlite3.Connection, kb_id: str, *, max_positives: int = MAX_POSITIVES
+) -> list[SyntheticQuery]:
+    """Build positives (from the KB's chunks) and near-misses (their key term swapped).
+
+    Deterministic for a given KB state and id.
+    """
+    rng = random.Random(kb_id)
+    docs = [(str(r[0]), str(r[1])) for r in conn.execute("SELECT doc_id, title FROM documents")]
+    docs.sort()
+    if not docs:
+        return []
+    per_doc = max(1, min(3, max_positives // len(docs)))
+    chosen = rng.sample(docs, min(len(docs), max_positives))
+    picked: list[tuple[str, str, list[str], str]] = []  # doc, title, heading path, text
+    for doc_id, title in chosen:
+        rows = conn.execute(
+            "SELECT heading_path, text FROM chunks WHERE doc_id = ? AND tokens >= 12 "
+            "ORDER BY ordinal",
+            (doc_id,),
+        ).fetchall()
+        if not rows:
+            continue
+        for row in rng.sample(rows, min(per_doc, len(rows))):
+            picked.append((doc_id, title, json.loads(row[0]), str(row[1])))
+    df: dict[str, int] = {}
+    for _, title, heading, text in picked:
+        for w in {w.lower() for w in _WORD.findall(f"{title} {' '.join(heading)} {text}")}:
+            df[w] = df.get(w, 0) + 1
+    positives: list[SyntheticQuery] = []
+    for i, (doc_id, title, heading, text) in enumerate(picked):
+        sentences = _sentences(text)
+        kind = i % 3
+        words: list[str]
+        if kind == 0 and sentences:
+            sentence = max(sentences, key=lambda s: sum(1.0 / df.get(w.lower(), 1) for w in s))
+            words = [_OPENERS[i % len(_OPENERS)], *_crop(sentence, df, rng, rng.randint(4, 7))]
+        elif kind == 1 and sentences and heading:
+            words = [*heading[-1].split(), *_crop(rng.choice(sentences), df, rng, 4)]
+        else:
+            title_words = _WORD.findall(_clean(title))
+            extra = _crop(rng.choice(sentences), df, rng, 2) if sentences else []
+            words = [_OPENERS[i % 2], "is", *title_words, *extra]
+        query = " ".join(words).strip()
+        if len(_content(words)) >= 2:
+            positives.append(SyntheticQuery(query, "positive", doc_id))
+    return positives + _nearmisses(conn, positives, rng)
+
+
+def _df(conn: sqlite3.Connection, term: str) -> int:
+    return int(
+        conn.execute(
+            "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+            ('"' + term.replace('"', "") + '"',),
+        ).fetchone()[0]
+    )
+
+
+def _nearmisses(
+    conn: sqlite3.Connection, positives: Sequence[SyntheticQuery], rng: random.Random
+) -> list[SyntheticQuery]:
+    """Swap each sampled positive's rarest KB word for a word the KB does not contain."""
+    foreign_pool = sorted(
+        {
+            w
+            for q in offtopic_queries()
+            for w in _WORD.findall(q)
+            if len(w) >= 5 and w.isalpha() and w.lower() not in STOPWORDS
+        }
+    )
+    rng.shuffle(foreign_pool)
+    foreign = (w for w in foreign_pool if _df(conn, w.lower()) == 0)
+    out: list[SyntheticQuery] = []
+    wanted = int(len(positives) * NEARMISS_SHARE)
+    for query in rng.sample(list(positives), min(wanted, len(positives))):
+        words = query.text.split()
+        candidates = [(i, w) for i, w in enumerate(words[1:], 1) if _content([w])]
+        if not candidates:
+            continue
+        counts = {i: _df(conn, w.lower()) for i, w in candidates}
+        known = {i: c for i, c in counts.items() if c > 0}
+        if not known:
+            continue
+        index = min(known, key=lambda i: (known[i], i))  # the rarest word: usually the entity
+        number = _ID_WITH_NUMBER.search(words[index])
+        if number:
+            swapped = f"{number.group(1)}{int(number.group(2)) + 7919}"
+        else:
+            swapped = next(foreign, "")
+            if not swapped:
+                break
+        words[index] = swapped
+        out.append(SyntheticQuery(" ".join(words), "nearmiss"))
+    return out
+
+
+# -- running and fitting --------------------------------------------------------------------------
+
+
+def _embed_all(kb: KB, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    embedder = kb.embedder
+    batch = getattr(embedder, "embed_queries", None)
+    if callable(batch):
+        return np.asarray(batch(list(texts)), dtype=np.float32)
+    return np.stack([embedder.embed_query(t) for t in texts]).astype(np.float32)
+
+
+def _constant(vector: npt.NDArray[np.float32]) -> Callable[[str], npt.NDArray[np.float32]]:
+    """An ``embed_query`` that returns an already computed vector."""
+    return lambda _text: vector
+
+
+def _features_of(
+    kb: KB,
+    queries: Sequence[SyntheticQuery],
+    vectors: npt.NDArray[np.float32],
+    offtopic: npt.NDArray[np.float32],
+    progress: Callable[[int, int], None],
+) -> list[tuple[SyntheticQuery, dict[str, float], bool]]:
+    """Search every query with the KB's default pipeline; return its features and label."""
+    cfg = kb.config.retrieval
+    names = default_channels(cfg, entities=False, concepts=False)
+    bank_index = {text: i for i, text in enumerate(offtopic_queries())}
+    rows = []
+    for number, (query, vector) in enumerate(zip(queries, vectors, strict=True)):
+        reference = offtopic
+        if query.kind == "offtopic":
+            # Leave the query itself out of the reference it is compared with.
+            reference = np.delete(offtopic, bank_index[query.text], axis=0)
+        ctx = QueryContext(
+            query=query.text,
+            conn=kb.store().conn,
+            filters=Filters(),
+            candidates=cfg.candidates,
+            vectors=kb.vectors,
+            embed_query=_constant(vector),
+            kb=kb,
+        )
+        result = fuse_and_build(
+            ctx,
+            names,
+            k=10,
+            rrf_k=cfg.rrf_k,
+            explain=True,
+            weights=cfg.weights,
+            offtopic=reference,
+        )
+        if result.features is not None and result.hits:
+            correct = query.kind == "positive" and result.hits[0].doc_id == query.source_doc
+            rows.append((query, result.features, correct))
+        progress(number + 1, len(queries))
+    return rows
+
+
+def anchors(
+    rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+) -> tuple[list[float], list[float]]:
+    """Per-feature off-topic anchor and scale from labelled synthetic rows."""
+    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    off_rows = np.array([q.kind == "offtopic" for q, _, _ in rows])
+    pos_rows = np.array([ok for _, _, ok in rows])
+    off = np.median(x[off_rows], axis=0) if off_rows.any() else x.min(axis=0)
+    pos = np.median(x[pos_rows], axis=0) if pos_rows.any() else x.max(axis=0)
+    # A feature whose two medians coincide (a binary one, say) is scaled by its spread instead.
+    scale = np.maximum(np.abs(pos - off), np.maximum(x.std(axis=0), 1e-3))
+    return [round(float(v), 6) for v in off], [round(float(v), 6) for v in scale]
+
+
+def weights_of(
+    rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+) -> npt.NDArray[np.float64]:
+    """Row weights giving answerable and unanswerable queries the golden set's mix."""
+    kinds = np.array([q.kind for q, _, _ in rows])
+    w = np.zeros(len(rows))
+    groups = {"positive": ANSWERABLE_WEIGHT, "nearmiss": (1 - ANSWERABLE_WEIGHT) / 2}
+    groups["offtopic"] = (1 - ANSWERABLE_WEIGHT) / 2
+    present = {k: v for k, v in groups.items() if (kinds == k).any()}
+    total = sum(present.values())
+    for kind, share in present.items():
+        mask = kinds == kind
+        w[mask] = share / total / mask.sum()
+    return w * len(rows)
+
+
+def fit_self(
+    rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+    prior: Calibration | None,
+    model_id: str,
+    *,
+    strength: float = PRIOR_STRENGTH,
+) -> Calibration:
+    """Fit a KB's calibration on its synthetic rows, shrunk toward ``prior``'s coefficients."""
+    off, scale = anchors(rows)
+    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    y = np.array([1.0 if ok else 0.0 for _, _, ok in rows])
+    z = (x - np.array(off)) / np.array(scale)
+    center = prior.coef if prior is not None and prior.features == list(FEATURES) else None
+    coef, intercept = fit_logistic(
+        z, y, weights=weights_of(rows), center=center, l2=strength if center else 1.0
+    )
+    kinds = [q.kind for q, _, _ in rows]
+    gate = fit_gate(rows)
+    return Calibration(
+        model_id=model_id,
+        kind="self",
+        features=list(FEATURES),
+        off=off,
+        scale=scale,
+        coef=[round(float(c), 6) for c in coef],
+        intercept=round(intercept, 6),
+        fitted_on=(
+            f"self-calibration v{CALIBRATION_VERSION}: {kinds.count('positive')} pseudo-questions, "
+            f"{kinds.count('nearmiss')} near-misses, {kinds.count('offtopic')} off-topic queries"
+        ),
+        n=len(rows),
+        gate=gate,
+    )
+
+
+def fit_gate(rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]]) -> list[float]:
+    """The off-topic gate: a logistic on ``topic_margin``, pseudo-questions vs off-topic queries.
+
+    Both groups weigh the same, so the gate says 0.5 where a query is as typical of one as of
+    the other. Empty when either group is missing.
+    """
+    on = np.array([q.kind == "positive" for q, _, _ in rows])
+    off = np.array([q.kind == "offtopic" for q, _, _ in rows])
+    if not on.any() or not off.any():
+        return []
+    keep = on | off
+    x = np.array([[f.get(TOPIC, 0.0)] for _, f, _ in rows])[keep]
+    y = on[keep].astype(np.float64)
+    w = np.where(y == 1, ANSWERABLE_WEIGHT / on.sum(), (1 - ANSWERABLE_WEIGHT) / off.sum()) * len(y)
+    mean, std = float(x.mean()), float(x.std()) or 1.0
+    coef, intercept = fit_logistic((x - mean) / std, y, names=[TOPIC], weights=w, l2=1.0)
+    slope = float(coef[0]) / std
+    return [round(slope, 6), round(intercept - slope * mean, 6)]
+
+
+def run_synthetic(
+    kb: KB, *, progress: Callable[[int, int], None] | None = None
+) -> tuple[list[tuple[SyntheticQuery, dict[str, float], bool]], npt.NDArray[np.float32]]:
+    """Build and search the KB's synthetic queries.
+
+    Returns:
+        The labelled rows ``(query, features, top hit correct)`` and the embedded off-topic
+        queries.
+    """
+    store = kb.store()
+    queries = synthetic_queries(store.conn, kb.config.kb.id)
+    bank = offtopic_queries()
+    vectors = _embed_all(kb, [*(q.text for q in queries), *bank])
+    offtopic = vectors[len(queries) :]
+    # Every off-topic query is embedded (the off-topic feature compares with all of them), but
+    # a small KB searches only a sample: its few pseudo-questions need no more to be placed.
+    wanted = min(len(bank), max(MIN_OFFTOPIC_SEARCHES, 2 * len(queries)))
+    sample = sorted(random.Random(kb.config.kb.id).sample(range(len(bank)), wanted))
+    searched = [*queries, *(SyntheticQuery(bank[i], "offtopic") for i in sample)]
+    searched_vectors = np.concatenate([vectors[: len(queries)], offtopic[sample]])
+    rows = _features_of(kb, searched, searched_vectors, offtopic, progress or (lambda d, t: None))
+    return rows, offtopic
+
+
+def self_calibrate(
+    kb: KB, *, progress: Callable[[int, int], None] | None = None
+) -> Calibration | None:
+    """Fit and store the KB's own calibration from synthetic queries; return it.
+
+    Returns ``None`` (and stores nothing) when the KB is too small to sample from or no
+    synthetic query found a correct top hit.
+    """
+    started = time.perf_counter()
+    store = kb.store()
+    model_id = store.get_meta("model_id") or kb.embedder.model_id
+    rows, offtopic = run_synthetic(kb, progress=progress)
+    if not any(ok for _, _, ok in rows) or not any(q.kind == "offtopic" for q, _, _ in rows):
+        return None
+    calibration = fit_self(rows, prior_calibration(), model_id).model_copy(
+        update={"signature": _signature(store)}
+    )
+    with store.transaction() as conn:
+        store.set_meta(conn, META_SELF, calibration.model_dump_json())
+        store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{_offtopic_hash()}:{_encode(offtopic)}")
+        store.set_meta(conn, META_DRIFT, "0")
+    log.info(
+        "Pinakes: self-calibrated confidence on %d synthetic queries in %.1f s.",
+        len(rows),
+        time.perf_counter() - started,
+    )
+    return calibration
+
+
+def _prior_digest() -> int:
+    prior = prior_calibration()
+    text = prior.model_dump_json() if prior is not None else ""
+    return int(hashlib.blake2b(text.encode(), digest_size=4).hexdigest(), 16)
+
+
+def _signature(store: Store) -> dict[str, int]:
+    conn = store.conn
+    return {
+        "version": CALIBRATION_VERSION,
+        "prior": _prior_digest(),
+        "documents": int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]),
+        "chunks": int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
+    }
+
+
+def stored(store: Store) -> Calibration | None:
+    """The KB's stored self-calibration, or ``None`` (absent or from another version)."""
+    raw = store.get_meta(META_SELF)
+    if not raw:
+        return None
+    try:
+        calibration = Calibration.model_validate_json(raw)
+    except ValidationError:
+        return None
+    if calibration.signature.get("version") != CALIBRATION_VERSION:
+        return None
+    return calibration
+
+
+def add_drift(store: Store, changed: int) -> None:
+    """Count ``changed`` documents (added, changed or removed) toward the next refit."""
+    if changed <= 0:
+        return
+    drift = int(store.get_meta(META_DRIFT) or 0) + changed
+    with store.transaction() as conn:
+        store.set_meta(conn, META_DRIFT, str(drift))
+
+
+def stale(store: Store) -> bool:
+    """Whether the KB needs a (new) self-calibration.
+
+    True when there is none, it is of another version or model, or more than
+    :data:`DRIFT_SHARE` of the documents changed since it was fitted (at least one document
+    on a small KB).
+    """
+    calibration = stored(store)
+    if calibration is None or calibration.model_id != store.get_meta("model_id"):
+        return True
+    if calibration.signature.get("prior") != _prior_digest():
+        return True
+    if load_offtopic(store, calibration.model_id) is None:
+        return True
+    drift = int(store.get_meta(META_DRIFT) or 0)
+    return drift > DRIFT_SHARE * max(calibration.signature.get("documents", 0), 10)
