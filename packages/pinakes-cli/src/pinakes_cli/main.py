@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
+from pinakes_cli.calibrate_command import calibrate
 from pinakes_cli.mcp_command import mcp
 from pinakes_core import KB, PinakesError
 
@@ -369,6 +370,7 @@ def eval_(
 
 
 cli.add_command(mcp)
+cli.add_command(calibrate)
 
 
 def main() -> None:
