@@ -8,14 +8,16 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import make_kb
-from pinakes_cli.mcp_command import mcp
+from pinakes_mcp.command import mcp
 from pinakes_mcp.server import _is_loopback, _parser, main
 
 
 def test_defaults_are_stdio_and_loopback() -> None:
     args = _parser().parse_args(["--kb", "a", "--kb", "b"])
     assert args.kbs == [Path("a"), Path("b")]
-    assert (args.transport, args.host, args.watch) == ("stdio", "127.0.0.1", False)
+    assert (args.transport, args.host, args.watch) == ("stdio", "127.0.0.1", True)
+    assert args.allow_write is False
+    assert _parser().parse_args(["--kb", "a", "--no-watch"]).watch is False
     assert _is_loopback(args.host) and _is_loopback("localhost") and _is_loopback("::1")
     assert not _is_loopback("0.0.0.0")
 

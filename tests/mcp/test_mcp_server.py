@@ -27,7 +27,7 @@ from pinakes_mcp.tools import GRAPH_MISSING, MAX_DEPTH, RESULT_BUDGET_TOKENS
 pytestmark = pytest.mark.anyio
 
 SNAPSHOT = Path(__file__).with_name("tools.json")
-TOOLS = {"pinakes_search", "pinakes_read", "pinakes_links", "pinakes_kbs"}
+TOOLS = {"pinakes_search", "pinakes_read", "pinakes_links", "pinakes_kbs", "pinakes_recent"}
 
 LONG_SECTIONS = "".join(
     f"## Part {i}\n\n" + " ".join(f"word{i}x{j}" for j in range(120)) + "\n\n" for i in range(30)
@@ -215,17 +215,17 @@ async def test_search_caps_the_reply_by_tokens(tmp_path: Path, embedder: FakeHas
 @pytest.mark.parametrize(
     ("args", "complaint"),
     [
-        ({"query": "x", "k": 0}, "greater than or equal to 1"),
-        ({"query": "x", "k": 10_000}, "less than or equal to 50"),
-        ({"query": "x", "k": 51}, "less than or equal to 50"),
-        ({"query": "x" * 2_001}, "at most 2000 characters"),
-        ({"query": "x", "tags": [f"t{i}" for i in range(21)]}, "at most 20 items"),
-        ({"query": "x", "entities": [""]}, "at least 1 character"),
-        ({"query": "x", "explain": True}, "Unexpected keyword argument"),
+        ({"query": "x", "k": 0}, "'k' must be an integer from 1 to 50; got 0."),
+        ({"query": "x", "k": 10_000}, "'k' must be an integer from 1 to 50; got 10000."),
+        ({"query": "x", "k": 51}, "must be an integer from 1 to 50"),
+        ({"query": "x" * 2_001}, "'query' must be a string of 0 to 2000 characters"),
+        ({"query": "x", "tags": [f"t{i}" for i in range(21)]}, "a list of at most 20 items"),
+        ({"query": "x", "entities": [""]}, "'entities[0]' must be a string of 1 to 200 characters"),
+        ({"query": "x", "explain": True}, "there is no argument 'explain'"),
         ({"query": "x", "kb": "nope"}, "No served KB is called 'nope'. Served KBs: notes"),
         ({"query": "x", "path": "../"}, "not a KB-relative folder"),
         ({"query": "x", "path": "/etc"}, "not a KB-relative folder"),
-        ({}, "Missing required argument"),
+        ({}, "the argument 'query' is required"),
     ],
 )
 async def test_search_rejects_bad_arguments(
@@ -368,9 +368,9 @@ async def test_read_caps_long_documents(client: Client[Any]) -> None:
         ({"doc": "01JAXR3T5W6Z8Q9N0P1R2S3T4V"}, "No document '01JAXR3T5W6Z8Q9N0P1R2S3T4V'"),
         ({"doc": "missing.md"}, "No document 'missing.md' in KB 'notes'"),
         ({"doc": "raft.md", "kb": "nope"}, "No served KB is called 'nope'"),
-        ({"doc": ""}, "at least 1 character"),
-        ({"doc": "raft.md", "max_tokens": 20_001}, "less than or equal to 20000"),
-        ({"doc": "raft.md", "max_tokens": 0}, "greater than or equal to 100"),
+        ({"doc": ""}, "'doc' must be a string of 1 to 1000 characters"),
+        ({"doc": "raft.md", "max_tokens": 20_001}, "an integer from 100 to 20000; got 20001"),
+        ({"doc": "raft.md", "max_tokens": 0}, "an integer from 100 to 20000; got 0"),
     ],
 )
 async def test_read_rejects_bad_references(
@@ -521,9 +521,9 @@ async def test_links_serves_at_most_depth_three_and_says_so(graph_kb: FakeGraphK
     assert graph_kb.calls[0][3] == MAX_DEPTH == 3
     assert (result["depth_asked"], result["depth"]) == (99, 3)
     assert result["notes"] == ["depth 99 was asked; depth 3 is served (the cap)."]
-    assert "less than or equal to 100" in too_deep
-    assert "greater than or equal to 1" in zero
-    assert "'out', 'in' or 'both'" in bad_direction
+    assert "'depth' must be an integer from 1 to 100; got 101." in too_deep
+    assert "'depth' must be an integer from 1 to 100; got 0." in zero
+    assert "'direction' must be one of 'out', 'in', 'both'; got 'up'." in bad_direction
     assert "climbs out of the KB" in traversal
     assert "No served KB is called 'nope'" in unknown
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -14,12 +16,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pinakes_cli import render
 from pinakes_cli.calibrate_command import calibrate
-from pinakes_cli.mcp_command import mcp
+from pinakes_cli.plugins import plugins, register_plugin_commands
 from pinakes_core import KB, PinakesError
+from pinakes_core.when import WhenError, parse_when
 
 __all__ = ["cli", "main"]
 
-_STAGES = {"read": "reading", "embed": "embedding", "scan": "scanning", "write": "writing"}
+_STAGES = {
+    "read": "reading",
+    "embed": "embedding",
+    "links": "links",
+    "graph": "graph",
+    "graph links": "graph links",
+    "labels": "labels",
+}
+FC = TypeVar("FC", bound=Callable[..., Any])
+#: ``ctx.meta`` key set by every ``--json`` flag, so errors print as JSON too.
+JSON_META = "pinakes.json"
 
 
 def _out() -> Console:
@@ -32,13 +45,17 @@ def _err() -> Console:
 
 @contextlib.contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
-    """A progress callback drawing a bar on a terminal's stderr, silent in pipes."""
+    """A progress callback drawing a bar per sync phase on a terminal's stderr, silent in pipes.
+
+    Every phase reports (read, embed, links, and the graph plugin's graph, graph links and
+    labels); a phase of unknown length (total 0) shows a pulsing bar.
+    """
     console = _err()
     if not enabled or not console.is_terminal:
         yield None
         return
     with Progress(
-        TextColumn("{task.description:<10}"),
+        TextColumn("{task.description:<12}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
@@ -49,22 +66,24 @@ def _progress(enabled: bool) -> Iterator[Any]:
 
         def update(stage: str, done: int, total: int) -> None:
             if stage not in tasks:
-                tasks[stage] = bar.add_task(_STAGES.get(stage, stage), total=total)
-            bar.update(tasks[stage], completed=done, total=total)
+                tasks[stage] = bar.add_task(_STAGES.get(stage, stage), total=total or None)
+            bar.update(tasks[stage], completed=done, total=total or None)
 
         yield update
 
 
 class _Group(click.Group):
-    """Maps every :class:`PinakesError` to one clean message and exit code 1."""
+    """Maps every :class:`PinakesError` to one clean message (JSON with ``--json``) and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PinakesError as exc:
-            _err().print(f"[red]error:[/] {exc.message}", highlight=False)
-            if exc.hint:
-                _err().print(f"[dim]hint:[/] {exc.hint}", highlight=False)
+            if ctx.meta.get(JSON_META):
+                error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
+                render.print_data(_out(), {"error": error})
+            else:
+                render.render_error(_err(), exc.message, exc.hint)
             sys.exit(1)
 
 
@@ -88,10 +107,39 @@ def _kb_option(command: Any) -> Any:
     )(command)
 
 
+def _mark_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[JSON_META] = True
+    return value
+
+
+def _json_option(help_text: str = "Print the result as JSON.") -> Callable[[FC], FC]:
+    """``--json``: print the result as JSON; errors then print as ``{"error": {…}}`` too."""
+    return click.option(
+        "--json", "as_json", is_flag=True, callback=_mark_json, is_eager=True, help=help_text
+    )
+
+
 def _kb(ctx: click.Context) -> KB:
     kb: KB = KB.open(ctx.obj["kb"])
     ctx.call_on_close(kb.close)
     return kb
+
+
+class _When(click.ParamType[float]):
+    """A point in time: ``2024-05-01``, ``2024-05-01T12:00``, or an age such as ``7d``, ``12h``."""
+
+    name = "when"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_when(str(value))
+        except WhenError as exc:
+            self.fail(f"{exc.message} {exc.hint}", param, ctx)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,7 +154,11 @@ def _kb(ctx: click.Context) -> KB:
 @click.version_option(package_name="pinakes-cli", prog_name="pnk")
 @click.pass_context
 def cli(ctx: click.Context, kb_path: Path) -> None:
-    """Pinakes: local-first hybrid search over a folder of Markdown."""
+    """Pinakes: local-first hybrid search over a folder of Markdown.
+
+    Commands marked "not installed" come from another Pinakes distribution; `pnk plugins`
+    lists what is installed.
+    """
     ctx.ensure_object(dict)
     ctx.obj["kb"] = kb_path
 
@@ -115,28 +167,28 @@ def cli(ctx: click.Context, kb_path: Path) -> None:
 @_kb_option
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="KB name (default: the folder name).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_json_option()
 @click.pass_context
 def init(ctx: click.Context, path: Path | None, name: str | None, as_json: bool) -> None:
     """Make PATH (default: --kb or the current folder) a KB: writes pinakes.toml and .gitignore."""
     kb = KB.init(path or ctx.obj["kb"], name=name)
     if as_json:
-        _out().print_json(
-            data={"root": str(kb.root), "name": kb.config.kb.name, "id": kb.config.kb.id}
+        render.print_data(
+            _out(), {"root": str(kb.root), "name": kb.config.kb.name, "id": kb.config.kb.id}
         )
     else:
-        _out().print(
-            f"Initialised KB {kb.config.kb.name!r} ({kb.config.kb.id}) in {kb.root}",
-            highlight=False,
+        out = _out()
+        out.print(
+            render.line(f"Initialised KB {kb.config.kb.name!r} ({kb.config.kb.id}) in {kb.root}")
         )
-        _out().print(f"Next: pnk sync --kb {kb.root}", highlight=False)
+        out.print(render.line(f"Next: pnk sync --kb {kb.root}"))
 
 
 @cli.command()
 @_kb_option
 @click.option("--rebuild", is_flag=True, help="Delete the index and rebuild it from the files.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any file was skipped.")
-@click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
+@_json_option("Print the sync report as JSON.")
 @click.pass_context
 def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None:
     """Index new and changed files; remove deleted ones. Incremental and crash-safe."""
@@ -148,10 +200,24 @@ def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None
     else:
         render.render_sync(_out(), report)
     if strict and report.skipped:
-        _err().print(
-            f"[red]error:[/] {len(report.skipped)} file(s) skipped (--strict).", highlight=False
-        )
+        render.render_error(_err(), f"{len(report.skipped)} file(s) skipped (--strict).", None)
         sys.exit(1)
+
+
+def _first_sync(kb: KB, quiet: bool) -> None:
+    if kb.synced:
+        return
+    with _progress(not quiet) as progress:
+        report = kb.sync(progress=progress)
+    if not quiet:
+        _err().print(
+            render.line(
+                (
+                    f"first sync: {len(report.added)} documents indexed in {report.seconds:.1f}s",
+                    "dim",
+                )
+            )
+        )
 
 
 @cli.command()
@@ -167,6 +233,27 @@ def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None
     "--path", "path_prefix", help="Only documents under this path prefix, e.g. runbooks/."
 )
 @click.option(
+    "--doc",
+    "docs",
+    multiple=True,
+    help="Only this document (ULID, pnk:// URI or path; repeatable: any of them).",
+)
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    help="Frontmatter field filter: key=value, key!=value, key>v, key<v, 'key in a,b', "
+    "'key exists' (repeatable: all must hold).",
+)
+@click.option(
+    "--modified-after",
+    type=_When(),
+    help="Only files modified at or after this date (2024-05-01) or age (7d, 12h).",
+)
+@click.option(
+    "--modified-before", type=_When(), help="Only files modified before this date or age."
+)
+@click.option(
     "--entity", "entities", multiple=True, help="Extra keyword list for this name (repeatable)."
 )
 @click.option(
@@ -176,7 +263,15 @@ def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None
     "--channel", "channels", multiple=True, help="Run exactly these channels (repeatable)."
 )
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every channel.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(render.FORMATS),
+    default="table",
+    show_default=True,
+    help="table: ranked passages; json: the result JSON; files: matching paths; md: Markdown.",
+)
+@_json_option("Print the result as JSON (same as --format json).")
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -184,45 +279,81 @@ def search(
     k: int | None,
     tags: tuple[str, ...],
     path_prefix: str | None,
+    docs: tuple[str, ...],
+    meta: tuple[str, ...],
+    modified_after: float | None,
+    modified_before: float | None,
     entities: tuple[str, ...],
     concepts: tuple[str, ...],
     channels: tuple[str, ...],
     explain: bool,
+    fmt: str,
     as_json: bool,
 ) -> None:
     """Hybrid search (BM25 + embeddings, fused with RRF). Syncs first if the KB never was."""
+    fmt = "json" if as_json else fmt
+    if fmt == "json":
+        ctx.meta[JSON_META] = True
     kb = _kb(ctx)
-    if not kb.synced:
-        with _progress(not as_json) as progress:
-            report = kb.sync(progress=progress)
-        if not as_json:
-            _err().print(
-                f"[dim]first sync: {len(report.added)} documents indexed in {report.seconds:.1f}s[/]"
-            )
+    _first_sync(kb, quiet=fmt != "table")
     result = kb.search(
         query,
         k=k,
         tags=tags,
         path=path_prefix,
+        doc_ids=[kb.resolve(doc) for doc in docs],
+        meta=meta,
+        modified_after=modified_after,
+        modified_before=modified_before,
         entities=entities,
         concepts=concepts,
         channels=channels or None,
         explain=explain,
     )
-    if as_json:
-        render.print_json(_out(), result)
-    else:
-        render.render_search(_out(), result, explain=explain)
+    render.render_search(_out(), result, explain=explain, fmt=fmt)
+
+
+class _LineRange(click.ParamType[tuple[int, int]]):
+    """``A-B`` (1-based, inclusive), ``A-`` (to the end) or ``A`` (one line)."""
+
+    name = "A-B"
+    _RANGE = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?$")
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[int, int]:
+        if isinstance(value, tuple):
+            return value
+        match = self._RANGE.match(str(value))
+        if not match:
+            self.fail(f"{value!r} is not a line range; use A-B, e.g. 10-40.", param, ctx)
+        first = int(match.group(1))
+        last = int(match.group(3)) if match.group(3) else (sys.maxsize if match.group(2) else first)
+        return first, last
 
 
 @cli.command()
 @_kb_option
 @click.argument("doc")
-@click.option("--json", "as_json", is_flag=True, help="Print the document as JSON.")
+@click.option("--lines", "lines", type=_LineRange(), help="Only lines A-B of the file (1-based).")
+@click.option("--section", help="Only this heading's section (its text or 'A › B' path).")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1, None),
+    help="Cut the text to about N tokens (characters / 4) at a paragraph break.",
+)
+@_json_option("Print the document as JSON.")
 @click.pass_context
-def show(ctx: click.Context, doc: str, as_json: bool) -> None:
+def show(
+    ctx: click.Context,
+    doc: str,
+    lines: tuple[int, int] | None,
+    section: str | None,
+    max_tokens: int | None,
+    as_json: bool,
+) -> None:
     """Print a document with its metadata. DOC is a ULID, a pnk:// URI or a path."""
-    view = _kb(ctx).read(doc)
+    view = _kb(ctx).read(doc, lines=lines, section=section, max_tokens=max_tokens)
     if as_json:
         render.print_json(_out(), view)
     else:
@@ -231,7 +362,7 @@ def show(ctx: click.Context, doc: str, as_json: bool) -> None:
 
 @cli.command()
 @_kb_option
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@_json_option("Print the status as JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Counts, model, schema and how many files changed since the last sync."""
@@ -257,7 +388,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     help="Hops (served at most 3).",
 )
 @click.option("--query", help="Rank neighbours by similarity to this text and report a confidence.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_json_option()
 @click.pass_context
 def links(
     ctx: click.Context,
@@ -282,12 +413,16 @@ def links(
 @click.argument("dst")
 @click.option("--rel", required=True, help="The relation, e.g. depends-on, cites, supersedes.")
 @click.option("--note", help="A free-text note stored with the link.")
+@_json_option("Print the sidecar path and its text before and after as JSON.")
 @click.pass_context
-def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None) -> None:
+def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None, as_json: bool) -> None:
     """Add a typed link SRC → DST to SRC's sidecar (comments and order kept) and show the diff."""
     path, before, after = _kb(ctx).add_link(src, dst, rel, note)
+    if as_json:
+        render.print_data(_out(), {"sidecar": path, "before": before, "after": after})
+        return
     render.render_diff(_out(), path, before, after)
-    _err().print("[dim]Run `pnk sync` to index the new link.[/]")
+    _err().print(render.line(("Run `pnk sync` to index the new link.", "dim")))
 
 
 @cli.command()
@@ -298,7 +433,7 @@ def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None) -> 
     help="Repair what is safe: new ids for copied sidecars; orphans after confirmation.",
 )
 @click.option("--yes", is_flag=True, help="With --fix, remove orphan sidecars without asking.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_json_option("Print the report as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
     """Check sidecars, ids, links, hubs, schema, model and store size."""
@@ -332,7 +467,7 @@ def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
     is_flag=True,
     help="Fit this KB's confidence calibration (cross-validated) and store it.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_json_option("Print the report as JSON.")
 @click.pass_context
 def eval_(
     ctx: click.Context,
@@ -362,15 +497,62 @@ def eval_(
         payload = report.model_dump(mode="json", by_alias=True)
         if calibration is not None:
             payload["calibration"] = calibration.model_dump(mode="json")
-        _out().print_json(data=payload)
+        render.print_data(_out(), payload)
         return
     if calibration is not None:
         render.render_calibration(_out(), calibration)
     render.render_eval(_out(), report)
 
 
-cli.add_command(mcp)
+@cli.command()
+@_kb_option
+@click.option(
+    "--debounce",
+    "debounce_ms",
+    type=click.IntRange(50, 60_000),
+    default=1000,
+    show_default=True,
+    help="Quiet time (ms) after the last change before a sync starts.",
+)
+@_json_option("Print each sync report as one JSON line (JSON Lines).")
+@click.pass_context
+def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
+    """Keep the index in step with the files: sync now, then after every burst of changes.
+
+    The same debounced watcher the MCP server runs. Ctrl-C stops it.
+    """
+    import json
+
+    from pinakes_core.watching import watch as watch_files
+
+    kb = _kb(ctx)
+    if not as_json:
+        _err().print(render.line((f"watching {kb.root} (Ctrl-C stops)", "dim")))
+
+    def run_sync(events: int) -> None:
+        try:
+            with _progress(not as_json) as progress:
+                report = kb.sync(progress=progress)
+        except PinakesError as exc:  # a sync that fails (a lock held elsewhere) waits for the next
+            render.render_error(_err(), exc.message, exc.hint)
+            return
+        if as_json:
+            data = report.model_dump(mode="json", by_alias=True)
+            _out().out(json.dumps({"events": events, **data}), highlight=False)
+        elif report.added or report.changed or report.removed or report.renamed or not events:
+            stamp = dt.datetime.now().strftime("%H:%M:%S")
+            _out().print(render.line((stamp, "dim"), " "), end="")
+            render.render_sync(_out(), report)
+
+    watch_files(kb.root, run_sync, debounce_ms=debounce_ms)
+
+
+cli.add_command(plugins)
 cli.add_command(calibrate)
+
+# Commands from other Pinakes distributions (pnk mcp from pinakes-mcp, …) come through the
+# register_commands hook; a known one that is not installed says what to install.
+register_plugin_commands(cli)
 
 
 def main() -> None:

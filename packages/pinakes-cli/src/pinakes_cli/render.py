@@ -1,26 +1,39 @@
-"""Human rendering of core results (the ``--json`` form is the model's own ``model_dump``)."""
+"""Human rendering of core results (the ``--json`` form is the model's own ``model_dump``).
+
+Everything a user's files can influence — titles, paths, snippets, tags, link targets, error
+messages that quote them — is printed as data, never as Rich markup: lines are built as
+:class:`rich.text.Text` (whose plain strings are literal), tables get ``Text`` cells, and raw
+text goes through ``markup=False, highlight=False``. A title such as ``[red]x[/red]`` or a
+snippet holding ``[/etc/hosts]`` prints exactly as written (issue 11).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
 import json
+import re
 import textwrap
+from collections.abc import Iterable
 
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pinakes_core import DocumentView, SearchResult, Status, SyncReport
 from pinakes_core.eval import CalibrationReport, EvalReport
 from pinakes_core.models import DoctorReport, LinksResult
 
 __all__ = [
+    "FORMATS",
+    "line",
     "print_json",
     "render_calibration",
     "render_diff",
     "render_doctor",
     "render_document",
+    "render_error",
     "render_eval",
     "render_links",
     "render_search",
@@ -28,10 +41,80 @@ __all__ = [
     "render_sync",
 ]
 
+#: the output formats of ``pnk search --format``.
+FORMATS = ("table", "json", "files", "md")
+
+Part = str | tuple[str, str]
+
+_SNIPPET_CHARS = 220
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "was",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+    ]
+)
+
+
+def line(*parts: Part) -> Text:
+    """One output line from literal strings and ``(text, style)`` pairs; never parses markup."""
+    return Text.assemble(*parts)
+
+
+def _say(console: Console, *parts: Part) -> None:
+    console.print(line(*parts), soft_wrap=True)
+
+
+def _grid(rows: Iterable[tuple[str, str]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    for key, value in rows:
+        table.add_row(Text(key, style="bold"), Text(value))
+    return table
+
 
 def print_json(console: Console, model: BaseModel) -> None:
     """Print a result model as JSON (the same shape the library and MCP return)."""
-    console.print_json(json.dumps(model.model_dump(mode="json", by_alias=True)), highlight=False)
+    print_data(console, model.model_dump(mode="json", by_alias=True))
+
+
+def print_data(console: Console, data: object) -> None:
+    """Print JSON-ready data as indented JSON, byte for byte (no markup, no highlighting)."""
+    console.out(json.dumps(data, indent=2, ensure_ascii=False), highlight=False)
+
+
+def render_error(console: Console, message: str, hint: str | None) -> None:
+    """The one-sentence error and its hint (both may quote user text: printed literally)."""
+    _say(console, ("error:", "red"), " ", message)
+    if hint:
+        _say(console, ("hint:", "dim"), " ", hint)
 
 
 def _when(ts: float | None) -> str:
@@ -43,32 +126,68 @@ def _when(ts: float | None) -> str:
 def render_sync(console: Console, report: SyncReport) -> None:
     """One summary line, then skips and warnings."""
     if report.rebuilt:
-        console.print(f"[yellow]Rebuilt the index: {report.rebuilt}.[/]")
+        _say(console, (f"Rebuilt the index: {report.rebuilt}.", "yellow"))
     rate = f", {report.chunks_per_second:g} chunks/s" if report.chunks_per_second else ""
-    console.print(
+    _say(
+        console,
         f"synced in {report.seconds:.1f}s: {len(report.added)} added, {len(report.changed)} changed, "
         f"{len(report.removed)} removed, {len(report.renamed)} renamed, {report.unchanged} unchanged; "
-        f"{report.chunks_embedded} chunks embedded{rate}, {report.chunks_reused} reused"
+        f"{report.chunks_embedded} chunks embedded{rate}, {report.chunks_reused} reused",
     )
     for skip in report.skipped:
-        console.print(f"[yellow]skipped[/] {skip.path}: {skip.reason}", highlight=False)
+        _say(console, ("skipped", "yellow"), f" {skip.path}: {skip.reason}")
     for warning in report.warnings:
-        console.print(f"[yellow]warning[/] {warning}", highlight=False)
+        _say(console, ("warning", "yellow"), f" {warning}")
 
 
-def render_search(console: Console, result: SearchResult, *, explain: bool) -> None:
-    """A compact ranked list; with ``explain``, each hit's per-channel ranks and scores."""
+def _terms(query: str) -> re.Pattern[str] | None:
+    words = sorted(
+        {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in _STOPWORDS},
+        key=len,
+        reverse=True,
+    )
+    if not words:
+        return None
+    return re.compile(r"\b(?:" + "|".join(map(re.escape, words[:32])) + r")\w*", re.IGNORECASE)
+
+
+def _snippet(text: str) -> str:
+    return textwrap.shorten(" ".join(text.split()), _SNIPPET_CHARS, placeholder=" …")
+
+
+def render_search(
+    console: Console, result: SearchResult, *, explain: bool = False, fmt: str = "table"
+) -> None:
+    """Print a search result as ``table`` (ranked list), ``files``, ``md`` or ``json``.
+
+    In ``table`` form the query's words are highlighted in each snippet (styles only show on a
+    terminal; in a pipe the text is plain).
+    """
+    if fmt == "json":
+        print_json(console, result)
+        return
+    if fmt == "files":
+        for path in dict.fromkeys(hit.path for hit in result.hits):
+            console.out(path, highlight=False)
+        return
+    if fmt == "md":
+        _render_search_md(console, result)
+        return
     if not result.hits:
-        console.print("no hits")
+        _say(console, "no hits" + (f": {result.note}" if result.note else ""))
         return
     if result.confidence is not None:
         verdict = " (abstain: the KB may not answer this)" if result.abstain else ""
-        console.print(f"confidence {result.confidence:.2f}{verdict}")
+        _say(console, f"confidence {result.confidence:.2f}{verdict}")
+    pattern = _terms(result.query)
     for i, hit in enumerate(result.hits, 1):
         where = " › ".join(hit.heading_path) or hit.title
-        console.print(
-            f"[bold]{i:>2}. {hit.path}:{hit.lines[0]}-{hit.lines[1]}[/]  [dim]{where}[/]  score {hit.score:.4f}",
-            highlight=False,
+        _say(
+            console,
+            (f"{i:>2}. {hit.path}:{hit.lines[0]}-{hit.lines[1]}", "bold"),
+            "  ",
+            (where, "dim"),
+            f"  score {hit.score:.4f}",
         )
         if explain:
             parts = []
@@ -78,18 +197,33 @@ def render_search(console: Console, result: SearchResult, *, explain: bool) -> N
                     f"{name} #{rank if rank is not None else '-'}"
                     + (f" ({raw:.3f})" if raw is not None else "")
                 )
-            console.print("     " + "  ".join(parts), style="cyan", highlight=False)
-        snippet = " ".join(hit.text.split())
-        console.print(
-            textwrap.indent(textwrap.shorten(snippet, 220, placeholder=" …"), "     "),
-            highlight=False,
-        )
+            _say(console, ("     " + "  ".join(parts), "cyan"))
+        snippet = Text("     " + _snippet(hit.text))
+        if pattern is not None:
+            snippet.highlight_regex(pattern, style="bold yellow")
+        console.print(snippet, soft_wrap=True)
+
+
+def _render_search_md(console: Console, result: SearchResult) -> None:
+    out = [f"# Search: {result.query}", ""]
+    if result.confidence is not None:
+        out += [
+            f"confidence {result.confidence:.2f}" + (" (abstain)" if result.abstain else ""),
+            "",
+        ]
+    if not result.hits:
+        out.append(f"No hits. {result.note or ''}".rstrip())
+    for i, hit in enumerate(result.hits, 1):
+        where = " › ".join(hit.heading_path) or hit.title
+        out += [f"## {i}. {hit.path}:{hit.lines[0]}-{hit.lines[1]} — {where}", ""]
+        out += ["> " + row if row else ">" for row in hit.text.strip("\n").split("\n")]
+        out.append("")
+    console.out("\n".join(out).rstrip("\n"), highlight=False)
 
 
 def render_document(console: Console, doc: DocumentView) -> None:
-    """Metadata header, then the document text."""
-    table = Table.grid(padding=(0, 2))
-    for key, value in (
+    """Metadata header, then the document text (or the slice asked for)."""
+    rows = [
         ("title", doc.title),
         ("id", doc.doc_id),
         ("uri", doc.uri),
@@ -99,69 +233,87 @@ def render_document(console: Console, doc: DocumentView) -> None:
         ("links", "; ".join(f"{link.rel} → {link.target}" for link in doc.links) or "-"),
         ("chunks", str(doc.chunks)),
         ("modified", _when(doc.modified)),
-    ):
-        table.add_row(f"[bold]{key}[/]", value)
-    console.print(table)
+    ]
+    if doc.meta:
+        rows.append(("fields", "; ".join(f"{k}: {v}" for k, v in doc.meta.items())))
+    if doc.section:
+        rows.append(("section", doc.section))
+    if doc.lines is not None:
+        rows.append(("lines", f"{doc.lines[0]}-{doc.lines[1]}"))
+    if doc.truncated:
+        rows.append(("truncated", f"~{doc.tokens} of ~{doc.total_tokens} tokens shown"))
+    console.print(_grid(rows))
     console.rule()
-    console.print(doc.text, markup=False, highlight=False)
+    console.print(doc.text, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
 def render_status(console: Console, status: Status) -> None:
     """Key facts about the KB and its index."""
-    table = Table.grid(padding=(0, 2))
     stale = status.stale
-    rows = [
-        ("kb", f"{status.name} ({status.kb_id})"),
-        ("root", status.root),
-        ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
-        ("documents", str(status.documents)),
-        ("chunks", str(status.chunks)),
-        ("vectors", str(status.vectors)),
-        ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
-        ("schema", str(status.schema_version or "-")),
-        ("store", f"{status.store_bytes / 1048576:.1f} MB"),
-        (
-            "stale",
-            f"{stale['new']} new, {stale['changed']} changed, {stale['removed']} removed since last sync",
-        ),
-    ]
-    for key, value in rows:
-        table.add_row(f"[bold]{key}[/]", value)
-    console.print(table)
+    console.print(
+        _grid(
+            [
+                ("kb", f"{status.name} ({status.kb_id})"),
+                ("root", status.root),
+                ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
+                ("documents", str(status.documents)),
+                ("chunks", str(status.chunks)),
+                ("vectors", str(status.vectors)),
+                ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
+                ("schema", str(status.schema_version or "-")),
+                ("store", f"{status.store_bytes / 1048576:.1f} MB"),
+                (
+                    "stale",
+                    f"{stale['new']} new, {stale['changed']} changed, {stale['removed']} removed since last sync",
+                ),
+            ]
+        )
+    )
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _table(title: str, columns: Iterable[str], left: Iterable[str]) -> Table:
+    table = Table(title=Text(title), title_justify="left")
+    lefts = set(left)
+    for column in columns:
+        table.add_column(Text(column), justify="left" if column in lefts else "right")
+    return table
+
+
 def render_eval(console: Console, report: EvalReport) -> None:
     """Per-class metrics, one row per class and configuration, then the whole-set figures."""
     metrics = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
-    table = Table(title=f"pnk eval — {report.questions_file}", title_justify="left")
-    for column in ("config", "class", "n", *metrics):
-        table.add_column(column, justify="left" if column in ("config", "class") else "right")
+    table = _table(
+        f"pnk eval — {report.questions_file}",
+        ("config", "class", "n", *metrics),
+        ("config", "class"),
+    )
     for name, config in report.configs.items():
         for cls, m in config.classes.items():
             values = m.model_dump(by_alias=True)
-            table.add_row(name, cls, str(m.questions), *(_fmt(values[k]) for k in metrics))
+            cells = (name, cls, str(m.questions), *(_fmt(values[k]) for k in metrics))
+            table.add_row(*map(Text, cells))
         table.add_section()
     console.print(table)
-    overall = Table(
-        title=f"whole set (abstain below {report.abstain_below:g})", title_justify="left"
+    overall = _table(
+        f"whole set (abstain below {report.abstain_below:g})",
+        (
+            "config",
+            "questions",
+            "false-abstain",
+            "false-confidence",
+            "false-conf. (none)",
+            "p50 ms",
+            "p95 ms",
+        ),
+        ("config",),
     )
-    for column in (
-        "config",
-        "questions",
-        "false-abstain",
-        "false-confidence",
-        "false-conf. (none)",
-        "p50 ms",
-        "p95 ms",
-    ):
-        overall.add_column(column, justify="left" if column == "config" else "right")
     for name, config in report.configs.items():
         o = config.overall
-        overall.add_row(
+        cells = (
             name,
             str(o.questions),
             _fmt(o.false_abstain),
@@ -170,23 +322,31 @@ def render_eval(console: Console, report: EvalReport) -> None:
             _fmt(o.latency_ms_p50, 1),
             _fmt(o.latency_ms_p95, 1),
         )
+        overall.add_row(*map(Text, cells))
     console.print(overall)
 
 
 def render_calibration(console: Console, report: CalibrationReport) -> None:
     """The cross-validated calibration figures and reliability curve."""
-    console.print(
+    _say(
+        console,
         f"calibration fitted on {report.questions} questions ({report.positives} with a correct top hit); "
         f"{report.folds}-fold held-out: Brier {report.brier:.3f}, log loss {report.log_loss:.3f}, "
-        f"AUC {_fmt(report.auc)}. Stored in the index; searches use it from now on."
+        f"AUC {_fmt(report.auc)}. Stored in the index; searches use it from now on.",
     )
-    table = Table(title="reliability (held-out)", title_justify="left")
-    for column in ("confidence bin", "questions", "mean confidence", "observed correct"):
-        table.add_column(column, justify="right")
+    table = _table(
+        "reliability (held-out)",
+        ("confidence bin", "questions", "mean confidence", "observed correct"),
+        (),
+    )
     for b in report.reliability:
-        table.add_row(
-            f"{b.lower:.1f}-{b.upper:.1f}", str(b.count), _fmt(b.mean_confidence), _fmt(b.observed)
+        cells = (
+            f"{b.lower:.1f}-{b.upper:.1f}",
+            str(b.count),
+            _fmt(b.mean_confidence),
+            _fmt(b.observed),
         )
+        table.add_row(*map(Text, cells))
     console.print(table)
 
 
@@ -201,28 +361,31 @@ def render_links(console: Console, result: LinksResult) -> None:
         if result.rel
         else ""
     )
-    console.print(f"[bold]{result.title}[/] ({result.doc_id}) — {depth}{rel}", highlight=False)
+    _say(console, (result.title, "bold"), f" ({result.doc_id}) — {depth}{rel}")
     if result.confidence is not None:
-        console.print(f"confidence {result.confidence:.2f}")
+        _say(console, f"confidence {result.confidence:.2f}")
     if not result.neighbours:
-        console.print("no linked documents")
+        _say(console, "no linked documents")
     for n in result.neighbours:
         arrow = "→" if n.direction == "out" else "←"
-        console.print(
-            f"  {n.distance} {arrow} {n.rel:<14} {n.path}  [dim]{n.title} · {n.score:g}[/]",
-            highlight=False,
+        _say(
+            console,
+            f"  {n.distance} {arrow} {n.rel:<14} {n.path}  ",
+            (f"{n.title} · {n.score:g}", "dim"),
         )
     if result.frontier:
-        console.print(
+        _say(
+            console,
             f"frontier ({len(result.frontier)} not expanded): "
             + ", ".join(f"{f.doc_id} ({f.reason})" for f in result.frontier[:10]),
-            highlight=False,
         )
     for u in result.unresolved:
-        console.print(f"[yellow]unresolved[/] {u.target}: {u.reason}", highlight=False)
+        _say(console, ("unresolved", "yellow"), f" {u.target}: {u.reason}")
     if result.truncated:
-        console.print(
-            "[yellow]truncated[/]: more neighbours than the row or token budget; see the frontier."
+        _say(
+            console,
+            ("truncated", "yellow"),
+            ": more neighbours than the row or token budget; see the frontier.",
         )
 
 
@@ -231,20 +394,21 @@ def render_diff(console: Console, path: str, before: str, after: str) -> None:
     diff = difflib.unified_diff(
         before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
     )
-    for line in diff:
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else None
-        console.print(line.rstrip("\n"), style=style, markup=False, highlight=False)
+    for row in diff:
+        style = "green" if row.startswith("+") else "red" if row.startswith("-") else ""
+        _say(console, (row.rstrip("\n"), style))
 
 
 def render_doctor(console: Console, report: DoctorReport) -> None:
     """Findings by severity, then what --fix did."""
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
     for f in report.findings:
-        console.print(
-            f"[{colours.get(f.severity, 'white')}]{f.severity:<7}[/] {f.check}: {f.message}",
-            highlight=False,
+        _say(
+            console,
+            (f"{f.severity:<7}", colours.get(f.severity, "white")),
+            f" {f.check}: {f.message}",
         )
         for item in f.items:
-            console.print(f"          {item}", markup=False, highlight=False)
-    for line in report.fixed:
-        console.print(f"[green]fixed[/]   {line}", highlight=False)
+            _say(console, f"          {item}")
+    for fixed in report.fixed:
+        _say(console, ("fixed", "green"), f"   {fixed}")

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.hookspecs import hookimpl
+from pinakes_core.meta import MetaFilter
 from pinakes_core.query import build_fts_query, query_terms
 from pinakes_core.store import VectorMatrix
 
@@ -44,6 +45,7 @@ class Filters:
         doc_ids: the document must be one of these.
         modified_after: file modified at or after this UNIX time.
         modified_before: file modified before this UNIX time.
+        meta: frontmatter field conditions; the document must meet every one.
     """
 
     tags: tuple[str, ...] = ()
@@ -51,11 +53,12 @@ class Filters:
     doc_ids: tuple[str, ...] = ()
     modified_after: float | None = None
     modified_before: float | None = None
+    meta: tuple[MetaFilter, ...] = ()
 
     @property
     def active(self) -> bool:
         """Whether any restriction is set."""
-        return bool(self.tags or self.path or self.doc_ids) or (
+        return bool(self.tags or self.path or self.doc_ids or self.meta) or (
             self.modified_after is not None or self.modified_before is not None
         )
 
@@ -84,6 +87,10 @@ class Filters:
         if self.modified_before is not None:
             clauses.append("d.mtime_ns < ?")
             params.append(int(self.modified_before * 1e9))
+        for condition in self.meta:
+            clause, values = condition.sql()
+            clauses.append(clause)
+            params += values
         return (" AND ".join(clauses) or "1"), params
 
 

@@ -6,11 +6,22 @@ file, the key and the allowed keys instead of a silently ignored setting.
 
 from __future__ import annotations
 
+import hashlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from ulid import ULID
 
 from pinakes_core.errors import ConfigError
 from pinakes_core.uri import is_ulid, new_ulid
@@ -24,6 +35,8 @@ __all__ = [
     "KbConfig",
     "RetrievalConfig",
     "SyncConfig",
+    "default_kb_id",
+    "default_kb_name",
     "load_config",
     "render_config",
 ]
@@ -37,11 +50,48 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_kb_name(root: Path) -> str:
+    """Return the KB name used when ``[kb] name`` is absent: the folder name, made valid."""
+    name = _NAME_CHARS.sub("-", root.name).strip("._-")
+    return name or "kb"
+
+
+def default_kb_id(name: str) -> str:
+    """Return the KB id used when ``[kb] id`` is absent: a ULID derived from the KB name.
+
+    Derived, not random, so every open of the same KB gets the same id (Pinakes never rewrites
+    ``pinakes.toml``); set ``[kb] id`` to keep ``pnk://`` URIs stable across renames.
+    """
+    digest = hashlib.blake2b(f"pinakes-kb:{name}".encode(), digest_size=16).digest()
+    return str(ULID.from_bytes(digest))
+
+
 class KbConfig(_Section):
-    """``[kb]``: the KB's identity."""
+    """``[kb]``: the KB's identity.
+
+    Both keys are optional (DESIGN §2): ``name`` defaults to the KB folder's name and ``id`` to a
+    ULID derived from the name (see :func:`default_kb_id`). The defaults need the KB root, which
+    :func:`load_config` passes as validation context ``{"root": Path}``.
+    """
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
     id: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any, info: ValidationInfo) -> Any:
+        root = (info.context or {}).get("root")
+        if not isinstance(data, dict) or root is None:
+            return data
+        data = dict(data)
+        if data.get("name") is None:
+            data["name"] = default_kb_name(Path(root))
+        if data.get("id") is None and isinstance(data["name"], str):
+            data["id"] = default_kb_id(data["name"])
+        return data
 
     @field_validator("id")
     @classmethod
@@ -161,6 +211,14 @@ class Config(_Section):
     deep: DeepConfig = DeepConfig()
     schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _kb_section(cls, data: Any, info: ValidationInfo) -> Any:
+        # Without [kb] the identity defaults apply (they need the root from the context).
+        if isinstance(data, dict) and "kb" not in data and (info.context or {}).get("root"):
+            return {**data, "kb": {}}
+        return data
+
 
 def _allowed(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Return the keys allowed at ``loc`` (the parent of the offending key)."""
@@ -194,7 +252,8 @@ def _describe(path: Path, error: ValidationError) -> ConfigError:
         )
     if first["type"] == "missing":
         return ConfigError(
-            f"{path}: required key {key!r} is missing.", "Run `pnk init` to write a fresh file."
+            f"{path}: required key {key!r} is missing.",
+            "Add the key (docs/guide.md lists every key and its default).",
         )
     value = first.get("input")
     return ConfigError(f"{path}: key {key!r} has bad value {value!r}: {first['msg']}.")
@@ -217,7 +276,7 @@ def load_config(root: Path) -> Config:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
     try:
-        return Config.model_validate(raw)
+        return Config.model_validate(raw, context={"root": root.resolve()})
     except ValidationError as exc:
         raise _describe(path, exc) from None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ class Frontmatter:
     links: tuple[LinkSpec, ...] = ()
     end_line: int = 0  # number of lines the frontmatter block occupies (0 when absent)
     warning: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # the whole mapping (field filters)
 
 
 def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
@@ -241,6 +242,7 @@ def parse_frontmatter(rel: str, lines: list[str]) -> Frontmatter:
         if data is not None:
             result.warning = f"{rel}: frontmatter is not a YAML mapping and was ignored"
         return result
+    result.fields = data
     title = data.get("title")
     result.title = str(title).strip() if title not in (None, "") else None
     result.tags = _as_list(data.get("tags"))

@@ -28,7 +28,12 @@ def register_channels() -> list[Channel]:  # type: ignore[empty-body]
 
 @hookspec
 def after_sync(
-    kb: Any, store: Any, changed: list[str], removed: list[str], relinked: list[str]
+    kb: Any,
+    store: Any,
+    changed: list[str],
+    removed: list[str],
+    relinked: list[str],
+    progress: Any,
 ) -> None:
     """Run at the end of a sync, after documents are written and links resolved.
 
@@ -38,6 +43,9 @@ def after_sync(
         changed: ids of documents added, changed or renamed.
         removed: ids of documents deleted.
         relinked: ids of other documents whose outgoing links now resolve differently.
+        progress: ``progress(stage, done, total)`` (a :data:`~pinakes_core.sync.ProgressFn`,
+            never ``None``): report long work under a stage name of your own (total 0 means
+            "unknown"), so the progress bar never sits silent through a plugin's phase.
 
     Edge derivation happens here; it must only touch what these documents affect.
     """
@@ -53,3 +61,15 @@ def kb_links(
 @hookspec
 def doctor_checks(kb: Any, store: Any) -> list[Any]:  # type: ignore[empty-body]
     """Return ``DoctorFinding`` items about this KB (plugins add their own checks)."""
+
+
+@hookspec
+def register_commands(cli: Any) -> None:
+    """Add subcommands to the ``pnk`` command group (``cli.add_command(...)``).
+
+    ``cli`` is the ``pnk`` ``click.Group``; core never imports click, so it is typed loosely.
+    Front-ends never import each other: a distribution that ships a ``pnk`` subcommand (as
+    pinakes-mcp ships ``pnk mcp``) implements this hook in its ``pinakes`` entry-point module.
+    Keep that module light: import heavy dependencies inside the command body, since every
+    ``pnk`` start-up loads it.
+    """

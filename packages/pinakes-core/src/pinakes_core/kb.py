@@ -28,8 +28,11 @@ from pinakes_core.errors import (
     PluginMissingError,
 )
 from pinakes_core.links import resolver
+from pinakes_core.meta import MetaFilter, parse_meta_filter
 from pinakes_core.models import (
     DoctorReport,
+    DocumentInfo,
+    DocumentList,
     DocumentView,
     LinksResult,
     LinkView,
@@ -37,7 +40,9 @@ from pinakes_core.models import (
     Status,
     SyncReport,
 )
+from pinakes_core.notes import empty_note
 from pinakes_core.retrieval import default_channels, fuse_and_build
+from pinakes_core.sections import slice_document
 from pinakes_core.sidecar import (
     append_link,
     normalise_rel,
@@ -277,7 +282,12 @@ class KB:
             store: Store, changed: list[str], removed: list[str], relinked: list[str]
         ) -> None:
             plugin_manager().hook.after_sync(
-                kb=self, store=store, changed=changed, removed=removed, relinked=relinked
+                kb=self,
+                store=store,
+                changed=changed,
+                removed=removed,
+                relinked=relinked,
+                progress=progress or (lambda stage, done, total: None),
             )
 
         report = run_sync(
@@ -318,6 +328,7 @@ class KB:
         doc_ids: Sequence[str] = (),
         modified_after: TimeLike = None,
         modified_before: TimeLike = None,
+        meta: Sequence[str | MetaFilter] = (),
         entities: Sequence[str] = (),
         concepts: Sequence[str] = (),
         channels: Sequence[str] | None = None,
@@ -335,17 +346,26 @@ class KB:
             doc_ids: restrict to these document ULIDs.
             modified_after: file modified at or after (UNIX time or datetime).
             modified_before: file modified before (UNIX time or datetime).
+            meta: frontmatter field conditions, all of which must hold: ``"status=draft"``,
+                ``"priority>2"``, ``"stage in a,b"``, ``"due exists"`` (see
+                :mod:`pinakes_core.meta`), or parsed ``MetaFilter`` objects.
             entities: extra BM25 list over these names.
             concepts: extra dense list over these phrases.
             channels: run exactly these channels instead of the configured ones.
             explain: include each channel's raw score in every hit.
 
+        An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
+
         Raises:
             PluginMissingError: if a requested channel is not installed.
+            MetaFilterError: if a field condition is not understood.
         """
+        conditions = tuple(m if isinstance(m, MetaFilter) else parse_meta_filter(m) for m in meta)
         self._ensure_synced()
         if not query.strip() and not entities and not concepts:
-            return SearchResult(query=query, hits=[], timings_ms={"total": 0.0})
+            return SearchResult(
+                query=query, hits=[], timings_ms={"total": 0.0}, note="The query is empty."
+            )
         cfg = self.config.retrieval
         names = (
             list(channels)
@@ -362,6 +382,7 @@ class KB:
                 doc_ids=tuple(doc_ids),
                 modified_after=_timestamp(modified_after),
                 modified_before=_timestamp(modified_before),
+                meta=conditions,
             ),
             candidates=max(cfg.candidates, k or cfg.k),
             vectors=self.vectors,
@@ -382,6 +403,9 @@ class KB:
             offtopic=self.offtopic_vectors(),
         )
         result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
+        if not result.hits:
+            note = empty_note(ctx.conn, Store.location(self.root).parent, ctx.filters)
+            result = result.model_copy(update={"note": note})
         return result
 
     def resolve(self, ref: str) -> str:
@@ -419,11 +443,27 @@ class KB:
             "Use a ULID, a pnk:// URI or a path relative to the KB root; run `pnk sync` if it is new.",
         )
 
-    def read(self, doc: str) -> DocumentView:
-        """Return one document (current file text) with its metadata.
+    def read(
+        self,
+        doc: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        section: str | None = None,
+        max_tokens: int | None = None,
+    ) -> DocumentView:
+        """Return one document (current file text, or a slice of it) with its metadata.
+
+        Args:
+            doc: a ULID, ``pnk://`` URI or path.
+            lines: only these lines of the file (first, last; 1-based, inclusive).
+            section: only this heading's section (a heading's text or a heading path
+                ``"Raft › Log replication"``).
+            max_tokens: cut the text to about this many tokens (characters / 4), at a
+                paragraph break where one is near; ``truncated`` then says so.
 
         Raises:
             DocumentNotFoundError: if ``doc`` matches nothing or its file has gone.
+            SliceError: for a line range or section the document does not have.
         """
         doc_id = self.resolve(doc)
         conn = self.store().conn
@@ -444,6 +484,13 @@ class KB:
             LinkView(target=r["target"], rel=r["rel"], origin=r["origin"], dst_doc=r["dst_doc"])
             for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
         ]
+        part = slice_document(
+            row["path"],
+            text.replace("\r\n", "\n"),
+            lines=lines,
+            section=section,
+            max_tokens=max_tokens,
+        )
         return DocumentView(
             doc_id=doc_id,
             uri=f"{SCHEME}{self.config.kb.id}/{doc_id}",
@@ -454,7 +501,55 @@ class KB:
             links=links,
             chunks=row["chunk_count"],
             modified=row["mtime_ns"] / 1e9,
-            text=text.replace("\r\n", "\n"),
+            text=part.text,
+            meta=json.loads(row["meta"]),
+            lines=part.lines,
+            section=part.section,
+            headings=part.headings,
+            tokens=part.tokens,
+            total_tokens=part.total_tokens,
+            truncated=part.truncated,
+        )
+
+    def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
+        """Return a page of the indexed documents (no text), by path or newest first.
+
+        Args:
+            offset: documents to skip (a previous page's ``next_offset``).
+            limit: page size, 1-1000.
+            recent: order by file modification time, newest first, instead of by path.
+
+        Raises:
+            PinakesError: if ``offset`` or ``limit`` is out of range.
+        """
+        if offset < 0 or not 1 <= limit <= 1000:
+            raise PinakesError(
+                f"offset {offset} / limit {limit} is out of range.",
+                "Use offset >= 0 and a limit from 1 to 1000.",
+            )
+        self._ensure_synced()
+        conn = self.store().conn
+        total = int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+        order = "mtime_ns DESC, path" if recent else "path"
+        rows = conn.execute(
+            f"SELECT doc_id, path, title, tags, mtime_ns FROM documents ORDER BY {order} "
+            "LIMIT ? OFFSET ?",
+            (limit, offset),
+        ).fetchall()
+        return DocumentList(
+            documents=[
+                DocumentInfo(
+                    doc_id=r["doc_id"],
+                    uri=f"{SCHEME}{self.config.kb.id}/{r['doc_id']}",
+                    path=r["path"],
+                    title=r["title"],
+                    tags=json.loads(r["tags"]),
+                    modified=r["mtime_ns"] / 1e9,
+                )
+                for r in rows
+            ],
+            total=total,
+            next_offset=offset + len(rows) if offset + len(rows) < total else None,
         )
 
     def links(

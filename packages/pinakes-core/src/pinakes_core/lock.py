@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pinakes_core.errors import LockError
 
-__all__ = ["sync_lock"]
+__all__ = ["sync_lock", "sync_running"]
 
 LOCK_FILE = "sync.lock"
 
@@ -65,3 +65,16 @@ def sync_lock(store_dir: Path) -> Iterator[None]:
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+def sync_running(store_dir: Path) -> bool:
+    """Return whether a live process on this host holds the sync lock of ``store_dir``.
+
+    Used to explain an empty or thin result while a (first) sync is still indexing.
+    """
+    try:
+        holder = json.loads((store_dir / LOCK_FILE).read_text())
+        pid, host = int(holder["pid"]), str(holder["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host != socket.gethostname() or (pid > 0 and _alive(pid))

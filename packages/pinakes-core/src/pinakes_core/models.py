@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "DoctorFinding",
     "DoctorReport",
+    "DocumentInfo",
+    "DocumentList",
     "DocumentView",
     "FrontierItem",
     "Hit",
@@ -70,6 +72,12 @@ class SearchResult(_Model):
         description="the confidence features; only with explain",
         exclude_if=lambda v: v is None,
     )
+    note: str | None = Field(
+        default=None,
+        description="why the result is empty (an unknown tag, a filter matching no document, "
+        "a sync still running …); present only when there are no hits",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class SkippedFile(_Model):
@@ -116,7 +124,11 @@ class LinkView(_Model):
 
 
 class DocumentView(_Model):
-    """A document with its metadata, as ``read`` returns it."""
+    """A document with its metadata, as ``read`` returns it.
+
+    ``text`` is the whole file, or the slice asked for (a line range or a heading section, then
+    cut to a token budget); ``lines`` says which lines of the file it holds.
+    """
 
     doc_id: str
     uri: str
@@ -128,6 +140,44 @@ class DocumentView(_Model):
     chunks: int
     modified: float
     text: str
+    meta: dict[str, object] = Field(
+        default_factory=dict, description="the frontmatter fields (scalars and lists)"
+    )
+    lines: tuple[int, int] | None = Field(
+        default=None, description="first and last line of `text` in the file, 1-based, inclusive"
+    )
+    section: str | None = Field(
+        default=None, description="the heading path whose section `text` holds, if one was asked"
+    )
+    headings: list[str] = Field(
+        default_factory=list, description="the document's heading paths (at most 50)"
+    )
+    tokens: int | None = Field(
+        default=None, description="approximate tokens in `text` (characters / 4)"
+    )
+    total_tokens: int | None = Field(
+        default=None, description="approximate tokens in the slice before the budget cut it"
+    )
+    truncated: bool = Field(default=False, description="true when `text` was cut to the budget")
+
+
+class DocumentInfo(_Model):
+    """One document in a listing (``KB.documents``, ``KB.recent``): no text."""
+
+    doc_id: str
+    uri: str
+    path: str
+    title: str
+    tags: list[str]
+    modified: float = Field(description="file modification time, UNIX seconds")
+
+
+class DocumentList(_Model):
+    """A page of documents, newest first for ``recent``, by path for ``documents``."""
+
+    documents: list[DocumentInfo]
+    total: int = Field(description="documents matching, across all pages")
+    next_offset: int | None = Field(description="offset of the next page; null on the last")
 
 
 class Status(_Model):

@@ -28,6 +28,7 @@ __all__ = [
     "LinkSpec",
     "Sidecar",
     "append_link",
+    "atomic_write",
     "normalise_rel",
     "read_sidecar",
     "sidecar_path",
@@ -188,6 +189,11 @@ def _atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: Write a text file atomically (temp file in the same folder, fsync, rename); public for the
+#: agent write tools (:mod:`pinakes_core.writing`) and host config merging.
+atomic_write = _atomic_write
 
 
 def write_skeleton(path: Path, doc_id: str) -> None:

@@ -23,7 +23,8 @@ __all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+# 3: frontmatter fields (documents.meta, doc_meta) for field filters (issue 11).
+SCHEMA_VERSION = 3
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
 
@@ -42,7 +43,8 @@ CREATE TABLE documents (
     sidecar_mtime_ns INTEGER,
     sidecar_size INTEGER,
     chunk_count INTEGER NOT NULL DEFAULT 0,
-    synced_at REAL NOT NULL
+    synced_at REAL NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE doc_tags (
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
@@ -50,6 +52,15 @@ CREATE TABLE doc_tags (
     PRIMARY KEY (doc_id, tag)
 );
 CREATE INDEX doc_tags_by_tag ON doc_tags(tag);
+CREATE TABLE doc_meta (
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value_text TEXT NOT NULL,
+    value_num REAL
+);
+CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
+CREATE INDEX doc_meta_by_text ON doc_meta(key, value_text COLLATE NOCASE);
+CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
 CREATE TABLE chunks (
     chunk_id INTEGER PRIMARY KEY,
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,

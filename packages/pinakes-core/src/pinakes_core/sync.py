@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pinakes_core import meta
 from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
@@ -36,7 +37,9 @@ __all__ = ["ProgressFn", "model_id_for", "run_sync", "stored_embed_text"]
 
 log = logging.getLogger(__name__)
 
-#: ``progress(stage, done, total)``; stages are "scan", "read", "embed" and "write".
+#: ``progress(stage, done, total)``; core's stages are "read", "embed" and "links", plugins add
+#: their own through the ``after_sync`` hook (the graph plugin: "graph", "graph links",
+#: "labels"). ``total`` 0 means the length is unknown.
 ProgressFn = Callable[[str, int, int], None]
 
 # Documents are embedded and written in groups of about this many new chunks: large enough
@@ -68,6 +71,7 @@ class _Prepared:
     embed_hashes: list[str]
     kind: str  # "added", "changed", "renamed", "touched"
     old_path: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # frontmatter, for doc_meta
 
 
 @dataclass
@@ -309,6 +313,7 @@ class _Syncer:
             embed_hashes=[_hash(t.encode("utf-8")) for t in texts],
             kind=kind,
             old_path=old_path,
+            fields=front.fields,
         )
 
     # -- writing --------------------------------------------------------------------------
@@ -398,8 +403,8 @@ class _Syncer:
             )
             conn.execute(
                 "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
-                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     p.doc_id,
                     p.entry.rel,
@@ -414,10 +419,15 @@ class _Syncer:
                     p.entry.sidecar_size,
                     len(p.chunks),
                     now,
+                    json.dumps(meta.summary(p.fields)),
                 ),
             )
             conn.executemany(
                 "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(p.doc_id, t) for t in p.tags]
+            )
+            conn.executemany(
+                "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (?, ?, ?, ?)",
+                [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
             heading_text = [" › ".join(c.heading_path) for c in p.chunks]
             for chunk, h, heading in zip(p.chunks, p.embed_hashes, heading_text, strict=True):
@@ -572,9 +582,11 @@ def run_sync(
             removed_ids = [doc_id for _, doc_id in removed]
             relinked: set[str] = set()
             if changed_ids or removed_ids or store.get_meta("links_resolved") != "1":
+                syncer.progress("links", 0, 0)
                 with store.transaction() as conn:
                     relinked = resolve_all(conn, config.kb.id, config.kb.name)
                     store.set_meta(conn, "links_resolved", "1")
+                syncer.progress("links", 1, 1)
             if after_write is not None:
                 after_write(store, changed_ids, removed_ids, sorted(relinked - set(changed_ids)))
             with store.transaction() as conn:

@@ -178,7 +178,11 @@ def _reweigh(conn: sqlite3.Connection, hubs: set[int], weights: GraphConfig) -> 
         conn.execute("UPDATE edges SET weight = ? WHERE src = ?", (value / size, hub))
 
 
-def _embed_labels(conn: sqlite3.Connection, embedder: Callable[[], Any]) -> int:
+def _embed_labels(
+    conn: sqlite3.Connection,
+    embedder: Callable[[], Any],
+    progress: Callable[[str, int, int], None] | None = None,
+) -> int:
     """Embed labels of tag and heading nodes that have no vector yet; return how many."""
     import hashlib
 
@@ -202,7 +206,17 @@ def _embed_labels(conn: sqlite3.Connection, embedder: Callable[[], Any]) -> int:
         }
     todo = {h: r[1] for h, r in zip(hashes, rows, strict=True) if h not in known}
     if todo:
-        vectors = np.asarray(embedder().embed_documents(list(todo.values())), dtype=np.float32)
+        done = 0
+
+        def tick(count: int) -> None:
+            nonlocal done
+            done += count
+            if progress is not None:
+                progress("labels", done, len(todo))
+
+        vectors = np.asarray(
+            embedder().embed_documents(list(todo.values()), progress=tick), dtype=np.float32
+        )
         conn.executemany(
             "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
             [(h, vectors[i].tobytes()) for i, h in enumerate(todo)],
@@ -215,15 +229,26 @@ def _embed_labels(conn: sqlite3.Connection, embedder: Callable[[], Any]) -> int:
 
 
 def derive_edges(
-    kb: Any, store: Any, changed: list[str], removed: list[str], relinked: list[str]
+    kb: Any,
+    store: Any,
+    changed: list[str],
+    removed: list[str],
+    relinked: list[str],
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> None:
     """Bring nodes and edges up to date after a sync (the ``after_sync`` hook's work).
+
+    ``progress(stage, done, total)`` hears stage ``graph`` per document, ``graph links`` for the
+    link, weight and title-mention passes (total 0: unknown length) and ``labels`` while tag and
+    heading labels are embedded.
 
     Runs in one transaction: a crash leaves the previous graph intact, and the next sync (which
     sees the graph out of date through ``meta.graph_serial``) derives it again.
     """
     weights: GraphConfig = kb.config.graph
     conn: sqlite3.Connection = store.conn
+    report = progress or (lambda stage, done, total: None)
     serial = int(store.get_meta("sync_serial") or 0)
     # The graph is current if the previous sync derived it with the same [graph] settings;
     # otherwise (first run, a sync made while the plugin was not installed, an interrupted
@@ -240,11 +265,15 @@ def derive_edges(
         if not built:
             tx.execute("DELETE FROM nodes")
         hubs: set[int] = set()
-        for doc_id in removed:
+        total = len(removed) + len(changed)
+        for done, doc_id in enumerate(removed, 1):
             hubs |= _drop_document(tx, doc_id, keep_doc_node=False)
-        for doc_id in changed:
+            report("graph", done, total)
+        for done, doc_id in enumerate(changed, len(removed) + 1):
             hubs |= _drop_document(tx, doc_id, keep_doc_node=True)
             hubs |= _build_document(tx, doc_id, weights)
+            report("graph", done, total)
+        report("graph links", 0, 0)
         _relink(tx, [*changed, *relinked], weights)
         _reweigh(tx, hubs, weights)
         if weights.title_mention > 0:
@@ -259,7 +288,8 @@ def derive_edges(
             store.set_meta(tx, "graph_titles", json.dumps(sorted(titles)))
         else:
             tx.execute("DELETE FROM edges WHERE kind = 'title-mention'")
-        embedded = _embed_labels(tx, lambda: kb.embedder)  # the model loads only if needed
+        report("graph links", 1, 1)
+        embedded = _embed_labels(tx, lambda: kb.embedder, report)  # loads the model only if needed
         store.set_meta(tx, "graph_serial", str(serial))
         store.set_meta(tx, "graph_settings", settings)
     log.info(

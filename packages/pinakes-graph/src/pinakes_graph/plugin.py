@@ -34,10 +34,15 @@ def register_channels() -> list[Any]:
 
 @hookimpl
 def after_sync(
-    kb: Any, store: Any, changed: list[str], removed: list[str], relinked: list[str]
+    kb: Any,
+    store: Any,
+    changed: list[str],
+    removed: list[str],
+    relinked: list[str],
+    progress: Any,
 ) -> None:
-    """Derive nodes and edges for what the sync changed."""
-    edges.derive_edges(kb, store, changed, removed, relinked)
+    """Derive nodes and edges for what the sync changed, reporting progress as it goes."""
+    edges.derive_edges(kb, store, changed, removed, relinked, progress=progress)
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""Pinakes MCP server: typed, capped, read-only tools over one or many KBs for agents.
+"""Pinakes MCP server: typed, capped tools over one or many KBs for agents.
 
 Run ``pinakes-mcp --kb PATH [--kb PATH …]`` (stdio by default), or build a server around KBs
 you opened yourself::
@@ -9,14 +9,30 @@ you opened yourself::
     server = create_server([KB.open("my-notes")])
     server.run()  # or: async with fastmcp.Client(server) as client: ...
 
-Tools: ``pinakes_search``, ``pinakes_read``, ``pinakes_links``, ``pinakes_kbs``; documents are
-also resources at ``pnk://{kb}/{doc_id}``.
+Tools: ``pinakes_search``, ``pinakes_read``, ``pinakes_links``, ``pinakes_kbs`` (and, with
+``allow_write``, ``pinakes_write_note``, ``pinakes_append``, ``pinakes_link``,
+``pinakes_recent``); documents are also resources at ``pnk://{kb}/{doc_id}``.
+
+The server module (and fastmcp) is imported on first use of ``create_server``, ``serve`` or
+``main``: ``pnk`` loads this package's plugin module at every start-up and must stay quick.
 """
 
-from importlib.metadata import version
+from __future__ import annotations
 
-from pinakes_mcp.server import create_server, main, serve
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinakes_mcp.server import create_server, main, serve
 
 __all__ = ["__version__", "create_server", "main", "serve"]
 
 __version__ = version("pinakes-mcp")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("create_server", "main", "serve"):
+        from pinakes_mcp import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'pinakes_mcp' has no attribute {name!r}")

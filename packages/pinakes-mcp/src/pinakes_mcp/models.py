@@ -21,6 +21,7 @@ __all__ = [
     "ReadOutput",
     "SearchHit",
     "SearchOutput",
+    "WriteOutput",
 ]
 
 
@@ -52,6 +53,11 @@ class SearchOutput(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     query: str
+    note: str | None = Field(
+        default=None,
+        description="why there are no hits (unknown tag, filter matching nothing, sync running)",
+        exclude_if=lambda v: v is None,
+    )
     hits: list[SearchHit]
     confidence: float | None = Field(
         default=None,
@@ -73,21 +79,9 @@ class SearchOutput(BaseModel):
 
 
 class ReadOutput(DocumentView):
-    """`pinakes_read` output: core's `DocumentView` JSON, capped, plus where it came from."""
+    """`pinakes_read` output: core's `DocumentView` JSON (sliced and capped) plus its KB."""
 
     kb: str = Field(description="name of the KB holding the document")
-    section: str | None = Field(
-        default=None, description="the heading whose section `text` holds, if one was asked"
-    )
-    headings: list[str] = Field(
-        default_factory=list,
-        description="the document's headings (at most 50), usable as `section`",
-    )
-    tokens: int = Field(description="approximate tokens in `text` (characters / 4)")
-    total_tokens: int = Field(
-        description="approximate tokens in the whole document or section before capping"
-    )
-    truncated: bool = Field(description="true when `text` was cut to fit max_tokens")
 
 
 class LinksOutput(LinksResult):
@@ -100,6 +94,21 @@ class LinksOutput(LinksResult):
     notes: list[str] = Field(
         default_factory=list, description="what the server changed or capped, in plain words"
     )
+
+
+class WriteOutput(BaseModel):
+    """What a write tool did: the note, the action and the sync that indexed it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kb: str = Field(description="name of the KB written to")
+    path: str = Field(description="the note's KB-relative path")
+    doc_id: str | None = Field(description="the note's ULID once indexed (null if not indexed)")
+    action: str = Field(description="created | overwritten | appended | linked")
+    section: str | None = Field(default=None, description="the section appended to, if any")
+    chars: int = Field(description="characters written")
+    synced: bool = Field(description="true when the change is indexed (searchable) already")
+    notes: list[str] = Field(default_factory=list, description="anything the caller should know")
 
 
 class KbInfo(Status):

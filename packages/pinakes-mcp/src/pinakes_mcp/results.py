@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from pinakes_core import DocumentNotFoundError, Hit, SearchResult
 from pinakes_core.fusion import RRF_K, rrf
+from pinakes_core.sections import approx_tokens
 from pinakes_mcp.models import FrontierDoc, SearchHit
 from pinakes_mcp.served import Registry, ServedKB
-from pinakes_mcp.text import approx_tokens
 
 __all__ = ["cap_rows", "frontier", "merge"]
 

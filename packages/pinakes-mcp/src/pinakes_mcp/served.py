@@ -16,10 +16,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
-from pinakes_core import KB, DocumentNotFoundError, DocumentView, PinakesError, parse_uri
+from pinakes_core import (
+    KB,
+    DocumentNotFoundError,
+    DocumentView,
+    PinakesError,
+    SyncReport,
+    parse_uri,
+)
 from pinakes_core.plugins import plugin_manager
 from pinakes_core.store import Store
 from pinakes_core.uri import SCHEME, is_ulid
+from pinakes_core.writing import PathError, confine
 
 __all__ = ["ArgumentError", "Registry", "ServedKB"]
 
@@ -64,6 +72,12 @@ class ServedKB:
         self.watching = watching
         self.generation: int | None = None
         self._identity: tuple[int, int] | None = None
+        #: set once the start-up sync and warm-up finished (whatever their outcome).
+        self.ready = threading.Event()
+        #: the start-up sync's latest (stage, done, total), relayed as MCP progress.
+        self.progress: tuple[str, int, int] = ("starting", 0, 0)
+        #: why the start-up sync or warm-up failed, if it did.
+        self.error: PinakesError | None = None
 
     @property
     def graph(self) -> bool:
@@ -99,18 +113,37 @@ class ServedKB:
             )
         self.generation = generation
 
-    def warm(self) -> None:
-        """Sync a never-synced KB, then load the model, the vectors and the calibration.
+    def warm(self, sync_lock: threading.Lock) -> None:
+        """Sync a never-synced (or outdated) KB, then load the model, the vectors and calibration.
 
-        One throw-away search loads all three, so the first client query pays for none.
+        Runs in a background thread from server start, so ``initialize`` is answered at once;
+        tools wait on :attr:`ready` and relay :attr:`progress` to the client as MCP progress
+        notifications. One throw-away search loads model, vectors and calibration, so the first
+        client query pays for none. A failure is kept in :attr:`error` (tools then say so).
         """
-        with self.lock:
-            if not self.kb.synced:
-                log.info("KB %r was never synced; syncing %s", self.name, self.root)
-                report = self.kb.sync()
+        try:
+            if not Store.current(self.root):
+                log.info(
+                    "KB %r was never synced (or is outdated); syncing %s", self.name, self.root
+                )
+                with sync_lock:
+                    syncer = KB.open(self.root, embedder=self.kb.embedder)
+                    try:
+                        report = syncer.sync(progress=self._progress)
+                    finally:
+                        syncer.close()
                 log.info("KB %r: %d documents indexed", self.name, len(report.added))
-            self.refresh()
-            self.kb.search("warm up", k=1)
+            with self.lock:
+                self.refresh()
+                self.kb.search("warm up", k=1)
+        except PinakesError as exc:
+            self.error = exc
+            log.warning("KB %r is not ready: %s", self.name, exc)
+        finally:
+            self.ready.set()
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        self.progress = (stage, done, total)
 
 
 class Registry:
@@ -139,6 +172,8 @@ class Registry:
                     )
                 table[key] = served
         self._ids = ids
+        #: held by every sync the server runs (start-up, watcher, write tools): never two at once.
+        self.sync_lock = threading.Lock()
 
     def __iter__(self) -> Iterator[ServedKB]:
         return iter(self._served.values())
@@ -172,6 +207,23 @@ class Registry:
     def select(self, ref: str | None) -> list[ServedKB]:
         """Return the KB ``ref`` names, or every served KB when ``ref`` is ``None``."""
         return list(self._served.values()) if ref is None else [self.one(ref)]
+
+    def sync(self, served: ServedKB) -> SyncReport:
+        """Run one incremental sync of ``served`` and return its report (blocking).
+
+        The sync runs through a second ``KB`` sharing the served KB's loaded model, under
+        :attr:`sync_lock`: the served KB keeps answering meanwhile (SQLite WAL) and picks the
+        result up by the store generation.
+
+        Raises:
+            PinakesError: if the sync fails (e.g. another process holds the KB's sync lock).
+        """
+        with self.sync_lock:
+            syncer = KB.open(served.root, embedder=served.kb.embedder)
+            try:
+                return syncer.sync()
+            finally:
+                syncer.close()
 
     @contextlib.contextmanager
     def using(self, served: ServedKB) -> Iterator[KB]:
@@ -234,23 +286,13 @@ class Registry:
     @staticmethod
     def _safe_path(ref: str, candidates: Sequence[ServedKB]) -> str:
         """Return ``ref`` as a KB-relative POSIX path, refusing anything that could leave a root."""
-        if "://" in ref or ref.startswith("file:"):
-            raise ArgumentError(f"{ref!r} is not a pnk:// URI.", _ID_HINT)
-        posix = ref.replace("\\", "/")
-        path = PurePosixPath(posix)
-        if path.is_absolute() or posix.startswith("~") or _DRIVE.match(posix):
-            raise ArgumentError(
-                f"{ref!r} is an absolute path; this server never reads a path a client gives.",
-                _ID_HINT,
-            )
-        if ".." in path.parts:
-            raise ArgumentError(f"{ref!r} climbs out of the KB ('..' is not allowed).", _ID_HINT)
+        rel = ref
         for served in candidates:
-            if not (served.root / path).resolve().is_relative_to(served.root):
-                raise ArgumentError(
-                    f"{ref!r} leads outside the KB {served.name!r} (a symlink).", _ID_HINT
-                )
-        return path.as_posix().removeprefix("./")
+            try:
+                rel = confine(served.root, ref, served.name)
+            except PathError as exc:
+                raise ArgumentError(exc.message, _ID_HINT) from None
+        return rel
 
     @staticmethod
     def check_inside(served: ServedKB, view: DocumentView) -> DocumentView:

@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,9 @@ import anyio.to_thread
 from fastmcp import FastMCP
 
 from pinakes_core import KB, PinakesError
-from pinakes_mcp import tools
+from pinakes_mcp import __version__, tools
+from pinakes_mcp.errors import CallerErrors
+from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider
 from pinakes_mcp.served import Registry
 from pinakes_mcp.watch import DEFAULT_DEBOUNCE_MS, Watcher
 
@@ -33,10 +36,15 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 
 INSTRUCTIONS = """\
-Pinakes serves local Markdown knowledge bases (the user's notes and docs), read-only.
+Pinakes serves local Markdown knowledge bases (the user's notes and docs).
 Start with pinakes_search; read a hit's document with pinakes_read; follow links with
-pinakes_links one hop at a time; pinakes_kbs lists the KBs. When a search says abstain=true,
-the KB probably does not know the answer: say so instead of guessing."""
+pinakes_links one hop at a time; pinakes_kbs lists the KBs; pinakes_recent shows what changed.
+When a search says abstain=true, the KB probably does not know the answer: say so instead of
+guessing."""
+WRITE_INSTRUCTIONS = """
+Writing is on: pinakes_write_note creates a note, pinakes_append adds to one, pinakes_link adds
+a typed link. Each change is indexed before the call returns. Never overwrite without being
+asked to."""
 
 Transport = Literal["stdio", "http"]
 
@@ -45,18 +53,24 @@ def create_server(
     kbs: Sequence[KB],
     *,
     watch: bool = False,
+    allow_write: bool = False,
     debounce_ms: int = DEFAULT_DEBOUNCE_MS,
     close_on_exit: bool = False,
 ) -> FastMCP[Any]:
     """Return a FastMCP server serving ``kbs`` (already open; tests pass their own).
 
-    The lifespan syncs any KB that was never synced, loads each KB's model, vectors and
-    calibration, and with ``watch`` starts re-syncing KBs when their files change. Tool errors
-    caused by the caller become clean tool errors; anything else is masked.
+    At start the lifespan syncs, in a background thread, any KB that was never synced (or
+    whose store is outdated) and loads each KB's model, vectors and calibration, so the server
+    answers ``initialize`` at once; tool calls wait for that and relay its progress as MCP
+    progress notifications. With ``watch`` it then re-syncs KBs when their files change.
+    Caller mistakes become one-sentence tool errors; anything else is masked.
 
     Args:
         kbs: the KBs to serve, each with a unique ``[kb] name`` and id.
-        watch: re-sync a KB (incrementally, debounced) when files under it change.
+        watch: re-sync a KB (incrementally, debounced) when files under it change
+            (``pinakes-mcp`` and ``pnk mcp`` turn it on unless ``--no-watch``).
+        allow_write: offer the write tools (``pinakes_write_note``, ``pinakes_append``,
+            ``pinakes_link``).
         debounce_ms: quiet time after the last file event before that sync starts.
         close_on_exit: close the KBs when the server stops (when the server opened them).
 
@@ -67,11 +81,14 @@ def create_server(
 
     @asynccontextmanager
     async def lifespan(server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
-        for served in registry:
-            try:
-                await anyio.to_thread.run_sync(served.warm)
-            except PinakesError as exc:
-                log.warning("KB %r is not ready: %s", served.name, exc)
+        warmers = [
+            threading.Thread(
+                target=served.warm, args=(registry.sync_lock,), name=f"warm:{served.name}"
+            )
+            for served in registry
+        ]
+        for thread in warmers:
+            thread.start()
         watcher = Watcher(registry, debounce_ms=debounce_ms) if watch else None
         if watcher is not None:
             await watcher.start()
@@ -80,17 +97,23 @@ def create_server(
         finally:
             if watcher is not None:
                 await watcher.stop()
+            for thread in warmers:  # a start-up sync still running is let finish
+                await anyio.to_thread.run_sync(thread.join)
             if close_on_exit:
                 for served in registry:
                     served.kb.close()
 
     server: FastMCP[Any] = FastMCP(
         "pinakes",
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + (WRITE_INSTRUCTIONS if allow_write else ""),
+        version=__version__,
         lifespan=lifespan,
         mask_error_details=True,
+        middleware=[CallerErrors()],
+        providers=[DocumentProvider(registry)],
+        list_page_size=PAGE_SIZE,
     )
-    tools.register(server)
+    tools.register(server, allow_write=allow_write)
     return server
 
 
@@ -121,7 +144,8 @@ def serve(
     transport: Transport = "stdio",
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    watch: bool = False,
+    watch: bool = True,
+    allow_write: bool = False,
     log_level: str = "INFO",
 ) -> None:
     """Open the KBs at ``paths`` and serve them until the client (or Ctrl-C) stops the server.
@@ -136,7 +160,9 @@ def serve(
         stream=sys.stderr,
         format="pinakes-mcp %(levelname)s %(name)s: %(message)s",
     )
-    server = create_server(open_kbs(paths), watch=watch, close_on_exit=True)
+    server = create_server(
+        open_kbs(paths), watch=watch, allow_write=allow_write, close_on_exit=True
+    )
     if transport == "stdio":
         _protect_stdout()
         server.run(transport="stdio", show_banner=False)
@@ -164,7 +190,7 @@ def _is_loopback(host: str) -> bool:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinakes-mcp",
-        description="Serve Pinakes knowledge bases to agents over MCP (read-only tools).",
+        description="Serve Pinakes knowledge bases to agents over MCP.",
     )
     parser.add_argument(
         "--kb",
@@ -186,8 +212,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--watch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="re-sync a KB (incrementally, debounced) when files under it change "
+        "(default: on; --no-watch turns it off)",
+    )
+    parser.add_argument(
+        "--allow-write",
         action="store_true",
-        help="re-sync a KB (incrementally, debounced) when files under it change",
+        help="offer the write tools: pinakes_write_note, pinakes_append, pinakes_link",
     )
     parser.add_argument(
         "--log-level",
@@ -208,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             host=args.host,
             port=args.port,
             watch=args.watch,
+            allow_write=args.allow_write,
             log_level=args.log_level,
         )
     except PinakesError as exc:

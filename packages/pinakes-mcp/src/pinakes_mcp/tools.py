@@ -8,11 +8,14 @@ is for, its defaults and units, and how to use it in a loop. Argument bounds are
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
+import anyio
+import anyio.to_thread
 from fastmcp.exceptions import ResourceError, ToolError
 from fastmcp.server.context import Context
 from mcp.types import ToolAnnotations
@@ -20,6 +23,8 @@ from pydantic import Field
 
 from pinakes_core import PinakesError
 from pinakes_core.models import Neighbour
+from pinakes_core.sections import approx_tokens
+from pinakes_core.when import WhenError, parse_when
 from pinakes_mcp.models import (
     KbInfo,
     KbsOutput,
@@ -28,8 +33,9 @@ from pinakes_mcp.models import (
     SearchOutput,
 )
 from pinakes_mcp.results import cap_rows, frontier, merge
-from pinakes_mcp.served import ArgumentError, Registry
-from pinakes_mcp.text import approx_tokens, find_section, headings, truncate
+from pinakes_mcp.served import ArgumentError, Registry, ServedKB
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -69,8 +75,6 @@ MAX_READ_TOKENS = 20_000
 RESULT_BUDGET_TOKENS = 8_000
 #: most frontier documents attached to a search reply.
 FRONTIER_LIMIT = 10
-#: most headings listed by pinakes_read.
-MAX_HEADINGS = 50
 #: the document resource template.
 DOCUMENT_URI = "pnk://{kb}/{doc_id}"
 GRAPH_MISSING = "pinakes_links needs the pinakes-graph plugin: uv pip install pinakes-graph"
@@ -111,8 +115,53 @@ def _tool_errors() -> Iterator[None]:
     try:
         yield
     except PinakesError as exc:
-        # The caller's mistake, not the server's: log it as a warning, without a traceback.
-        raise ToolError(str(exc), log_level=logging.WARNING) from None
+        # The caller's mistake, not the server's: the caller-errors middleware logs it as
+        # such (one line); fastmcp's own "Error calling tool" line stays at DEBUG.
+        raise ToolError(str(exc), log_level=logging.DEBUG) from None
+
+
+async def wait_until_ready(ctx: Context, served: list[ServedKB]) -> None:
+    """Wait for the start-up sync of ``served`` KBs, relaying its progress to the client.
+
+    Each poll sends an MCP progress notification (when the request carried a progress token):
+    ``progress``/``total`` are the current phase's done/total (total omitted when unknown) and
+    ``message`` names the KB and the phase.
+    """
+    pending = [s for s in served if not s.ready.is_set()]
+    last: tuple[str, int, int] | None = None
+    while pending:
+        current = pending[0]
+        stage, done, total = current.progress
+        if (stage, done, total) != last:
+            last = (stage, done, total)
+            message = f"KB {current.name!r} first sync: {stage} {done}/{total or '?'}"
+            await ctx.report_progress(progress=done, total=total or None, message=message)
+        await anyio.sleep(0.2)
+        pending = [s for s in pending if not s.ready.is_set()]
+
+
+def when_ready(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """Make a sync tool async: wait for the served KBs' start-up sync, then run it in a thread.
+
+    The signature (and so the tool's schema) is the wrapped function's.
+    """
+
+    @functools.wraps(fn)
+    async def tool(ctx: Context, *args: Any, **kwargs: Any) -> T:
+        registry = _registry(ctx)
+        await wait_until_ready(ctx, list(registry))
+        return await anyio.to_thread.run_sync(functools.partial(fn, ctx, *args, **kwargs))
+
+    return tool
+
+
+def _parse_when(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except WhenError as exc:
+        raise ArgumentError(f"{name}: {exc.message}", exc.hint) from None
 
 
 def pinakes_search(
@@ -156,6 +205,36 @@ def pinakes_search(
             description="Extra phrases to match by meaning besides the query.",
         ),
     ] = None,
+    meta: Annotated[
+        list[_Item] | None,
+        Field(
+            max_length=MAX_LIST,
+            description=(
+                "Frontmatter field filters, all of which must hold: 'status=draft', "
+                "'status!=done', 'priority>2', 'due<2025-01-01', 'stage in draft,review', "
+                "'reviewed exists'."
+            ),
+        ),
+    ] = None,
+    modified_after: Annotated[
+        str | None,
+        Field(
+            max_length=40,
+            description="Only files modified at or after this: an ISO date ('2025-05-01', "
+            "'2025-05-01T12:00') or an age ('7d', '12h', '2w').",
+        ),
+    ] = None,
+    modified_before: Annotated[
+        str | None,
+        Field(max_length=40, description="Only files modified before this (same forms)."),
+    ] = None,
+    docs: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=1_000)]] | None,
+        Field(
+            max_length=MAX_LIST,
+            description="Only these documents (doc_id, pnk:// URI or KB-relative path).",
+        ),
+    ] = None,
 ) -> SearchOutput:
     """Search the knowledge bases (keywords + meaning, fused) and get ranked passages.
 
@@ -172,8 +251,12 @@ def pinakes_search(
     - `truncated: true` means hits were dropped to keep the reply under about 8,000 tokens
       (tokens are approximated as characters / 4).
 
+    - `note` (only with no hits) says why: an unknown tag, a filter matching no document,
+      a sync still running.
+
     How to loop: prefer refining the query over raising `k`: other words, the exact
-    identifier in `entities`, a `tags` or `path` filter. The default k=8 is usually enough.
+    identifier in `entities`, a `tags`, `path`, `meta` or date filter. The default k=8 is
+    usually enough.
     Read a hit's whole document with pinakes_read(doc=<doc_id>, kb=<kb>), or follow its links
     with pinakes_links.
     """
@@ -181,14 +264,27 @@ def pinakes_search(
     registry = _registry(ctx)
     with _tool_errors():
         prefix = registry.check_prefix(path) if path else None
+        after = _parse_when(modified_after, "modified_after")
+        before = _parse_when(modified_before, "modified_before")
+        chosen = registry.select(kb)
+        wanted: dict[str, list[str]] = {}
+        for ref in docs or ():
+            found, doc_id = registry.locate(ref, kb)
+            wanted.setdefault(found.name, []).append(doc_id)
+        if docs:
+            chosen = [served for served in chosen if served.name in wanted]
         results = []
-        for served in registry.select(kb):
+        for served in chosen:
             with registry.using(served) as handle:
                 result = handle.search(
                     query,
                     k=k,
                     tags=tags or (),
                     path=prefix,
+                    doc_ids=wanted.get(served.name, ()),
+                    meta=meta or (),
+                    modified_after=after,
+                    modified_before=before,
                     entities=entities or (),
                     concepts=concepts or (),
                 )
@@ -212,8 +308,17 @@ def pinakes_search(
         if truncated
         else []
     )
+    note = None
+    if not hits:
+        found_notes = [
+            (f"{served.name}: " if len(results) > 1 else "") + r.note
+            for served, r in results
+            if r.note
+        ]
+        note = " ".join(dict.fromkeys(found_notes)) or None
     return SearchOutput(
         query=query,
+        note=note,
         hits=hits,
         confidence=confidence,
         abstain=abstain,
@@ -238,6 +343,22 @@ def pinakes_read(
             ),
         ),
     ] = None,
+    start_line: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=10_000_000,
+            description="Return lines from this one (1-based, as a hit's `lines`); not with section.",
+        ),
+    ] = None,
+    end_line: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=10_000_000,
+            description="Return lines up to this one, inclusive (default: the end of the file).",
+        ),
+    ] = None,
     max_tokens: Annotated[
         int,
         Field(
@@ -247,45 +368,30 @@ def pinakes_read(
         ),
     ] = DEFAULT_READ_TOKENS,
 ) -> ReadOutput:
-    """Read one document, or one heading section of it, with its metadata.
+    """Read one document, one heading section, or a line range of it, with its metadata.
 
-    Returns `title`, `tags`, `aliases`, authored `links` (with the resolved `dst_doc` where a
-    target resolves), `headings` (usable as `section`), the `uri`, and the current `text`,
-    capped at `max_tokens` approximate tokens (characters / 4; default 4,000, at most 20,000);
-    `truncated: true` says the text was cut, `total_tokens` how long it is.
+    Returns `title`, `tags`, `aliases`, frontmatter fields in `meta`, authored `links` (with the
+    resolved `dst_doc` where a target resolves), `headings` (usable as `section`), the `uri`,
+    and the current `text`, capped at `max_tokens` approximate tokens (characters / 4; default
+    4,000, at most 20,000); `lines` says which lines of the file `text` holds, `truncated: true`
+    that the text was cut, `total_tokens` how long the slice is.
 
     How to loop: read a hit's document when its passage is not enough. For a long document ask
-    for one `section` (see `headings`) instead of raising `max_tokens`. Follow a link by
-    reading its `dst_doc`, or use pinakes_links for more than one hop.
+    for one `section` (see `headings`), or the lines around a hit (`start_line`/`end_line`
+    from its `lines`), instead of raising `max_tokens`. Follow a link by reading its
+    `dst_doc`, or use pinakes_links for more than one hop.
     """
     registry = _registry(ctx)
     with _tool_errors():
+        if end_line is not None and start_line is None:
+            start_line = 1
+        lines = (start_line, end_line or 10_000_000) if start_line is not None else None
         served, doc_id = registry.locate(doc, kb)
         with registry.using(served) as handle:
-            view = registry.check_inside(served, handle.read(doc_id))
-        text, chosen = view.text, None
-        if section:
-            found = find_section(text, section)
-            if found is None:
-                listed = ", ".join(repr(h.title) for h in headings(text)[:20]) or "none"
-                raise ArgumentError(
-                    f"{view.path} has no heading {section!r}.", f"Its headings: {listed}."
-                )
-            heading, text = found
-            chosen = " › ".join(heading.path)
-        capped, truncated = truncate(text, max_tokens)
-    return ReadOutput.model_validate(
-        {
-            **view.model_dump(exclude={"text"}),
-            "text": capped,
-            "kb": served.name,
-            "section": chosen,
-            "headings": [" › ".join(h.path) for h in headings(view.text)[:MAX_HEADINGS]],
-            "tokens": approx_tokens(capped),
-            "total_tokens": approx_tokens(text),
-            "truncated": truncated,
-        }
-    )
+            view = registry.check_inside(
+                served, handle.read(doc_id, lines=lines, section=section, max_tokens=max_tokens)
+            )
+    return ReadOutput.model_validate({**view.model_dump(), "kb": served.name})
 
 
 def pinakes_links(
@@ -425,10 +531,30 @@ _TOOLS = (
 )
 
 
-def register(server: FastMCP[Any]) -> None:
-    """Add the four read-only tools and the ``pnk://{kb}/{doc_id}`` resource to ``server``."""
+def register(server: FastMCP[Any], *, allow_write: bool = False) -> None:
+    """Add the tools and the ``pnk://{kb}/{doc_id}`` resource template to ``server``.
+
+    Always: the four read-only tools and ``pinakes_recent``. With ``allow_write``:
+    ``pinakes_write_note``, ``pinakes_append`` and ``pinakes_link``. Every tool waits for the
+    start-up sync of the served KBs (relaying its progress) and runs in a worker thread.
+    """
+    from pinakes_mcp import writes
+
     for fn, title in _TOOLS:
-        server.tool(fn, title=title, annotations=_READ_ONLY)
+        server.tool(when_ready(fn), title=title, annotations=_READ_ONLY)
+    server.tool(
+        when_ready(writes.pinakes_recent),
+        title="Recently changed documents",
+        annotations=writes.RECENT,
+    )
+    if allow_write:
+        writers: tuple[tuple[Callable[..., Any], str, ToolAnnotations], ...] = (
+            (writes.pinakes_write_note, "Write a note", writes.WRITE_NOTE),
+            (writes.pinakes_append, "Append to a note", writes.APPEND),
+            (writes.pinakes_link, "Link two documents", writes.LINK),
+        )
+        for writer, label, annotations in writers:
+            server.tool(when_ready(writer), title=label, annotations=annotations)
     server.resource(
         DOCUMENT_URI,
         name="pinakes_document",

@@ -1,7 +1,7 @@
-"""``--watch``: re-sync a served KB when its files change (debounced, one sync at a time).
+"""Watching (on by default): re-sync a served KB when its files change (debounced, one at a time).
 
-File events come from ``watchfiles`` (Rust ``notify``: inotify, FSEvents, ReadDirectoryChangesW),
-batched over a debounce window. Each batch runs one incremental ``sync`` in a worker thread
+File events come from ``watchfiles`` with core's filter (:mod:`pinakes_core.watching`, which
+``pnk watch`` uses too), batched over a debounce window. Each batch runs one incremental ``sync`` in a worker thread
 through a second ``KB`` object that shares the served KB's loaded model: the served KB keeps
 answering during the sync (SQLite WAL) and picks the result up by the store generation, exactly
 as it does for a ``pnk sync`` run by another process. A process-wide lock keeps syncs from ever
@@ -13,21 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 
 import anyio.to_thread
-from watchfiles import DefaultFilter, awatch
+from watchfiles import awatch
 
-from pinakes_core import KB, PinakesError, SyncReport
-from pinakes_core.store import STORE_DIR
+from pinakes_core import PinakesError, SyncReport
+from pinakes_core.watching import DEFAULT_DEBOUNCE_MS, change_filter
 from pinakes_mcp.served import Registry, ServedKB
 
 __all__ = ["DEFAULT_DEBOUNCE_MS", "Watcher"]
 
 log = logging.getLogger(__name__)
-
-#: quiet time after the last file event before a sync starts; editors save in bursts.
-DEFAULT_DEBOUNCE_MS = 1000
 
 
 class Watcher:
@@ -40,7 +36,6 @@ class Watcher:
     def __init__(self, registry: Registry, *, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
         self._registry = registry
         self._debounce_ms = debounce_ms
-        self._lock = threading.Lock()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.syncs = 0
@@ -63,14 +58,11 @@ class Watcher:
         self._tasks.clear()
 
     async def _watch(self, served: ServedKB) -> None:
-        ignore = DefaultFilter(ignore_dirs=(*DefaultFilter.ignore_dirs, STORE_DIR))
-        # Changes made while no server was running are picked up by a catch-up sync, run on the
-        # first (empty) yield: by then the watch is registered, so a file written during the
-        # catch-up either lands in it or raises an event — none can fall between the two.
+        # The catch-up sync runs on the first (empty) yield (see pinakes_core.watching).
         first = True
         async for changes in awatch(
             served.root,
-            watch_filter=ignore,
+            watch_filter=change_filter(),
             debounce=self._debounce_ms,
             stop_event=self._stop,
             rust_timeout=200,
@@ -94,16 +86,13 @@ class Watcher:
         Returns:
             The report, or ``None`` when the sync failed (logged; the next change retries).
         """
-        with self._lock:
-            syncer = KB.open(served.root, embedder=served.kb.embedder)
-            try:
-                report = syncer.sync()
-            except PinakesError as exc:
-                log.warning("KB %r: sync after file changes failed: %s", served.name, exc)
-                return None
-            finally:
-                syncer.close()
-                self.syncs += 1
+        try:
+            report = self._registry.sync(served)
+        except PinakesError as exc:
+            log.warning("KB %r: sync after file changes failed: %s", served.name, exc)
+            return None
+        finally:
+            self.syncs += 1
         if report.added or report.changed or report.removed or report.renamed:
             log.info(
                 "KB %r re-synced: %d added, %d changed, %d removed, %d renamed",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinakes_mcp.text import approx_tokens, find_section, headings, truncate
+from pinakes_core.sections import approx_tokens, find_section, headings, truncate
 
 DOC = (
     "---\ntitle: T\n# not a heading: frontmatter\n---\n"

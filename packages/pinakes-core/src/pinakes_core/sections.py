@@ -1,0 +1,243 @@
+"""Token budgets, heading sections and line slices of a document (``KB.read``, MCP, ``pnk show``).
+
+Tokens here are *approximate*: characters / 4, the usual rule of thumb for English text under
+BPE tokenizers. Budgets only need to keep a reply within an agent's context, not to match any
+one model's tokenizer, and counting characters costs nothing.
+
+Headings are found line by line (ATX ``#`` headings outside fenced code, after any YAML
+frontmatter); that is enough to cut a document into sections for reading.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pinakes_core.errors import PinakesError
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MAX_HEADINGS",
+    "Heading",
+    "Slice",
+    "SliceError",
+    "approx_tokens",
+    "find_section",
+    "headings",
+    "section_span",
+    "slice_document",
+    "truncate",
+]
+
+#: most heading paths a read lists.
+MAX_HEADINGS = 50
+
+#: characters per approximate token (see the module docstring).
+CHARS_PER_TOKEN = 4
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_PATH_SEP = re.compile(r"\s+(?:›|>)\s+")
+
+
+def approx_tokens(text: str) -> int:
+    """Return the approximate token count of ``text`` (characters / 4, rounded up)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def truncate(text: str, max_tokens: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``max_tokens`` approximate tokens.
+
+    The cut falls at the last paragraph break (else line break) inside the budget when there is
+    one in its second half, so a reader never gets half a line unless a single line is longer
+    than the budget.
+
+    Returns:
+        The (possibly shortened) text and whether it was cut.
+    """
+    limit = max_tokens * CHARS_PER_TOKEN
+    if len(text) <= limit:
+        return text, False
+    cut = text.rfind("\n\n", 0, limit)
+    if cut < limit // 2:
+        cut = text.rfind("\n", 0, limit)
+    if cut < limit // 2:
+        cut = limit
+    return text[:cut].rstrip() + "\n", True
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A Markdown heading: its level (1–6), its text, its path and its 0-based line."""
+
+    level: int
+    title: str
+    path: tuple[str, ...]
+    line: int
+
+
+def _body_start(lines: list[str]) -> int:
+    """Return the index of the first line after YAML frontmatter (0 when there is none)."""
+    if lines and lines[0].rstrip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].rstrip() in ("---", "..."):
+                return i + 1
+    return 0
+
+
+def headings(text: str) -> list[Heading]:
+    """Return the ATX headings of ``text`` in order, skipping frontmatter and fenced code."""
+    lines = text.split("\n")
+    found: list[Heading] = []
+    stack: list[tuple[int, str]] = []
+    fence: str | None = None
+    for i in range(_body_start(lines), len(lines)):
+        line = lines[i]
+        opener = _FENCE.match(line)
+        if fence is not None:
+            if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opener:
+            fence = opener.group(1)
+            continue
+        match = _ATX.match(line)
+        if not match:
+            continue
+        level, title = len(match.group(1)), (match.group(2) or "").strip()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        found.append(Heading(level, title, tuple(t for _, t in stack), i))
+    return found
+
+
+def section_span(text: str, name: str) -> tuple[Heading, int, int] | None:
+    """Return the heading called ``name`` and its section's 0-based [start, end) line span."""
+    wanted = tuple(part.strip().casefold() for part in _PATH_SEP.split(name.strip()))
+    found = headings(text)
+    for index, heading in enumerate(found):
+        path = tuple(part.casefold() for part in heading.path)
+        if path[-len(wanted) :] != wanted:
+            continue
+        end = next(
+            (h.line for h in found[index + 1 :] if h.level <= heading.level), text.count("\n") + 1
+        )
+        return heading, heading.line, end
+    return None
+
+
+def find_section(text: str, name: str) -> tuple[Heading, str] | None:
+    """Return the heading called ``name`` and its section's text, or ``None``.
+
+    ``name`` matches a heading's text case-insensitively, or a heading path written with
+    ``›`` or ``>`` between levels (as search hits give ``heading_path``). The section runs
+    from the heading line to the next heading of the same or a higher level.
+    """
+    span = section_span(text, name)
+    if span is None:
+        return None
+    heading, start, end = span
+    return heading, "\n".join(text.split("\n")[start:end]).strip("\n") + "\n"
+
+
+class SliceError(PinakesError):
+    """A read asked for lines or a section the document does not have."""
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The part of a document a read returns.
+
+    Attributes:
+        text: the text served (possibly cut to the token budget).
+        lines: its first and last line in the file, 1-based and inclusive.
+        section: the heading path of the section served, when one was asked.
+        headings: the document's heading paths (at most :data:`MAX_HEADINGS`).
+        tokens: approximate tokens in ``text``.
+        total_tokens: approximate tokens in the whole slice before the budget cut it.
+        truncated: whether ``text`` was cut to fit the budget.
+    """
+
+    text: str
+    lines: tuple[int, int]
+    section: str | None
+    headings: list[str]
+    tokens: int
+    total_tokens: int
+    truncated: bool
+
+
+def slice_document(
+    path: str,
+    text: str,
+    *,
+    lines: tuple[int, int] | None = None,
+    section: str | None = None,
+    max_tokens: int | None = None,
+) -> Slice:
+    """Cut ``text`` (the file ``path``) to a line range or a heading section, then to a budget.
+
+    Args:
+        path: the document's KB-relative path, for error messages.
+        text: the whole document.
+        lines: first and last line, 1-based and inclusive; a last line past the end is clamped.
+        section: a heading's text or heading path (see :func:`find_section`).
+        max_tokens: cap on the returned text in approximate tokens; ``None`` for no cap.
+
+    Raises:
+        SliceError: for both ``lines`` and ``section``, a line range that is empty, starts past
+            the end or below 1, an unknown section, or a budget below 1.
+    """
+    all_lines = text.split("\n")
+    if text.endswith("\n"):
+        all_lines.pop()  # the newline ends the last line; it does not start another
+    count = max(len(all_lines), 1)
+    found = headings(text)
+    listed = [" › ".join(h.path) for h in found[:MAX_HEADINGS]]
+    if lines is not None and section:
+        raise SliceError("Give either a line range or a section, not both.", "Drop one of the two.")
+    if max_tokens is not None and max_tokens < 1:
+        raise SliceError(f"max_tokens must be at least 1, not {max_tokens}.")
+    chosen: str | None = None
+    span = (1, count)
+    body = text
+    if lines is not None:
+        first, last = lines
+        if first < 1 or last < first:
+            raise SliceError(
+                f"The line range {first}-{last} is not valid.",
+                "Use A-B with 1 <= A <= B, e.g. 10-40.",
+            )
+        if first > count:
+            raise SliceError(
+                f"{path} has {count} lines; the range {first}-{last} starts past the end.",
+                f"Use a range within 1-{count}.",
+            )
+        span = (first, min(last, count))
+        body = "\n".join(all_lines[first - 1 : span[1]]) + "\n"
+    elif section:
+        found_span = section_span(text, section)
+        if found_span is None:
+            names = ", ".join(repr(h.title) for h in found[:20]) or "none"
+            raise SliceError(f"{path} has no heading {section!r}.", f"Its headings: {names}.")
+        heading, start, end = found_span
+        # The section runs to the line before the next heading; blank lines at its end go.
+        while end - 1 > start and end - 1 < len(all_lines) and not all_lines[end - 1].strip():
+            end -= 1
+        end = min(end, len(all_lines))
+        span = (start + 1, max(end, start + 1))
+        chosen = " › ".join(heading.path)
+        body = "\n".join(all_lines[start:end]) + "\n"
+    capped, truncated = truncate(body, max_tokens) if max_tokens is not None else (body, False)
+    if truncated:
+        span = (span[0], span[0] + max(capped.count("\n"), 1) - 1)
+    return Slice(
+        text=capped,
+        lines=span,
+        section=chosen,
+        headings=listed,
+        tokens=approx_tokens(capped),
+        total_tokens=approx_tokens(body),
+        truncated=truncated,
+    )

@@ -1,0 +1,162 @@
+"""Opt-in document writes for agents: create a note, append to a note or a section (issue 11).
+
+Pinakes itself never modifies a document (DESIGN §13); these functions run only when a user
+turned agent writes on (``pinakes-mcp --allow-write``). Every path is confined exactly like a
+read: KB-relative, no ``..``, not absolute, never through a symlink out of the root, never in a
+dot-folder or the store, and it must be a document the KB indexes. Writes are atomic (temp file
+and rename); the caller syncs afterwards so the change is searchable.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+import pathspec
+from pydantic import BaseModel, ConfigDict, Field
+
+from pinakes_core.errors import PinakesError
+from pinakes_core.sections import section_span
+from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write
+
+if TYPE_CHECKING:
+    from pinakes_core.kb import KB
+
+__all__ = ["MAX_WRITE_CHARS", "PathError", "WriteResult", "append", "confine", "write_note"]
+
+#: largest text one write accepts (characters); a note is not a data dump.
+MAX_WRITE_CHARS = 200_000
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_HINT = "Use a path relative to the KB root, e.g. notes/idea.md (no '..', not absolute)."
+
+
+class PathError(PinakesError):
+    """A client-supplied path is absolute, climbs out of the KB, or is not a document path."""
+
+
+class WriteResult(BaseModel):
+    """What a write did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str = Field(description="the document's KB-relative path")
+    action: str = Field(description="created | overwritten | appended")
+    section: str | None = Field(default=None, description="the section appended to, if any")
+    chars: int = Field(description="characters written by this call")
+
+
+def confine(root: Path, ref: str, name: str | None = None) -> str:
+    """Return ``ref`` as a KB-relative POSIX path, refusing anything that could leave ``root``.
+
+    ``name`` (the KB's name) only makes the messages more specific.
+
+    Raises:
+        PathError: for a URI, an absolute or drive path, ``~``, ``..`` or a NUL byte, or a path
+            that resolves outside the root (a symlink on the way).
+    """
+    if not ref.strip() or "\x00" in ref:
+        raise PathError("The path is empty or holds a NUL byte.", _HINT)
+    if "://" in ref or ref.startswith("file:"):
+        raise PathError(f"{ref!r} is not a pnk:// URI or a KB-relative path.", _HINT)
+    posix = ref.strip().replace("\\", "/")
+    path = PurePosixPath(posix)
+    if path.is_absolute() or posix.startswith("~") or _DRIVE.match(posix):
+        raise PathError(f"{ref!r} is an absolute path; only KB-relative paths are served.", _HINT)
+    if ".." in path.parts:
+        raise PathError(f"{ref!r} climbs out of the KB ('..' is not allowed).", _HINT)
+    root = root.resolve()
+    if not (root / path).resolve().is_relative_to(root):
+        kb = f"the KB {name!r}" if name else "the KB"
+        raise PathError(f"{ref!r} leads outside {kb} (a symlink).", _HINT)
+    return path.as_posix().removeprefix("./")
+
+
+def _document_path(kb: KB, ref: str) -> tuple[str, Path]:
+    rel = confine(kb.root, ref)
+    parts = PurePosixPath(rel).parts
+    if any(part.startswith(".") for part in parts) or rel.endswith(SIDECAR_SUFFIX):
+        raise PathError(
+            f"{rel!r} is inside a hidden folder or is a sidecar; notes go in visible folders.",
+            _HINT,
+        )
+    include = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.include)
+    exclude = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.exclude)
+    if not include.match_file(rel) or exclude.match_file(rel):
+        raise PathError(
+            f"{rel!r} is not a document this KB indexes ([sync] include/exclude).",
+            "Use a .md path, e.g. notes/idea.md.",
+        )
+    return rel, kb.root / rel
+
+
+def _check_text(text: str) -> None:
+    if len(text) > MAX_WRITE_CHARS:
+        raise PinakesError(
+            f"The text is {len(text):,} characters; one write takes at most {MAX_WRITE_CHARS:,}.",
+            "Split it into several notes.",
+        )
+    if "\x00" in text:
+        raise PinakesError("The text holds a NUL byte.", "Send plain text.")
+
+
+def write_note(kb: KB, path: str, text: str, *, overwrite: bool = False) -> WriteResult:
+    """Create the Markdown note ``path`` (folders made as needed) holding ``text``.
+
+    Raises:
+        PathError: if ``path`` is not a confined document path.
+        PinakesError: if the file exists and ``overwrite`` is false, or the text is too big.
+    """
+    rel, target = _document_path(kb, path)
+    _check_text(text)
+    existed = target.exists()
+    if existed and not overwrite:
+        raise PinakesError(
+            f"{rel} already exists; it was not changed.",
+            "Pass overwrite=true to replace it, or append to it instead.",
+        )
+    if existed and not target.is_file():
+        raise PathError(f"{rel} is a folder, not a note.", _HINT)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, text if text.endswith("\n") else text + "\n")
+    return WriteResult(path=rel, action="overwritten" if existed else "created", chars=len(text))
+
+
+def append(kb: KB, path: str, text: str, *, section: str | None = None) -> WriteResult:
+    """Append ``text`` to the existing note ``path``, or to the end of its ``section``.
+
+    A blank line separates the new text from what was there.
+
+    Raises:
+        PathError: if ``path`` is not a confined document path.
+        PinakesError: if the note does not exist, the section is unknown, or the text is too big.
+    """
+    rel, target = _document_path(kb, path)
+    _check_text(text)
+    if not target.is_file():
+        raise PinakesError(
+            f"{rel} does not exist.", "Create it with pinakes_write_note, or check the path."
+        )
+    try:
+        old = target.read_text(encoding="utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise PinakesError(
+            f"{rel} is not valid UTF-8; it was not changed.", "Fix its encoding first."
+        ) from None
+    addition = text.strip("\n") + "\n"
+    chosen: str | None = None
+    if section:
+        span = section_span(old, section)
+        if span is None:
+            raise PinakesError(f"{rel} has no heading {section!r}.", "Read it to see its headings.")
+        heading, _, end = span
+        chosen = " › ".join(heading.path)
+        lines = old.split("\n")
+        head = "\n".join(lines[:end]).rstrip("\n")
+        tail = "\n".join(lines[end:]).lstrip("\n")
+        new = head + "\n\n" + addition + ("\n" + tail if tail else "")
+    else:
+        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + addition
+    atomic_write(target, new)
+    return WriteResult(path=rel, action="appended", section=chosen, chars=len(text))
