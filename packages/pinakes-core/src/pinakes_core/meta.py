@@ -147,8 +147,8 @@ def _scalar(value: Any) -> tuple[str, float | None] | None:
 
 def _fields(
     fields: Mapping[Any, Any],
-) -> Iterator[tuple[str, bool, list[tuple[str, float | None]]]]:
-    """Yield ``(key, is_list, [(text, number), …])`` per usable field, within the limits."""
+) -> Iterator[tuple[str, bool, list[tuple[str, float | None]], list[Any]]]:
+    """Yield ``(key, is_list, [(text, number), …], originals)`` per usable field, in limits."""
     for count, (raw_key, value) in enumerate(fields.items()):
         if count >= MAX_FIELDS:
             return
@@ -157,9 +157,13 @@ def _fields(
             continue
         is_list = isinstance(value, list)
         items = value[:MAX_ITEMS] if is_list else [value]
-        rows = [row for row in map(_scalar, items) if row is not None]
-        if rows:
-            yield key, is_list, rows
+        kept = [
+            (row, item)
+            for row, item in zip(map(_scalar, items), items, strict=True)
+            if row is not None
+        ]
+        if kept:
+            yield key, is_list, [row for row, _ in kept], [item for _, item in kept]
 
 
 def flatten(fields: Mapping[Any, Any]) -> Iterator[tuple[str, str, float | None]]:
@@ -168,15 +172,27 @@ def flatten(fields: Mapping[Any, Any]) -> Iterator[tuple[str, str, float | None]
     Scalars give one row, lists one per scalar item; nested mappings and ``null`` give none.
     Keys are lower-cased; an over-long key is skipped.
     """
-    for key, _, rows in _fields(fields):
+    for key, _, rows, _ in _fields(fields):
         for text, number in rows:
             yield key, text, number
 
 
+def _json_value(text: str, number: float | None, original: Any) -> object:
+    if isinstance(original, bool | int | float) and number is not None:
+        return original
+    return text
+
+
 def summary(fields: Mapping[Any, Any]) -> dict[str, object]:
-    """Return the JSON-safe fields a read shows: what :func:`flatten` keeps, lists kept as lists."""
+    """Return the JSON-safe fields a read shows: what :func:`flatten` keeps, lists kept as lists.
+
+    Numbers and booleans stay JSON numbers and booleans; dates become ISO strings.
+    """
     out: dict[str, object] = {}
-    for key, is_list, rows in _fields(fields):
-        values = [text for text, _ in rows]
+    for key, is_list, rows, originals in _fields(fields):
+        values = [
+            _json_value(text, number, original)
+            for (text, number), original in zip(rows, originals, strict=True)
+        ]
         out[key] = values if is_list else values[0]
     return out

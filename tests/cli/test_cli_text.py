@@ -1,0 +1,251 @@
+"""Issue 11 item 1: user text prints literally on every CLI path, never as Rich markup.
+
+Two layers: a property test pushes random bracket strings through every renderer, and a
+fixture KB full of brackets goes through the real commands (search, show, links, sync,
+doctor, eval, errors) with the real model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from conftest import make_kb
+from pinakes_cli import render
+from pinakes_cli.main import cli
+from pinakes_core import DocumentView, Hit, SearchResult, SyncReport
+from pinakes_core.eval import ClassMetrics, ConfigReport, EvalReport, Overall
+from pinakes_core.models import (
+    DoctorFinding,
+    DoctorReport,
+    LinksResult,
+    Neighbour,
+    SkippedFile,
+    UnresolvedLink,
+)
+
+NASTY = ["[/etc/hosts]", "[red]x[/red]", "[[wiki]]", "[x]", "[/]", "[bold", ":smile:", "[link=x]y"]
+
+# Random strings of bracket-heavy characters, no whitespace (snippets collapse whitespace).
+brackets = st.text(alphabet="[]/=#:!abxred", min_size=1, max_size=30) | st.sampled_from(NASTY)
+
+
+def rendered(draw: object) -> str:
+    console = Console(file=io.StringIO(), width=400, soft_wrap=True, color_system=None)
+    draw(console)  # type: ignore[operator]
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out, str)
+    return out
+
+
+def _hit(text: str) -> Hit:
+    return Hit(
+        doc_id="01JAXR3T5W6Z8Q9N0P1R2S3T4V",
+        chunk=0,
+        path=f"notes/{text}.md",
+        title=f"T{text}",
+        heading_path=[f"H{text}"],
+        text=f"before {text} after",
+        score=0.5,
+        lines=(1, 2),
+        ranks={"bm25": 1, "dense": None},
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(brackets)
+def test_every_renderer_prints_bracket_text_literally(text: str) -> None:
+    result = SearchResult(
+        query=text, hits=[_hit(text)], timings_ms={}, confidence=0.5, abstain=False
+    )
+    for fmt in ("table", "md", "files"):
+        out = rendered(lambda c, fmt=fmt: render.render_search(c, result, explain=True, fmt=fmt))
+        assert f"notes/{text}.md" in out, fmt
+    table = rendered(lambda c: render.render_search(c, result))
+    assert f"before {text} after" in table and f"H{text}" in table
+    empty = SearchResult(query=text, hits=[], timings_ms={}, note=f"No tag {text!r}.")
+    assert f"No tag {text!r}." in rendered(lambda c: render.render_search(c, empty))
+
+    doc = DocumentView(
+        doc_id="01JAXR3T5W6Z8Q9N0P1R2S3T4V",
+        uri="pnk://x/01JAXR3T5W6Z8Q9N0P1R2S3T4V",
+        path=f"{text}.md",
+        title=f"Title {text}",
+        tags=[text],
+        aliases=[],
+        links=[],
+        chunks=1,
+        modified=0.0,
+        text=f"body {text}\n",
+        meta={"k": text},
+        section=f"S{text}",
+    )
+    out = rendered(lambda c: render.render_document(c, doc))
+    for piece in (f"Title {text}", f"body {text}", f"{text}.md", f"S{text}", f"k: {text}"):
+        assert piece in out
+
+    links = LinksResult(
+        doc_id="D",
+        title=f"L{text}",
+        rel=None,
+        depth=1,
+        depth_asked=1,
+        neighbours=[
+            Neighbour(
+                doc_id="N",
+                title=f"N{text}",
+                path=f"p{text}.md",
+                rel="links-to",
+                direction="out",
+                distance=1,
+                score=1.0,
+            )
+        ],
+        frontier=[],
+        unresolved=[UnresolvedLink(target=f"[[{text}]]", reason=f"r{text}")],
+        confidence=None,
+        truncated=False,
+    )
+    out = rendered(lambda c: render.render_links(c, links))
+    for piece in (f"L{text}", f"N{text}", f"p{text}.md", f"[[{text}]]: r{text}"):
+        assert piece in out
+
+    report = SyncReport(
+        added=[],
+        changed=[],
+        removed=[],
+        renamed=[],
+        unchanged=0,
+        skipped=[SkippedFile(path=f"s{text}.md", reason=f"why {text}")],
+        warnings=[f"w{text}"],
+        chunks_embedded=0,
+        chunks_reused=0,
+        embed_seconds=0.0,
+        chunks_per_second=None,
+        seconds=0.0,
+    )
+    out = rendered(lambda c: render.render_sync(c, report))
+    assert f"s{text}.md: why {text}" in out and f"w{text}" in out
+
+    doctor = DoctorReport(
+        findings=[
+            DoctorFinding(check="c", severity="warning", message=f"m{text}", items=[f"i{text}"])
+        ],
+        fixed=[f"f{text}"],
+    )
+    out = rendered(lambda c: render.render_doctor(c, doctor))
+    assert f"m{text}" in out and f"i{text}" in out and f"f{text}" in out
+
+    metrics = ClassMetrics.model_validate(
+        {
+            "questions": 1,
+            "recall@1": 1.0,
+            "recall@5": 1.0,
+            "recall@10": 1.0,
+            "mrr": 1.0,
+            "ndcg@10": 1.0,
+        }
+    )
+    overall = Overall(
+        questions=1,
+        false_abstain=0.0,
+        false_confidence=0.0,
+        false_confidence_none=None,
+        latency_ms_p50=1.0,
+        latency_ms_p95=1.0,
+    )
+    evaluation = EvalReport(
+        kb="k",
+        questions_file=f"q{text}.jsonl",
+        abstain_below=0.2,
+        configs={
+            f"c{text}": ConfigReport(
+                channels=["bm25"], classes={f"k{text}": metrics}, overall=overall
+            )
+        },
+    )
+    out = rendered(lambda c: render.render_eval(c, evaluation))
+    assert f"q{text}.jsonl" in out and f"c{text}" in out and f"k{text}" in out
+
+    out = rendered(lambda c: render.render_error(c, f"bad {text}", f"hint {text}"))
+    assert f"bad {text}" in out and f"hint {text}" in out
+
+
+# -- the real commands over a KB full of brackets ------------------------------------------
+
+BRACKETS: dict[str, str | bytes] = {
+    "todo.md": (
+        "---\ntitle: \"[red]Todo[/red] list\"\ntags: ['[x]']\n---\n# [red]Todo[/red] list\n\n"
+        "- [x] done item\n- [ ] open item\n\nRun [[raft]] or [[paxos]] before editing "
+        "[/etc/hosts] and [bold]anything[/bold].\n"
+    ),
+    "raft.md": "# Raft [notes]\n\nRaft leaders; see [[todo]] and [link=evil]click[/link].\n",
+    "broken.md": "# Broken\n\nA link to [[no such page]] and [x](missing.md).\n",
+}
+
+
+@pytest.fixture(scope="module")
+def bracket_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_kb(tmp_path_factory.mktemp("kb") / "[red]kb[/red]", BRACKETS, name="brackets")
+    (root / "questions.jsonl").write_text(
+        json.dumps(
+            {"id": "q[1]", "query": "[/etc/hosts]", "class": "lookup", "relevant": ["todo.md"]}
+        )
+        + "\n",
+        "utf-8",
+    )
+    return root
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), obj={})
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.model
+def test_commands_print_bracket_text_literally(bracket_kb: Path) -> None:
+    kb = str(bracket_kb)
+    code, out, err = run("--kb", kb, "sync")
+    assert code == 0, err
+    code, out, err = run("--kb", kb, "search", "[/etc/hosts] editing", "-k", "3")
+    assert code == 0, err
+    assert "Traceback" not in err and "MarkupError" not in err
+    assert "[[raft]] or [[paxos]]" in out and "[/etc/hosts]" in out
+    assert "[red]Todo[/red] list" in out
+    code, out, err = run("--kb", kb, "show", "todo.md")
+    assert code == 0, err
+    for piece in (
+        "- [x] done item",
+        "[[raft]] or [[paxos]]",
+        "[/etc/hosts]",
+        "[bold]anything[/bold]",
+    ):
+        assert piece in out
+    assert "[red]Todo[/red] list" in out and "[x]" in out  # title and tag
+    code, out, err = run("--kb", kb, "search", "anything", "--format", "md")
+    assert code == 0 and "[/etc/hosts]" in out
+    code, out, err = run("--kb", kb, "links", "raft.md")
+    assert code == 0, err
+    assert "[red]Todo[/red] list" in out
+    code, out, err = run("--kb", kb, "links", "broken.md")
+    assert "[[no such page]]" in out or "no such page" in out
+    code, out, err = run("--kb", kb, "doctor")
+    assert code == 0, err
+    assert "no such page" in out
+    code, out, err = run("--kb", kb, "eval", "--configs", "bm25")
+    assert code == 0, err
+    assert "[red]kb[/red]" in out  # the questions file path, inside the bracketed folder
+    code, out, err = run("--kb", kb, "show", "[/etc/hosts].md")
+    assert code == 1 and "No document '[/etc/hosts].md'" in err and "Traceback" not in err
+
+
+def test_errors_quote_bracket_values_literally(tmp_path: Path) -> None:
+    code, _, err = run("--kb", str(tmp_path / "[red]nope[/red]"), "status")
+    assert code == 1 and "[red]nope[/red]" in err
