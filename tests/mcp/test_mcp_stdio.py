@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -13,10 +14,21 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from conftest import doc_ids, make_kb
+from pinakes_mcp import __version__
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 EXECUTABLE = Path(sys.executable).with_name("pinakes-mcp")
+ALL_TOOLS = {
+    "pinakes_search",
+    "pinakes_read",
+    "pinakes_links",
+    "pinakes_kbs",
+    "pinakes_recent",
+    "pinakes_write_note",
+    "pinakes_append",
+    "pinakes_link",
+}
 
 
 @pytest.fixture(scope="module")
@@ -24,32 +36,59 @@ def kb_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_kb(tmp_path_factory.mktemp("stdio") / "notes", name="notes")
 
 
-def test_sdk_client_initializes_lists_searches_and_reads(kb_root: Path) -> None:
+def test_sdk_client_drives_every_tool_over_stdio(kb_root: Path) -> None:
+    """Every tool (write tools on with --allow-write), resources and the server's version."""
     assert EXECUTABLE.exists(), f"{EXECUTABLE} is not installed (uv sync --all-packages)"
-    params = StdioServerParameters(command=str(EXECUTABLE), args=["--kb", str(kb_root)])
-
+    params = StdioServerParameters(
+        command=str(EXECUTABLE), args=["--kb", str(kb_root), "--allow-write"]
+    )
     expected = (kb_root / "raft.md").read_text("utf-8")
 
     async def session() -> None:
-        with anyio.fail_after(180):  # the first start syncs the KB with the real model
+        with anyio.fail_after(240):  # the first start syncs the KB with the real model
             async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
                 init = await client.initialize()
-                assert init.server_info.name == "pinakes"
-                tools = await client.list_tools()
-                assert {tool.name for tool in tools.tools} == {
-                    "pinakes_search",
-                    "pinakes_read",
-                    "pinakes_links",
-                    "pinakes_kbs",
-                }
-                found = await client.call_tool(
-                    "pinakes_search", {"query": "how does raft elect a leader", "k": 3}
-                )
-                assert not found.is_error
-                assert isinstance(found.structured_content, dict)
-                top = found.structured_content["hits"][0]
+                assert (init.server_info.name, init.server_info.version) == ("pinakes", __version__)
+                tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+                assert set(tools) == ALL_TOOLS
+
+                async def call(name: str, **args: Any) -> dict[str, Any]:
+                    result = await client.call_tool(name, args)
+                    assert not result.is_error, (name, result.content)
+                    assert isinstance(result.structured_content, dict)
+                    return result.structured_content
+
+                found = await call("pinakes_search", query="how does raft elect a leader", k=3)
+                top = found["hits"][0]
                 assert top["path"] == "raft.md"
                 assert top["doc_id"] == doc_ids(kb_root)["raft.md"]  # the server synced it
+                read_back = await call("pinakes_read", doc=top["doc_id"], section="Safety")
+                assert read_back["section"] == "Raft › Safety" and "majority" in read_back["text"]
+                links = await call("pinakes_links", doc="raft.md")
+                assert links["doc_id"] == top["doc_id"]
+                kbs = await call("pinakes_kbs")
+                assert kbs["kbs"][0]["name"] == "notes" and kbs["kbs"][0]["watching"] is True
+                written = await call(
+                    "pinakes_write_note", path="ideas/okapi.md", text="# Okapi\n\nokapi stripes"
+                )
+                assert written["synced"] is True and written["doc_id"]
+                appended = await call(
+                    "pinakes_append", path="ideas/okapi.md", text="forest giraffe"
+                )
+                assert appended["action"] == "appended"
+                linked = await call(
+                    "pinakes_link", src="ideas/okapi.md", dst="raft.md", rel="cites"
+                )
+                assert linked["action"] == "linked"
+                recent = await call("pinakes_recent", limit=1)
+                assert recent["documents"][0]["path"] == "ideas/okapi.md"
+                again = await call("pinakes_search", query="okapi forest giraffe", k=1)
+                assert again["hits"][0]["path"] == "ideas/okapi.md"
+                bad = await client.call_tool("pinakes_search", {"query": "x", "k": 0})
+                assert bad.is_error
+                assert "'k' must be an integer from 1 to 50; got 0." in str(bad.content[0])
+                listed = await client.list_resources()
+                assert f"pnk://notes/{top['doc_id']}" in {str(r.uri) for r in listed.resources}
                 resource = await client.read_resource(f"pnk://notes/{top['doc_id']}")
                 (content,) = resource.contents
                 assert getattr(content, "text", None) == expected

@@ -41,6 +41,8 @@ class DocumentProvider(Provider):
     def _documents(self) -> list[TextResource]:
         found: list[TextResource] = []
         for served in self._registry:
+            # A KB still in its start-up sync is left out (never waited for: hosts list
+            # resources while initializing); it is listed from the next request on.
             if not served.ready.is_set() or served.error is not None:
                 continue
             offset: int | None = 0
