@@ -252,3 +252,13 @@ def test_append_to_note_and_section(kb: KB) -> None:
         append(kb, "nope.md", "x")
     with pytest.raises(PinakesError, match="no heading"):
         append(kb, "a.md", "x", section="Missing")
+
+
+def test_sync_progress_covers_every_phase(tmp_path: Path) -> None:
+    pytest.importorskip("pinakes_graph")
+    kb = KB.open(make_kb(tmp_path / "kb", DOCS), embedder=FakeHashEmbedder())
+    heard: list[str] = []
+    kb.sync(progress=lambda stage, done, total: heard.append(stage))
+    stages = list(dict.fromkeys(heard))
+    assert stages[:3] == ["read", "embed", "links"]
+    assert {"graph", "graph links", "labels"} <= set(stages), stages
