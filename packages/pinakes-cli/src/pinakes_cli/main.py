@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
-from pinakes_cli.calibrate_command import calibrate
 from pinakes_cli.plugins import plugins, register_plugin_commands
 from pinakes_core import KB, PinakesError
 from pinakes_core.when import WhenError, parse_when
@@ -506,6 +505,27 @@ def eval_(
 
 @cli.command()
 @_kb_option
+@_json_option("Print the calibration as JSON.")
+@click.pass_context
+def calibrate(ctx: click.Context, as_json: bool) -> None:
+    """Refit confidence for this KB from its own synthetic queries (sync does it when needed)."""
+    kb = _kb(ctx)
+    with _progress(not as_json) as progress:
+        calibration = kb.self_calibrate(force=True, progress=progress)
+    if calibration is None:
+        _out().print("The KB has no documents: nothing to calibrate.", markup=False)
+    elif as_json:
+        render.print_json(_out(), calibration)
+    else:
+        _out().print(
+            f"confidence calibrated on {calibration.n} synthetic queries ({calibration.fitted_on}).",
+            markup=False,
+            highlight=False,
+        )
+
+
+@cli.command()
+@_kb_option
 @click.option(
     "--debounce",
     "debounce_ms",
@@ -548,7 +568,6 @@ def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
 
 
 cli.add_command(plugins)
-cli.add_command(calibrate)
 
 # Commands from other Pinakes distributions (pnk mcp from pinakes-mcp, …) come through the
 # register_commands hook; a known one that is not installed says what to install.
