@@ -24,6 +24,7 @@ from pydantic import (
 from ulid import ULID
 
 from pinakes_core.errors import ConfigError
+from pinakes_core.sidecar import normalise_rel
 from pinakes_core.uri import is_ulid, new_ulid
 
 __all__ = [
@@ -33,12 +34,16 @@ __all__ = [
     "Config",
     "EmbeddingConfig",
     "KbConfig",
+    "RelationType",
     "RetrievalConfig",
+    "SchemaConfig",
+    "SchemaReviewConfig",
     "SyncConfig",
     "default_kb_id",
     "default_kb_name",
     "load_config",
     "render_config",
+    "validate_config",
 ]
 
 CONFIG_FILE = "pinakes.toml"
@@ -70,15 +75,22 @@ def default_kb_id(name: str) -> str:
 
 
 class KbConfig(_Section):
-    """``[kb]``: the KB's identity.
+    """``[kb]``: the KB's identity, and the template it was stamped from (if any).
 
-    Both keys are optional (DESIGN §2): ``name`` defaults to the KB folder's name and ``id`` to a
-    ULID derived from the name (see :func:`default_kb_id`). The defaults need the KB root, which
-    :func:`load_config` passes as validation context ``{"root": Path}``.
+    ``name`` and ``id`` are optional (DESIGN §2): ``name`` defaults to the KB folder's name and
+    ``id`` to a ULID derived from the name (see :func:`default_kb_id`). The defaults need the KB
+    root, which :func:`validate_config` passes as validation context ``{"root": Path}``.
     """
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
     id: str
+    #: The template ``pnk init --template`` stamped (its ``template.toml`` name) and its version;
+    #: ``pnk upgrade`` compares that version with the template's current one.
+    template: str | None = None
+    template_version: Annotated[str | None, Field(pattern=r"^\d+(\.\d+)*$")] = None
+    #: Where a template that is a local folder lives (relative to the KB root when inside it or
+    #: beside it); unset for the templates that ship with Pinakes.
+    template_source: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -188,13 +200,90 @@ class DeepConfig(_Section):
     max_rounds: Annotated[int, Field(ge=1, le=10)] = 3
 
 
-class SchemaConfig(_Section):
-    """``[schema]``: the seed schema given to extraction prompts (DESIGN §9)."""
+def _type_key(name: str) -> str:
+    """A type name as Pinakes compares them: lower-kebab (``"Depends On"`` → ``depends-on``)."""
+    return normalise_rel(name) if any(c.isalnum() for c in name) else ""
 
-    template: str = "general"
-    entity_types: list[str] = []
-    relation_types: list[str] = []
-    attribute_types: list[str] = []
+
+def _named_table(value: Any) -> Any:
+    """Accept a plain list of names (``["person", "place"]``) for a ``{name = description}`` table."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return dict.fromkeys(value, "")
+    return value
+
+
+class RelationType(_Section):
+    """One relation type of the seed schema: ``depends-on = { inverse = "required-by", … }``."""
+
+    description: str = ""
+    #: The relation read from the other end (``cites`` ↔ ``cited-by``); ``links(rel="cited by")``
+    #: follows ``cites`` links backwards.
+    inverse: str | None = None
+    #: Other ways to say it (``"relies on"``, ``"needs"``); matched exactly after normalisation.
+    aliases: list[str] = []
+
+
+class SchemaReviewConfig(_Section):
+    """``[schema.review]``: what a suggestion needs before ``pnk schema review`` proposes it."""
+
+    min_runs: Annotated[int, Field(ge=1)] = 5
+    min_sources: Annotated[int, Field(ge=1)] = 3
+    min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    #: A suggestion this close (cosine) to an existing type is a synonym, not a new type.
+    max_similarity: Annotated[float, Field(ge=0.0, le=1.0)] = 0.85
+
+
+class SchemaConfig(_Section):
+    """``[schema]``: the seed schema (DESIGN §9): entity, relation and attribute types.
+
+    Relation types drive ``pnk link --rel`` and ``links(rel=…)`` matching; types written in
+    sidecars but absent here are allowed and reported by ``pnk doctor``. Each table also accepts
+    a plain list of names, and a relation type a plain description string.
+    """
+
+    entity_types: dict[str, str] = {}
+    relation_types: dict[str, RelationType] = {}
+    attribute_types: dict[str, str] = {}
+    review: SchemaReviewConfig = SchemaReviewConfig()
+
+    @field_validator("entity_types", "attribute_types", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return _named_table(value)
+
+    @field_validator("relation_types", mode="before")
+    @classmethod
+    def _relations(cls, value: Any) -> Any:
+        value = _named_table(value)
+        if isinstance(value, dict):
+            return {k: {"description": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SchemaConfig:
+        for kind, names in (
+            ("entity_types", self.entity_types),
+            ("relation_types", self.relation_types),
+            ("attribute_types", self.attribute_types),
+        ):
+            for name in names:
+                if not _type_key(name) or _type_key(name) != name:
+                    raise ValueError(
+                        f"type name {name!r} in {kind} must be lower-kebab, "
+                        f"e.g. {_type_key(name) or 'depends-on'!r}"
+                    )
+        owner: dict[str, str] = {name: name for name in self.relation_types}
+        for name, rel in self.relation_types.items():
+            spoken = ([rel.inverse] if rel.inverse else []) + rel.aliases
+            for word in spoken:
+                key = _type_key(word)
+                if not key:
+                    raise ValueError(f"relation {name!r} has an empty inverse or alias")
+                if owner.setdefault(key, name) != name:
+                    raise ValueError(
+                        f"{word!r} (of relation {name!r}) already names relation {owner[key]!r}"
+                    )
+        return self
 
 
 class Config(_Section):
@@ -256,7 +345,10 @@ def _describe(path: Path, error: ValidationError) -> ConfigError:
             "Add the key (docs/guide.md lists every key and its default).",
         )
     value = first.get("input")
-    return ConfigError(f"{path}: key {key!r} has bad value {value!r}: {first['msg']}.")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if isinstance(value, dict | list):  # a whole table: the message names the culprit
+        return ConfigError(f"{path}: [{key}] is invalid: {message}.")
+    return ConfigError(f"{path}: key {key!r} has bad value {value!r}: {message}.")
 
 
 def load_config(root: Path) -> Config:
@@ -275,8 +367,17 @@ def load_config(root: Path) -> Config:
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}.") from None
+    return validate_config(raw, path)
+
+
+def validate_config(raw: dict[str, Any], path: Path) -> Config:
+    """Validate parsed TOML as a whole ``pinakes.toml``.
+
+    Raises:
+        ConfigError: naming ``path``, the key and the allowed keys or values.
+    """
     try:
-        return Config.model_validate(raw, context={"root": root.resolve()})
+        return Config.model_validate(raw, context={"root": path.parent.resolve()})
     except ValidationError as exc:
         raise _describe(path, exc) from None
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pinakes_core.documents import scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.models import DoctorFinding, DoctorReport
+from pinakes_core.schema import schema_findings
 from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
 from pinakes_core.store import SCHEMA_VERSION, Store
 from pinakes_core.uri import new_ulid
@@ -210,4 +211,5 @@ def run_doctor(
         )
         for group in plugin_manager().hook.doctor_checks(kb=kb, store=store):
             findings.extend(group)
+        findings.extend(schema_findings(kb))  # relations outside [schema] (issue 16)
     return DoctorReport(findings=findings, fixed=fixed)

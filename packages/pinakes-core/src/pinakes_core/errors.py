@@ -10,11 +10,13 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "DocumentNotFoundError",
+    "HookError",
     "IndexMissingError",
     "LockError",
     "PinakesError",
     "PluginMissingError",
     "SidecarError",
+    "TemplateError",
     "UriError",
 ]
 
@@ -61,3 +63,11 @@ class LockError(PinakesError):
 
 class PluginMissingError(PinakesError):
     """The configuration asks for a channel whose plugin is not installed."""
+
+
+class TemplateError(PinakesError):
+    """A KB template is unknown, malformed, or cannot be stamped or upgraded."""
+
+
+class HookError(PinakesError):
+    """Git hooks cannot be installed or removed (no git, not a repository, a hand-edited hook)."""

@@ -598,7 +598,9 @@ class KB:
         Args:
             src: the linking document (ULID, ``pnk://`` URI or path).
             dst: the target document (ULID, ``pnk://`` URI or path); it must exist in this KB.
-            rel: the relation, normalised to lower-kebab (``"Depends On"`` → ``depends-on``).
+            rel: the relation: matched to ``[schema] relation_types`` by name, alias, inverse or
+                label embedding (``"relies on"`` → ``depends-on``); a relation outside the schema
+                is written normalised to lower-kebab and logged as a schema suggestion.
             note: an optional free-text note stored with the link.
 
         Returns:
@@ -608,10 +610,16 @@ class KB:
             DocumentNotFoundError: if either document is unknown.
             PinakesError: for a self-link or a link that already exists.
         """
+        from pinakes_core.schema import GENERIC_REL, match_relation
+        from pinakes_core.suggestions import record_schema_suggestion
+
         src_id, dst_id = self.resolve(src), self.resolve(dst)
         if src_id == dst_id:
             raise PinakesError("A document cannot link to itself.", "Pick a different target.")
-        rel = normalise_rel(rel)
+        match = match_relation(self, rel)
+        inverse = self.config.schema_.relation_types[match.rel].inverse if match.inverted else None
+        # An inverse ("cited-by") is schema vocabulary: written as such, followed backwards.
+        rel = normalise_rel(inverse) if inverse else match.rel
         conn = self.store().conn
         path = conn.execute("SELECT path FROM documents WHERE doc_id = ?", (src_id,)).fetchone()[0]
         side = sidecar_path(self.root / path)
@@ -628,6 +636,8 @@ class KB:
         if note:
             entry["note"] = note
         before, after = append_link(side, entry)
+        if not match.in_schema and rel != GENERIC_REL:
+            record_schema_suggestion(self.root, "relation", rel, source=path, origin="link")
         return str(side.relative_to(self.root)), before, after
 
     def doctor(

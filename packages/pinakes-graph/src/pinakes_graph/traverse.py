@@ -16,19 +16,14 @@ import numpy as np
 
 from pinakes_core.errors import PinakesError
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
+from pinakes_core.schema import RelationMatch, match_relation
 from pinakes_core.sidecar import normalise_rel
 
-__all__ = ["MAX_DEPTH", "MAX_ROWS", "TOKEN_BUDGET", "links", "match_relation"]
+__all__ = ["MAX_DEPTH", "MAX_ROWS", "TOKEN_BUDGET", "links", "resolve_relation"]
 
 MAX_DEPTH = 3
 MAX_ROWS = 50
 TOKEN_BUDGET = 4000
-#: A free-text relation maps to a typed one only above this cosine, and only if it beats the
-#: runner-up by this margin (measured with all-MiniLM-L6-v2 on sentence-embedded relations:
-#: "relies on" → depends-on 0.87, "replaces" → supersedes 0.80, "eats" ties at 0.80).
-REL_THRESHOLD = 0.80
-REL_MARGIN = 0.01
-_REL_TEMPLATE = "this document {} that document"
 _FRONTIER_CAP = 50
 
 
@@ -43,23 +38,40 @@ class _Edge:
 
 
 def _neighbours(
-    conn: sqlite3.Connection, doc_id: str, rel: str | None, direction: str, weights: Any
+    conn: sqlite3.Connection,
+    doc_id: str,
+    rel: RelationMatch | None,
+    inverse: str | None,
+    direction: str,
+    weights: Any,
 ) -> list[_Edge]:
+    """The documents one link away; with ``rel``, only that relation.
+
+    A link written with the relation's inverse (``B cited-by A``) counts as the relation read
+    the other way (``A cites B``); a ``rel`` that named the inverse flips the direction.
+    """
+    if rel is not None and rel.inverted:
+        direction = {"out": "in", "in": "out"}.get(direction, direction)
+    name = rel.rel if rel else None
+    # (direction served, column holding this document, column holding the neighbour, relation):
+    # out: this document is the source; in: the destination. A link written with the inverse
+    # relation points the other way, so it serves the opposite direction.
+    passes = [("out", "src_doc", "dst_doc", name), ("in", "dst_doc", "src_doc", name)]
+    if inverse:
+        passes += [("out", "dst_doc", "src_doc", inverse), ("in", "src_doc", "dst_doc", inverse)]
     edges: list[_Edge] = []
-    rel_clause = " AND l.rel = ?" if rel else ""
-    params: list[object] = [doc_id, *([rel] if rel else [])]
-    # out: this document is the source, the neighbour the destination; in: the reverse.
-    for way, near, far in (("out", "src_doc", "dst_doc"), ("in", "dst_doc", "src_doc")):
+    for way, near, far, wanted in passes:
         if direction not in (way, "both"):
             continue
+        rel_clause = " AND l.rel = ?" if wanted else ""
         for r in conn.execute(
             "SELECT DISTINCT d.doc_id, d.title, d.path, l.rel, l.origin FROM links l "
             f"JOIN documents d ON d.doc_id = l.{far} WHERE l.{near} = ? AND l.reason IS NULL"
             f"{rel_clause} ORDER BY d.path",
-            params,
+            [doc_id, *([wanted] if wanted else [])],
         ):
             weight = weights.reverse_scan if r[4] == "reverse-scan" else weights.authored
-            edges.append(_Edge(r[0], r[1], r[2], r[3], way, weight))
+            edges.append(_Edge(r[0], r[1], r[2], name or r[3], way, weight))
     best: dict[str, _Edge] = {}
     for edge in edges:  # one entry per neighbour: the heaviest link to it
         if edge.doc_id != doc_id and (
@@ -69,40 +81,24 @@ def _neighbours(
     return list(best.values())
 
 
-def match_relation(kb: Any, rel: str) -> str:
-    """Map a relation name or free-text verb to a relation the KB uses (DESIGN §9).
+def resolve_relation(kb: Any, rel: str) -> RelationMatch:
+    """Map a relation name or free-text verb to a relation of the schema or in use (DESIGN §9).
 
-    Exact (normalised) names win; otherwise the closest relation label by embedding cosine,
-    if it is above :data:`REL_THRESHOLD`.
+    Schema names, aliases and inverses match exactly; otherwise the closest relation label by
+    embedding cosine (see :func:`pinakes_core.schema.match_relation`).
 
     Raises:
-        PinakesError: if nothing matches; the message lists the KB's relations.
+        PinakesError: if nothing matches; the message lists the schema's and the KB's relations.
     """
-    wanted = normalise_rel(rel)
     conn = kb.store().conn
-    known = [r[0] for r in conn.execute("SELECT DISTINCT rel FROM links ORDER BY rel")]
-    known += [
-        normalise_rel(r) for r in kb.config.schema_.relation_types if normalise_rel(r) not in known
-    ]
-    if wanted in known:
-        return wanted
-    if known:
-        # Relations are embedded inside a sentence: a bare verb ("relies on") carries too little
-        # for the model, "this document relies on that document" carries the relation.
-        labels = [_REL_TEMPLATE.format(k.replace("-", " ")) for k in known]
-        vectors = np.asarray(kb.embedder.embed_documents(labels), dtype=np.float32)
-        query = np.asarray(
-            kb.embedder.embed_query(_REL_TEMPLATE.format(rel.replace("-", " "))), dtype=np.float32
-        )
-        scores = vectors @ query
-        order = np.argsort(-scores)
-        best = int(order[0])
-        margin = float(scores[best] - scores[order[1]]) if len(order) > 1 else 1.0
-        if scores[best] >= REL_THRESHOLD and margin >= REL_MARGIN:
-            return str(known[best])
+    in_use = [r[0] for r in conn.execute("SELECT DISTINCT rel FROM links ORDER BY rel")]
+    match = match_relation(kb, rel, also=in_use)
+    if match.via != "none":
+        return match
+    known = list(dict.fromkeys([*kb.config.schema_.relation_types, *in_use]))
     raise PinakesError(
         f"No relation in this KB matches {rel!r}.",
-        f"Relations in use: {', '.join(known) or 'none yet'}.",
+        f"Relations in the schema or in use: {', '.join(known) or 'none yet'}.",
     )
 
 
@@ -138,7 +134,11 @@ def links(
     weights = kb.config.graph
     fanout = weights.adjacent_k
     served = max(1, min(depth, MAX_DEPTH))
-    matched = match_relation(kb, rel) if rel else None
+    match = resolve_relation(kb, rel) if rel else None
+    inverse = None
+    if match is not None and match.rel in kb.config.schema_.relation_types:
+        written = kb.config.schema_.relation_types[match.rel].inverse
+        inverse = normalise_rel(written) if written else None
     start = conn.execute("SELECT title FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
     visited = {doc_id}
     layer = [doc_id]
@@ -151,7 +151,7 @@ def links(
         for src in layer:
             candidates += [
                 (src, e)
-                for e in _neighbours(conn, src, matched, direction, weights)
+                for e in _neighbours(conn, src, match, inverse, direction, weights)
                 if e.doc_id not in visited
             ]
         if not candidates:
@@ -228,7 +228,7 @@ def links(
         doc_id=doc_id,
         title=start[0] if start else "",
         rel=normalise_rel(rel) if rel else None,
-        matched_rel=matched,
+        matched_rel=match.rel if match else None,
         depth=served,
         depth_asked=depth,
         neighbours=found,
