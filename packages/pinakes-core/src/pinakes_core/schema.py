@@ -194,8 +194,9 @@ def schema_findings(kb: KB) -> list[DoctorFinding]:
             DoctorFinding(
                 check="relations-outside-schema",
                 severity="info",
-                message=f"{len(outside)} relation(s) in use are not in [schema] relation_types; "
-                "that is allowed. `pnk schema review` proposes frequent ones, or add them by hand.",
+                message=f"{len(outside)} relation(s) in use are not among the schema's relation "
+                "types in pinakes.toml; that is allowed. `pnk schema review` proposes frequent "
+                "ones, or add them by hand.",
                 items=outside[:_LIST_CAP],
             )
         )
