@@ -16,6 +16,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from pinakes_cli import render
 from pinakes_cli.plugins import plugins, register_plugin_commands
+from pinakes_cli.setup_commands import (
+    hooks,
+    init_with_template,
+    relation_note,
+    schema,
+    templates,
+    upgrade,
+)
 from pinakes_core import KB, PinakesError
 from pinakes_core.when import WhenError, parse_when
 
@@ -166,10 +174,20 @@ def cli(ctx: click.Context, kb_path: Path) -> None:
 @_kb_option
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="KB name (default: the folder name).")
+@click.option(
+    "--template",
+    help="Stamp a template: general, research-papers, engineering-docs (see `pnk templates`) "
+    "or a template folder.",
+)
 @_json_option()
 @click.pass_context
-def init(ctx: click.Context, path: Path | None, name: str | None, as_json: bool) -> None:
+def init(
+    ctx: click.Context, path: Path | None, name: str | None, template: str | None, as_json: bool
+) -> None:
     """Make PATH (default: --kb or the current folder) a KB: writes pinakes.toml and .gitignore."""
+    if template:
+        init_with_template(path or ctx.obj["kb"], template, name, as_json)
+        return
     kb = KB.init(path or ctx.obj["kb"], name=name)
     if as_json:
         render.print_data(
@@ -410,17 +428,23 @@ def links(
 @_kb_option
 @click.argument("src")
 @click.argument("dst")
-@click.option("--rel", required=True, help="The relation, e.g. depends-on, cites, supersedes.")
+@click.option(
+    "--rel",
+    required=True,
+    help="The relation, e.g. depends-on; free text is matched to the schema's relation types.",
+)
 @click.option("--note", help="A free-text note stored with the link.")
 @_json_option("Print the sidecar path and its text before and after as JSON.")
 @click.pass_context
 def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None, as_json: bool) -> None:
     """Add a typed link SRC → DST to SRC's sidecar (comments and order kept) and show the diff."""
-    path, before, after = _kb(ctx).add_link(src, dst, rel, note)
+    kb = _kb(ctx)
+    path, before, after = kb.add_link(src, dst, rel, note)
     if as_json:
         render.print_data(_out(), {"sidecar": path, "before": before, "after": after})
         return
     render.render_diff(_out(), path, before, after)
+    relation_note(kb, rel)
     _err().print(render.line(("Run `pnk sync` to index the new link.", "dim")))
 
 
@@ -572,6 +596,10 @@ cli.add_command(plugins)
 # Commands from other Pinakes distributions (pnk mcp from pinakes-mcp, …) come through the
 # register_commands hook; a known one that is not installed says what to install.
 register_plugin_commands(cli)
+cli.add_command(templates)
+cli.add_command(upgrade)
+cli.add_command(schema)
+cli.add_command(hooks)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pinakes_core.documents import scan
 from pinakes_core.errors import SidecarError
+from pinakes_core.hooks import hook_findings
 from pinakes_core.models import DoctorFinding, DoctorReport
 from pinakes_core.schema import schema_findings
 from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
@@ -212,4 +213,5 @@ def run_doctor(
         for group in plugin_manager().hook.doctor_checks(kb=kb, store=store):
             findings.extend(group)
         findings.extend(schema_findings(kb))  # relations outside [schema] (issue 16)
+    findings.extend(hook_findings(root))  # git hooks keeping the index fresh (issue 16)
     return DoctorReport(findings=findings, fixed=fixed)
