@@ -331,3 +331,16 @@ def test_each_threshold_on_its_own_blocks_a_promotion(review_kb: KB) -> None:
     promote(review_kb, mentors, write=True)
     again = review_schema(review_kb)
     assert again.proposals == [] and "mentors" not in {c.name for c in again.held}
+
+
+def test_schema_text_lists_every_type_for_a_prompt(skb: KB) -> None:
+    from pinakes_core.schema import schema_text
+
+    lines = schema_text(skb.config.schema_).splitlines()
+    assert lines[0] == "entity person: humans"
+    assert (
+        "relation depends-on (inverse required-by; also: relies on, needs): X needs Y to work"
+        in lines
+    )
+    assert "relation supersedes (inverse superseded-by)" in lines
+    assert len(lines) == 5

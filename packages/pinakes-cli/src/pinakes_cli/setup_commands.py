@@ -19,6 +19,7 @@ from rich.table import Table
 from pinakes_cli.render import print_json
 from pinakes_core import KB, PinakesError
 from pinakes_core import hooks as git_hooks
+from pinakes_core.kb import find_root
 from pinakes_core.schema import GENERIC_REL, match_relation
 from pinakes_core.suggestions import promote, review_schema
 from pinakes_core.templates import StampReport, init_from_template, list_templates
@@ -357,11 +358,9 @@ def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def hook_sync(ctx: click.Context, kb_path: Path | None) -> None:
     """The quiet incremental sync the hooks run (waits its turn behind a running sync)."""
-    path = kb_path or (ctx.obj or {}).get("kb") or Path(".")
     try:
-        with KB.open(path) as kb:
-            root = kb.root
+        root = find_root(kb_path or (ctx.obj or {}).get("kb") or Path("."))
     except PinakesError:
-        sys.exit(1)
+        sys.exit(1)  # quiet: a hook has nowhere to show it
     outcome = git_hooks.run_hook_sync(root)
     sys.exit(0 if outcome.get("ok") else 1)

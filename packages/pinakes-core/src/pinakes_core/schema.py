@@ -33,6 +33,7 @@ __all__ = [
     "relation_label",
     "relation_vocabulary",
     "schema_findings",
+    "schema_text",
 ]
 
 #: The relation of an untyped link (a Markdown link in the text, a sidecar link without rel).
@@ -160,6 +161,25 @@ def match_relation(kb: KB, text: str, *, also: Iterable[str] = ()) -> RelationMa
             in_schema=rel in schema.relation_types,
         )
     return RelationMatch(asked=text, rel=wanted, via="none", score=round(top, 4))
+
+
+def schema_text(schema: SchemaConfig) -> str:
+    """The seed schema as plain text, for an extraction or write-back prompt (DESIGN §9).
+
+    One line per type: ``entity person: A named individual.``,
+    ``relation depends-on (inverse required-by; also: relies on, needs): X needs Y.``.
+    Empty when the KB has no schema.
+    """
+    lines = [f"entity {name}: {text}".rstrip(": ") for name, text in schema.entity_types.items()]
+    for name, rel in schema.relation_types.items():
+        extra = [f"inverse {rel.inverse}"] if rel.inverse else []
+        extra += [f"also: {', '.join(rel.aliases)}"] if rel.aliases else []
+        head = f"relation {name}" + (f" ({'; '.join(extra)})" if extra else "")
+        lines.append(f"{head}: {rel.description}".rstrip(": "))
+    lines += [
+        f"attribute {name}: {text}".rstrip(": ") for name, text in schema.attribute_types.items()
+    ]
+    return "\n".join(lines)
 
 
 def schema_findings(kb: KB) -> list[DoctorFinding]:
