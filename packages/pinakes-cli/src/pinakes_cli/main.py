@@ -163,6 +163,9 @@ class _When(click.ParamType[float]):
 def cli(ctx: click.Context, kb_path: Path) -> None:
     """Pinakes: local-first hybrid search over a folder of Markdown.
 
+    Only `pnk ask` can spend money (it calls a model provider, within the [budget] caps);
+    every other command is free and never calls a paid API.
+
     Commands marked "not installed" come from another Pinakes distribution; `pnk plugins`
     lists what is installed.
     """
@@ -600,6 +603,12 @@ cli.add_command(templates)
 cli.add_command(upgrade)
 cli.add_command(schema)
 cli.add_command(hooks)
+
+from pinakes_cli.paid_commands import ask, budget, review  # noqa: E402  (they use the helpers above)
+
+cli.add_command(ask)
+cli.add_command(budget)
+cli.add_command(review)
 
 
 def main() -> None:

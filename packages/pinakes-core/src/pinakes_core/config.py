@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,8 +31,11 @@ from pinakes_core.uri import is_ulid, new_ulid
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_MODEL",
+    "AskConfig",
+    "BudgetConfig",
     "ConfidenceConfig",
     "Config",
+    "DeepConfig",
     "EmbeddingConfig",
     "KbConfig",
     "RelationType",
@@ -186,18 +190,73 @@ class NerConfig(_Section):
     enabled: bool = False
 
 
-class BudgetConfig(_Section):
-    """``[budget]``: spending caps for the paid path (DESIGN §9)."""
+_Eur = Annotated[Decimal, Field(ge=0, max_digits=16, decimal_places=8)]
 
-    per_operation_eur: Annotated[float, Field(ge=0)] = 0.50
-    confirm_above_eur: Annotated[float, Field(ge=0)] = 0.05
+
+class AskConfig(_Section):
+    """``[ask]``: the model and the prompt bounds of ``pnk ask`` (DESIGN §9).
+
+    Every bound here is in UTF-8 bytes or tokens so that a call's worst-case cost is known
+    before it is made (see ``docs/ask.md``, "Cost model").
+    """
+
+    #: Any litellm model id (``gpt-4o-mini``, ``anthropic/claude-…``, ``ollama/llama3``).
+    model: Annotated[str, Field(min_length=1, max_length=200)] = "gpt-4o-mini"
+    #: The price-table entry to bill calls at when ``model`` is not in litellm's bundled table
+    #: (an Azure deployment name, a proxy alias); default: ``model`` itself.
+    price_model: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    #: Passages given to the synthesis call.
+    passages: Annotated[int, Field(ge=1, le=30)] = 8
+    #: Each passage's text is cut to at most this many UTF-8 bytes.
+    passage_bytes: Annotated[int, Field(ge=200, le=20000)] = 1600
+    #: ``max_tokens`` of the synthesis call: the output ceiling every reservation prices.
+    max_output_tokens: Annotated[int, Field(ge=64, le=32000)] = 1024
+    #: Seconds before a call is abandoned (its outcome is then unknown, see ``pnk budget``).
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
+
+
+class BudgetConfig(_Section):
+    """``[budget]``: spending caps for the paid path (DESIGN §9), in EUR.
+
+    litellm's price table is in USD; ``usd_per_eur`` converts it (1 EUR = ``usd_per_eur`` USD).
+    Day and month windows are calendar days and months in ``timezone``.
+    """
+
+    per_operation_eur: _Eur = Decimal("0.50")
+    daily_eur: _Eur = Decimal("2.00")
+    monthly_eur: _Eur = Decimal("20.00")
+    confirm_above_eur: _Eur = Decimal("0.05")
+    usd_per_eur: Annotated[Decimal, Field(gt=0, max_digits=10, decimal_places=6)] = Decimal("1.16")
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("must be an IANA time zone name such as UTC or Europe/Paris") from None
+        return value
 
 
 class DeepConfig(_Section):
     """``[deep]``: the budgeted multi-round ``ask --deep`` loop (DESIGN §9)."""
 
-    model: str = "gpt-4o-mini"
-    max_rounds: Annotated[int, Field(ge=1, le=10)] = 3
+    #: Paid sub-question rounds at most (the DAG holds at most 5 sub-questions).
+    max_rounds: Annotated[int, Field(ge=1, le=5)] = 3
+    #: Retrieval confidence at or above which no loop runs (or the loop stops).
+    confident_above: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    #: Passages given to each sub-question's call.
+    passages: Annotated[int, Field(ge=1, le=20)] = 5
+    #: The rolling summary is cut to at most this many UTF-8 bytes after every round.
+    summary_bytes: Annotated[int, Field(ge=200, le=20000)] = 2000
+    #: ``max_tokens`` of the decomposition and sub-question calls.
+    max_output_tokens: Annotated[int, Field(ge=64, le=32000)] = 700
+    #: Link suggestions below this confidence are not proposed.
+    suggest_min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
 
 
 def _type_key(name: str) -> str:
@@ -296,6 +355,7 @@ class Config(_Section):
     confidence: ConfidenceConfig = ConfidenceConfig()
     graph: GraphConfig = GraphConfig()
     ner: NerConfig = NerConfig()
+    ask: AskConfig = AskConfig()
     budget: BudgetConfig = BudgetConfig()
     deep: DeepConfig = DeepConfig()
     schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")

@@ -214,4 +214,8 @@ def run_doctor(
             findings.extend(group)
         findings.extend(schema_findings(kb))  # relations outside [schema] (issue 16)
     findings.extend(hook_findings(root))  # git hooks keeping the index fresh (issue 16)
+
+    from pinakes_core.budget import budget_findings  # the paid path's ledger (never litellm)
+
+    findings.extend(budget_findings(root, kb.config.budget))
     return DoctorReport(findings=findings, fixed=fixed)

@@ -8,6 +8,7 @@ library is a bug.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
     "ConfigError",
     "DocumentNotFoundError",
     "HookError",
@@ -15,6 +16,7 @@ __all__ = [
     "LockError",
     "PinakesError",
     "PluginMissingError",
+    "ProviderError",
     "SidecarError",
     "TemplateError",
     "UriError",
@@ -71,3 +73,11 @@ class TemplateError(PinakesError):
 
 class HookError(PinakesError):
     """Git hooks cannot be installed or removed (no git, not a repository, a hand-edited hook)."""
+
+
+class BudgetExceededError(PinakesError):
+    """A paid call would breach a ``[budget]`` window, or spending was not confirmed."""
+
+
+class ProviderError(PinakesError):
+    """The model provider refused or failed a paid call (the message never holds a key)."""

@@ -29,6 +29,7 @@ __all__ = [
     "Sidecar",
     "append_link",
     "atomic_write",
+    "edit_sidecar",
     "normalise_rel",
     "read_sidecar",
     "sidecar_path",
@@ -270,4 +271,20 @@ def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
         data["links"].append(CommentedMap(entry))
         return data
 
+    return _rewrite(path, change)
+
+
+def edit_sidecar(path: Path, change: Callable[[Any], Any]) -> tuple[str, str]:
+    """Let ``change`` edit the round-trip-parsed sidecar, then write it back atomically.
+
+    ``change`` receives the parsed mapping (``None`` for an empty file) and returns the data to
+    write; comments, order and quoting of everything it leaves alone are kept. This is the
+    writer behind :func:`append_link`; ``ask --write-suggestions`` and ``pnk review`` use it.
+
+    Returns:
+        The sidecar text before and after.
+
+    Raises:
+        SidecarError: if the sidecar cannot be parsed (it is then left untouched).
+    """
     return _rewrite(path, change)
