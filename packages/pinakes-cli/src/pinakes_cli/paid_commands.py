@@ -197,8 +197,6 @@ def ask(
     from pinakes_core.ask import ask as run_ask
 
     kb = _kb(ctx)
-    if not kb.synced:
-        kb.sync()
 
     def approve(estimate: CostEstimate) -> bool:
         render_estimate(_err(), estimate)

@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -457,8 +456,3 @@ def _write_transcript(kb: KB, result: AskResult) -> AskResult:
     )
     os.replace(tmp, target)
     return result
-
-
-def transcript_path(root: Path, operation: str) -> Path:
-    """Where the deep transcript of ``operation`` is written."""
-    return root / STORE_DIR / DEEP_DIR / f"{operation}.json"

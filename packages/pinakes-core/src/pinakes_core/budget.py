@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from pinakes_core.config import BudgetConfig
 from pinakes_core.errors import BudgetExceededError, PinakesError
 from pinakes_core.ledger import (
+    LEDGER_FILE,
     CallState,
     Clock,
     Ledger,
@@ -109,14 +110,12 @@ class Budget:
         self, calls: dict[str, CallState], operation: str | None
     ) -> list[tuple[str, str, Decimal, list[CallState]]]:
         now = self.clock().astimezone(self.zone)
-        day = [
-            c for c in calls.values() if c.reservation.ts.astimezone(self.zone).date() == now.date()
-        ]
+        local = {call: c.reservation.ts.astimezone(self.zone) for call, c in calls.items()}
+        day = [c for call, c in calls.items() if local[call].date() == now.date()]
         month = [
             c
-            for c in calls.values()
-            if (lambda t: (t.year, t.month))(c.reservation.ts.astimezone(self.zone))
-            == (now.year, now.month)
+            for call, c in calls.items()
+            if (local[call].year, local[call].month) == (now.year, now.month)
         ]
         windows = []
         if operation is not None:
@@ -246,8 +245,8 @@ class Budget:
 
     def status(self, operation: str | None = None) -> BudgetStatus:
         """Spend per window (and per ``operation`` if given) and every open call."""
-        calls = self.ledger.calls()
-        _, malformed = self.ledger.records()
+        records, malformed = self.ledger.records()
+        calls = self.ledger.calls(records)
         now = self.clock()
         windows = []
         for window, label, cap, members in self._windows(calls, operation):
@@ -308,7 +307,7 @@ def budget_findings(
     root: Path, config: BudgetConfig, clock: Clock = utc_now
 ) -> list[DoctorFinding]:
     """Doctor findings about the ledger: unknown-outcome calls and malformed lines."""
-    ledger_path = root / STORE_DIR / "ledger.jsonl"
+    ledger_path = root / STORE_DIR / LEDGER_FILE
     if not ledger_path.exists():
         return []
     status = Budget(root, config, clock).status()

@@ -24,9 +24,11 @@ from decimal import Decimal
 from typing import Any
 
 from pinakes_core.errors import BudgetExceededError
+from pinakes_core.llm import Completion
 from pinakes_core.models import SearchResult
 from pinakes_core.paid import (
     DATA_NOTE,
+    CallRecord,
     Passage,
     Session,
     Step,
@@ -270,6 +272,16 @@ def _fold(summary: str, sub: SubQuestion, answer: str, limit: int) -> str:
     return clip_bytes("\n".join(lines), limit)
 
 
+def _call(
+    session: Session, kind: str, messages: list[dict[str, str]], max_tokens: int, room: Decimal
+) -> tuple[Completion, CallRecord] | None:
+    """One call with ``room`` kept for the synthesis, or ``None`` if the budget says stop."""
+    try:
+        return session.call(kind, messages, max_tokens, headroom_eur=room)
+    except BudgetExceededError:
+        return None
+
+
 def run_loop(
     session: Session,
     question: str,
@@ -297,13 +309,11 @@ def run_loop(
         given[(passage.doc_id, passage.chunk)] = passage
     plan_raw: Any = None
     for attempt in range(2):
-        try:
-            completion, record = session.call(
-                "decompose", messages, max_tokens, headroom_eur=bounds.synthesis
-            )
-        except BudgetExceededError:
+        made = _call(session, "decompose", messages, max_tokens, bounds.synthesis)
+        if made is None:
             out.stop_reason = "budget"
             return out
+        completion, record = made
         data = parse_json_object(completion.text)
         usable = data is not None and isinstance(data.get("subquestions"), list)
         out.steps.append(
@@ -356,13 +366,11 @@ def run_loop(
         )
         for passage in hits:
             given[(passage.doc_id, passage.chunk)] = passage
-        try:
-            completion, record = session.call(
-                "solve", messages, max_tokens, headroom_eur=bounds.synthesis
-            )
-        except BudgetExceededError:
+        made = _call(session, "solve", messages, max_tokens, bounds.synthesis)
+        if made is None:
             out.stop_reason = "budget"
             return out
+        completion, record = made
         paid_rounds += 1
         data = parse_json_object(completion.text) or {}
         raw_answer = data.get("answer")

@@ -38,6 +38,7 @@ __all__ = [
     "LEDGER_FILE",
     "MAX_RECORD_BYTES",
     "QUANTUM",
+    "STALE_AFTER",
     "CallState",
     "Clock",
     "Ledger",
@@ -224,10 +225,16 @@ class Ledger:
             log.warning("%s: %d malformed line(s) skipped", self.path, malformed)
         return records, malformed
 
-    def calls(self) -> dict[str, CallState]:
-        """Fold the records into one state per call id (the first settlement wins)."""
+    def calls(
+        self, records: list[Reservation | Reconciliation | Void] | None = None
+    ) -> dict[str, CallState]:
+        """Fold the records (default: the file's) into one state per call id.
+
+        The first settlement of a call wins; a settlement of an unknown call is ignored.
+        """
         states: dict[str, CallState] = {}
-        records, _ = self.records()
+        if records is None:
+            records, _ = self.records()
         for record in records:
             if isinstance(record, Reservation):
                 states.setdefault(record.call, CallState(record, "open"))
