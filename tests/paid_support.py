@@ -121,8 +121,8 @@ def constant_calibration(kb: KB, probability_logit: float) -> None:
     kb.save_calibration(
         Calibration(
             model_id=store_model,
-            features=["coverage"],
-            mean=[0.0],
+            features=["bm25_top"],
+            off=[0.0],
             scale=[1.0],
             coef=[0.0],
             intercept=probability_logit,
@@ -132,15 +132,15 @@ def constant_calibration(kb: KB, probability_logit: float) -> None:
     )
 
 
-def threshold_calibration(kb: KB, feature: str, threshold: float, steepness: float = 50.0) -> None:
-    """A calibration that is ~1 when ``feature`` is above ``threshold`` and ~0 below."""
+def threshold_calibration(kb: KB, feature: str, low: float, high: float) -> None:
+    """A calibration that is ~0 when ``feature`` is at ``low`` and ~1 when it is at ``high``."""
     kb.save_calibration(
         Calibration(
             model_id=kb.store().get_meta("model_id") or "",
             features=[feature],
-            mean=[threshold],
-            scale=[1.0],
-            coef=[steepness],
+            off=[(low + high) / 2],
+            scale=[(high - low) / 8],  # low and high sit at the clipped positions -4 and +4
+            coef=[2.0],
             intercept=0.0,
             fitted_on="test",
             n=1,

@@ -199,8 +199,8 @@ def test_stop_confident_on_the_free_recheck(kb: KB) -> None:
     answer = "The falcon rotation pages Ana and Bo on weekdays"
     low = kb.search(QUESTION, k=2, explain=True).features
     high = kb.search(f"{QUESTION} {answer}", k=2, explain=True).features
-    assert low is not None and high is not None and high["bm25_best"] > low["bm25_best"]
-    threshold_calibration(kb, "bm25_best", (low["bm25_best"] + high["bm25_best"]) / 2)
+    assert low is not None and high is not None and high["bm25_top"] > low["bm25_top"]
+    threshold_calibration(kb, "bm25_top", low["bm25_top"], high["bm25_top"])
     replies = [PLAN3, solve(f"{answer} [P1].", f"{answer} [P1]."), synthesis("Ana and Bo [P1].")]
     with ScriptedProvider(replies) as provider:
         result = ask(reopen(kb), QUESTION, deep=True)
