@@ -40,6 +40,10 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
     kb_root = make_kb(tmp_path / "kb")
     scripted_config(kb_root)
+    kb = KB.open(kb_root, embedder=FakeHashEmbedder())
+    kb.sync()
+    constant_calibration(kb, 6.0)  # confident: plain ask answers
+    kb.close()
     return kb_root
 
 

@@ -35,6 +35,7 @@ def synced(tmp_path: Path) -> KB:
     root = make_kb(tmp_path / "kb")
     kb = KB.open(root, embedder=FakeHashEmbedder())
     kb.sync()
+    constant_calibration(kb, 6.0)  # confident: plain ask answers (tests below lower it)
     return kb
 
 

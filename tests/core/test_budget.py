@@ -21,6 +21,7 @@ from conftest import FakeHashEmbedder, make_kb
 from paid_support import (
     Clock,
     ScriptedProvider,
+    constant_calibration,
     ledger_lines,
     scripted_config,
     set_budget,
@@ -43,6 +44,7 @@ def kb(tmp_path: Path) -> KB:
     scripted_config(root)
     handle = KB.open(root, embedder=FakeHashEmbedder())
     handle.sync()
+    constant_calibration(handle, 6.0)  # confident: plain ask answers
     return handle
 
 

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb
-from paid_support import ScriptedProvider, plan, scripted_config, solve, synthesis
+from paid_support import (
+    ScriptedProvider,
+    constant_calibration,
+    plan,
+    scripted_config,
+    solve,
+    synthesis,
+)
 from pinakes_core import KB
 from pinakes_core.ask import ask
 from pinakes_core.errors import ProviderError
@@ -36,10 +43,12 @@ def test_keys_never_appear_in_logs_transcripts_ledger_or_output(
     root = make_kb(tmp_path / "kb")
     kb = KB.open(root, embedder=FakeHashEmbedder())
     kb.sync()
+    constant_calibration(kb, 6.0)  # confident: plain ask answers
     outputs = []
     plain = ask(kb, "how does raft elect a leader", client=LiteLLMClient([synthesis("Raft [P1].")]))
     outputs.append(plain.model_dump_json())
     scripted_config(root)
+    constant_calibration(kb, -6.0)  # the deep run goes through its loop
     replies = [
         plan(("s1", "what is paxos", [])),
         solve("Paxos [P1].", "Paxos [P1]."),
@@ -60,7 +69,7 @@ def test_keys_never_appear_in_logs_transcripts_ledger_or_output(
         model="gpt-4o-mini",
     )
     with pytest.raises(ProviderError) as info:
-        ask(kb, "how does raft elect a leader", client=LiteLLMClient([leaky]))
+        ask(kb, "how does raft elect a leader", force=True, client=LiteLLMClient([leaky]))
     outputs.append(str(info.value))
     assert "[redacted]" in str(info.value)
     captured = capfd.readouterr()

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
-from paid_support import ScriptedProvider, plan, scripted_config, solve, synthesis
+from paid_support import (
+    ScriptedProvider,
+    constant_calibration,
+    plan,
+    scripted_config,
+    solve,
+    synthesis,
+)
 from pinakes_core import KB
 from pinakes_core.ask import ask
 from pinakes_core.writeback import SUGGESTED_KEY, review, staged
@@ -31,6 +38,7 @@ def kb(tmp_path: Path) -> KB:
     )
     handle = KB.open(root, embedder=FakeHashEmbedder())
     handle.sync()
+    constant_calibration(handle, -6.0)  # low confidence: --deep runs its loop
     return handle
 
 
