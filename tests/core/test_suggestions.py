@@ -17,6 +17,7 @@ from paid_support import (
 )
 from pinakes_core import KB
 from pinakes_core.ask import ask
+from pinakes_core.suggestions import read_suggestions
 from pinakes_core.writeback import SUGGESTED_KEY, review, staged
 
 FILES: dict[str, str | bytes] = {
@@ -103,6 +104,10 @@ def test_staged_suggestions_are_typed_reviewable_and_never_duplicated(kb: KB) ->
     assert "tags: [core]   # keep me" in text
     assert SUGGESTED_KEY in text and "origin: deep" in text
     assert f"operation: {result.operation_id}" in text  # type: ignore[attr-defined]
+    # "owned-by" is outside the (empty) [schema]: staging it also logs a schema suggestion.
+    [logged], _ = read_suggestions(kb.root)
+    assert (logged.kind, logged.name, logged.origin) == ("relation", "owned-by", "deep")
+    assert logged.run == result.operation_id  # type: ignore[attr-defined]
     # The same suggestion again is recognised as staged already.
     again = deep_run(kb, write=True)
     assert [s.status for s in again.suggestions] == ["duplicate"]  # type: ignore[attr-defined]

@@ -7,9 +7,10 @@ Rich markup and highlighting off.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -21,6 +22,8 @@ from pinakes_core import KB, PinakesError
 from pinakes_core.errors import BudgetExceededError
 
 __all__ = ["ask", "budget", "review"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _main() -> Any:
@@ -39,6 +42,18 @@ def _kb_option(command: Any) -> Any:
         callback=lambda ctx, param, value: _main()._set_kb(ctx, param, value),
         help="The KB folder (or any folder inside it).",
     )(command)
+
+
+def _json_option(help_text: str) -> Callable[[_F], _F]:
+    """``--json`` as the other commands have it: errors then print as JSON too."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        is_eager=True,
+        callback=lambda ctx, param, value: _main()._mark_json(ctx, param, value),
+        help=help_text,
+    )
 
 
 def _kb(ctx: click.Context) -> KB:
@@ -170,7 +185,7 @@ def render_answer(console: Console, result: Any) -> None:
     is_flag=True,
     help="Stage the proposed links in the sidecars for `pnk review` (else only printed).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_json_option("Print the result as JSON.")
 @click.pass_context
 def ask(
     ctx: click.Context,
@@ -252,7 +267,7 @@ def _amount(text: str) -> Decimal:
     "--resolve", "call", metavar="CALL_ID", help="Settle a call whose outcome is unknown."
 )
 @click.option("--actual", metavar="EUR", help="With --resolve: what the call really cost, in EUR.")
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@_json_option("Print the status as JSON.")
 @click.pass_context
 def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bool) -> None:
     """Spend per [budget] window and calls with an unknown outcome (free: reads the ledger)."""
@@ -308,7 +323,7 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
 @click.option("--reject", multiple=True, metavar="ID", help="Delete a staged suggestion.")
 @click.option("--accept-all", is_flag=True, help="Accept every staged suggestion.")
 @click.option("--reject-all", is_flag=True, help="Reject every staged suggestion.")
-@click.option("--json", "as_json", is_flag=True, help="Print the suggestions as JSON.")
+@_json_option("Print the suggestions as JSON.")
 @click.pass_context
 def review(
     ctx: click.Context,

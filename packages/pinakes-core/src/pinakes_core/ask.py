@@ -34,8 +34,8 @@ from pinakes_core.paid import (
     unique,
 )
 from pinakes_core.store import STORE_DIR
-from pinakes_core.writeback import LinkSuggestion, propose, stage
 from pinakes_core.uri import new_ulid
+from pinakes_core.writeback import LinkSuggestion, propose, stage
 
 if TYPE_CHECKING:
     from pinakes_core.kb import KB

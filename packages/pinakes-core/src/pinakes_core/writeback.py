@@ -1,5 +1,8 @@
 """Write-back: links between documents an answer used together (DESIGN §9).
 
+(Schema growth — relation *types* the schema lacks — is :mod:`pinakes_core.suggestions`; a
+typed link staged here whose relation is outside ``[schema]`` is logged there as well.)
+
 An answer that cites passages of two documents is evidence that the documents are related.
 :func:`propose` turns the answers of one operation into typed link suggestions: a relation the
 model read in the passages (``depends-on``, ``part-of``…) keeps its type, any other pair cited
@@ -139,6 +142,25 @@ def propose(
     return out[:MAX_SUGGESTIONS]
 
 
+def _in_vocabulary(kb: KB, suggestion: LinkSuggestion) -> tuple[LinkSuggestion, bool]:
+    """The suggestion with its relation in the KB's ``[schema]`` words, and whether it is one.
+
+    The model's verb is matched like ``pnk link --rel`` matches the user's ("relies on" →
+    ``depends-on``; an inverse such as ``cited-by`` is kept as written). ``co-cited`` is
+    Pinakes' own relation and is left alone.
+    """
+    if suggestion.rel == CO_CITED:
+        return suggestion, True
+    from pinakes_core.schema import match_relation
+    from pinakes_core.sidecar import normalise_rel
+
+    match = match_relation(kb, suggestion.rel)
+    types = kb.config.schema_.relation_types
+    inverse = types[match.rel].inverse if match.inverted and match.rel in types else None
+    rel = normalise_rel(inverse) if inverse else match.rel
+    return suggestion.model_copy(update={"rel": rel}), match.in_schema
+
+
 def _existing(kb: KB, src_doc: str, src_path: str) -> set[tuple[str, str]]:
     """``(dst_doc, rel)`` of every link ``src_doc`` has: indexed, authored or staged."""
     conn = kb.store().conn
@@ -181,8 +203,12 @@ def stage(kb: KB, suggestions: Sequence[LinkSuggestion]) -> list[LinkSuggestion]
     """
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+    from pinakes_core.schema import GENERIC_REL
+    from pinakes_core.suggestions import record_schema_suggestion
+
     out = []
-    for suggestion in suggestions:
+    for proposed in suggestions:
+        suggestion, in_schema = _in_vocabulary(kb, proposed)
         side = sidecar_path(kb.root / suggestion.src_path)
         try:
             if _is_duplicate(kb, suggestion):
@@ -209,6 +235,16 @@ def stage(kb: KB, suggestions: Sequence[LinkSuggestion]) -> list[LinkSuggestion]
 
             edit_sidecar(side, change)
             out.append(suggestion.model_copy(update={"status": "staged"}))
+            if not in_schema and suggestion.rel not in (CO_CITED, GENERIC_REL):
+                record_schema_suggestion(
+                    kb.root,
+                    "relation",
+                    suggestion.rel,
+                    source=suggestion.src_path,
+                    confidence=suggestion.confidence,
+                    run=suggestion.operation,
+                    origin="deep",
+                )
         except SidecarError as exc:
             out.append(suggestion.model_copy(update={"status": "failed", "note": exc.message}))
     return out
