@@ -460,8 +460,13 @@ def run_dataset(
     configs: Sequence[str] | None,
     limit: int | None,
     workdir: Path,
+    ner_modes: Sequence[bool] = (False,),
 ) -> dict[str, Any]:
-    """Build (or reuse) the KB of one dataset, run every config and return the result object."""
+    """Build (or reuse) the KB of one dataset, run every config and return the result object.
+
+    ``ner_modes`` lists the NER settings to run every config under (``False``: without the
+    entity layer, ``True``: with it; configs run with NER are labelled ``<config>+ner``).
+    """
     from pinakes_core import KB
 
     started = time.perf_counter()
@@ -500,31 +505,67 @@ def run_dataset(
             }
         }
 
-    with KB.open(built.root) as kb:
-        for config in names:
-            channels = CONFIGS[config]
-            kb.search("warm up", k=1, channels=channels)  # load the model / matrix untimed
-            t0 = time.perf_counter()
-            runs = [retrieve(kb, q.text, channels, built.path_to_key) for q in questions]
-            seconds = time.perf_counter() - t0
-            result: dict[str, Any] = {
-                **scores(runs, questions),
-                "seconds": round(seconds, 2),
-                "ms_per_query": round(1000 * seconds / max(len(questions), 1), 1),
-            }
-            out["configs"][config] = result
-            if has_complete:
-                sub = scores(runs, questions, complete)
-                out["subsets"]["complete"]["configs"][config] = sub
-                extra = f"; complete R@2 {sub['recall@2']} R@5 {sub['recall@5']}"
-            else:
-                extra = ""
-            log(
-                f"  {config:<14} R@2 {result['recall@2']}  R@5 {result['recall@5']}  "
-                f"({result['seconds']} s{extra})"
-            )
+    for with_ner in ner_modes:
+        out["ner_sync"] = {**out.get("ner_sync", {}), **set_ner(built.root, with_ner)}
+        with KB.open(built.root) as kb:
+            for config in names:
+                channels = CONFIGS[config]
+                label_ = f"{config}+ner" if with_ner else config
+                if with_ner and len(channels) > 1:
+                    # As the default search does: the query's entities become an extra list.
+                    channels = [*channels, "entities"]
+                kb.search("warm up", k=1, channels=channels)  # load the model / matrix untimed
+                t0 = time.perf_counter()
+                runs = [retrieve(kb, q.text, channels, built.path_to_key) for q in questions]
+                seconds = time.perf_counter() - t0
+                result: dict[str, Any] = {
+                    **scores(runs, questions),
+                    "seconds": round(seconds, 2),
+                    "ms_per_query": round(1000 * seconds / max(len(questions), 1), 1),
+                }
+                out["configs"][label_] = result
+                if has_complete:
+                    sub = scores(runs, questions, complete)
+                    out["subsets"]["complete"]["configs"][label_] = sub
+                    extra = f"; complete R@2 {sub['recall@2']} R@5 {sub['recall@5']}"
+                else:
+                    extra = ""
+                log(
+                    f"  {label_:<18} R@2 {result['recall@2']}  R@5 {result['recall@5']}  "
+                    f"({result['seconds']} s{extra})"
+                )
     out["seconds"] = round(time.perf_counter() - started, 2)
     return out
+
+
+def set_ner(root: Path, enabled: bool, **settings: Any) -> dict[str, Any]:
+    """Turn the KB's NER layer on or off (``[ner]`` in its pinakes.toml) and sync.
+
+    Only the entity layer changes: chunks and vectors stay, and entities already extracted are
+    kept in the store, so switching back costs no model run. Returns the sync's NER figures.
+    """
+    from pinakes_core import KB
+
+    config = root / "pinakes.toml"
+    text = config.read_text(encoding="utf-8").split("\n[ner]\n", 1)[0].rstrip("\n")
+    lines = [f"enabled = {'true' if enabled else 'false'}"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    config.write_text(text + "\n\n[ner]\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    with KB.open(root) as kb:
+        t0 = time.perf_counter()
+        kb.sync()
+        seconds = time.perf_counter() - t0
+        status = kb.status()
+    if enabled:
+        log(
+            f"NER on: sync {seconds:.1f} s, {status.entities:,} entities, {status.mentions:,} mentions"
+        )
+        return {
+            "seconds": round(seconds, 2),
+            "entities": status.entities,
+            "mentions": status.mentions,
+        }
+    return {}
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -644,6 +685,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=Path(tempfile.gettempdir()) / "pinakes-multihop",
         help="where the KBs are built and cached (default: %(default)s)",
     )
+    parser.add_argument(
+        "--ner",
+        choices=["off", "on", "both"],
+        default="off",
+        help="run every config without the NER entity layer, with it, or both (needs pinakes-ner)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per dataset")
     parser.add_argument(
         "--markdown", action="store_true", help="print Markdown tables (the default output)"
@@ -694,8 +741,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else {}
     )
     for name, label, questions_file, corpus_file in jobs:
+        modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.ner]
         result = run_dataset(
-            name, label, questions_file, corpus_file, configs, args.limit, args.workdir
+            name, label, questions_file, corpus_file, configs, args.limit, args.workdir, modes
         )
         if args.json:
             print(json.dumps(result, ensure_ascii=False), flush=True)

@@ -11,7 +11,7 @@ import re
 import tomllib
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -38,6 +38,7 @@ __all__ = [
     "DeepConfig",
     "EmbeddingConfig",
     "KbConfig",
+    "NerConfig",
     "RelationType",
     "RetrievalConfig",
     "SchemaConfig",
@@ -184,10 +185,49 @@ class GraphConfig(_Section):
     adjacent_k: Annotated[int, Field(ge=1, le=64)] = 8
 
 
+#: spaCy's English entity types (OntoNotes 5).
+NerType = Literal[
+    "PERSON",
+    "NORP",
+    "FAC",
+    "ORG",
+    "GPE",
+    "LOC",
+    "PRODUCT",
+    "EVENT",
+    "WORK_OF_ART",
+    "LAW",
+    "LANGUAGE",
+    "DATE",
+    "TIME",
+    "PERCENT",
+    "MONEY",
+    "QUANTITY",
+    "ORDINAL",
+    "CARDINAL",
+]
+NER_TYPES: tuple[str, ...] = get_args(NerType)
+#: Numbers, dates and amounts name no thing two passages can share meaningfully ("1990", "two").
+_NUMERIC_TYPES = {"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"}
+
+
 class NerConfig(_Section):
-    """``[ner]``: the opt-in local NER extra (DESIGN §7)."""
+    """``[ner]``: the opt-in local NER extra (pinakes-ner, DESIGN §7).
+
+    ``enabled`` turns it on (it needs the pinakes-ner plugin installed: a sync that asks for it
+    without the plugin fails with the install command).
+    """
 
     enabled: bool = False
+    #: Entity types kept as graph nodes (spaCy labels); numbers and dates are left out.
+    types: list[NerType] = [t for t in NER_TYPES if t not in _NUMERIC_TYPES]  # type: ignore[misc]
+    #: Two surface forms, one containing the other ("Obama" / "Barack Obama"), are one entity
+    #: when their label embeddings are at least this similar (docs/ner.md has the measurements).
+    near_duplicate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
+    #: Share of the PPR personalisation given to the entities named in a query.
+    seed_mass: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
+    #: Run the spaCy model on queries too (else only the KB's entity labels are matched).
+    query_model: bool = True
 
 
 _Eur = Annotated[Decimal, Field(ge=0, max_digits=16, decimal_places=8)]

@@ -73,3 +73,23 @@ def register_commands(cli: Any) -> None:
     Keep that module light: import heavy dependencies inside the command body, since every
     ``pnk`` start-up loads it.
     """
+
+
+@hookspec
+def graph_seeds(kb: Any, query: str) -> list[tuple[int, float]]:  # type: ignore[empty-body]
+    """Return extra Personalized PageRank seeds for ``query`` as ``(node_id, mass)`` pairs.
+
+    ``mass`` is the share of the whole personalisation the node gets (the graph plugin scales
+    its own seeds to make room); the masses of all pairs sum to at most 1. The NER plugin seeds
+    the entity nodes a query names.
+    """
+
+
+@hookspec
+def query_entities(kb: Any, query: str) -> list[str]:  # type: ignore[empty-body]
+    """Return the names of entities ``query`` mentions (``KB.search``'s automatic ``entities``)."""
+
+
+@hookspec(firstresult=True)
+def entity_neighbours(kb: Any, doc_id: str) -> Any:
+    """Return documents sharing named entities with ``doc_id`` (``list[EntityNeighbour]``)."""

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -272,8 +273,9 @@ class KB:
 
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
         """Bring the store up to date with the files (see :func:`pinakes_core.sync.run_sync`)."""
-        from pinakes_core.plugins import plugin_manager
+        from pinakes_core.plugins import plugin_manager, require_plugins
 
+        require_plugins(self.config, self.root / CONFIG_FILE)
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -366,13 +368,16 @@ class KB:
             return SearchResult(
                 query=query, hits=[], timings_ms={"total": 0.0}, note="The query is empty."
             )
+        t0 = time.perf_counter()
+        found: tuple[str, ...] = () if entities else self._query_entities(query)
+        entities = tuple(entities) or found
+        entity_ms = round((time.perf_counter() - t0) * 1000, 3)
         cfg = self.config.retrieval
         names = (
             list(channels)
             if channels
             else default_channels(cfg, entities=bool(entities), concepts=bool(concepts))
         )
-        t0 = time.perf_counter()
         ctx = QueryContext(
             query=query,
             conn=self.store().conn,
@@ -402,11 +407,25 @@ class KB:
             abstain_below=cfg.abstain_below,
             offtopic=self.offtopic_vectors(),
         )
+        if found:
+            result.timings_ms["query_entities"] = entity_ms
         result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
         if not result.hits:
             note = empty_note(ctx.conn, Store.location(self.root).parent, ctx.filters)
             result = result.model_copy(update={"note": note})
         return result
+
+    def _query_entities(self, query: str) -> tuple[str, ...]:
+        """Entity names a plugin (pinakes-ner) finds in ``query``; empty without one."""
+        if not self.config.ner.enabled:
+            return ()
+        from pinakes_core.plugins import plugin_manager, require_plugins
+
+        require_plugins(self.config, self.root / CONFIG_FILE)
+        names = [
+            n for group in plugin_manager().hook.query_entities(kb=self, query=query) for n in group
+        ]
+        return tuple(dict.fromkeys(names))
 
     def resolve(self, ref: str) -> str:
         """Return the doc ULID for a ULID, ``pnk://`` URI or KB-relative (or absolute) path.
@@ -588,6 +607,9 @@ class KB:
                 "Install it: uv pip install pinakes-graph",
             )
         assert isinstance(result, LinksResult)
+        shared = plugin_manager().hook.entity_neighbours(kb=self, doc_id=doc_id)
+        if shared:
+            result = result.model_copy(update={"entity_neighbours": shared})
         return result
 
     def add_link(
@@ -651,7 +673,11 @@ class KB:
     def status(self) -> Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
         store_path = Store.location(self.root)
-        base = {"name": self.config.kb.name, "kb_id": self.config.kb.id, "root": str(self.root)}
+        base: dict[str, Any] = {
+            "name": self.config.kb.name,
+            "kb_id": self.config.kb.id,
+            "root": str(self.root),
+        }
         entries, _ = scan(self.root, self.config.sync)
         if not self.synced:
             return Status(
@@ -694,6 +720,8 @@ class KB:
 
         last = store.get_meta("last_sync")
         dim = store.get_meta("dim")
+        ner = store.get_meta("ner_settings") is not None  # the NER layer was derived
+        mentions = conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'mentions'").fetchone()
         size = sum(p.stat().st_size for p in store_path.parent.glob(store_path.name + "*"))
         return Status(
             **base,
@@ -711,4 +739,10 @@ class KB:
                 "removed": len(rows.keys() - seen),
             },
             store_bytes=size,
+            entities=int(
+                conn.execute("SELECT COUNT(*) FROM nodes WHERE kind = 'entity'").fetchone()[0]
+            )
+            if ner
+            else None,
+            mentions=int(mentions[0]) if ner else None,
         )

@@ -13,6 +13,7 @@ __all__ = [
     "DocumentInfo",
     "DocumentList",
     "DocumentView",
+    "EntityNeighbour",
     "FrontierItem",
     "Hit",
     "LinkView",
@@ -196,6 +197,12 @@ class Status(_Model):
     last_sync: float | None
     stale: dict[str, int] = Field(description="files new / changed / removed since the last sync")
     store_bytes: int
+    entities: int | None = Field(
+        default=None, description="entity nodes (pinakes-ner); null when NER is not in use"
+    )
+    mentions: int | None = Field(
+        default=None, description="chunk-entity mention edges; null when NER is not in use"
+    )
 
 
 class Neighbour(_Model):
@@ -226,6 +233,18 @@ class UnresolvedLink(_Model):
     reason: str
 
 
+class EntityNeighbour(_Model):
+    """A document that mentions the same named entities as the start document (pinakes-ner)."""
+
+    doc_id: str
+    title: str
+    path: str
+    entities: list[str] = Field(description="the shared entities, most specific first (at most 5)")
+    score: float = Field(
+        description="sum over shared entities of log(documents / documents naming it)"
+    )
+
+
 class LinksResult(_Model):
     """The answer of ``KB.links``: neighbours, frontier, unresolved links and confidence."""
 
@@ -242,6 +261,10 @@ class LinksResult(_Model):
     unresolved: list[UnresolvedLink]
     confidence: float | None
     truncated: bool
+    entity_neighbours: list[EntityNeighbour] = Field(
+        default_factory=list,
+        description="documents mentioning the same named entities (with pinakes-ner enabled)",
+    )
 
 
 class DoctorFinding(_Model):

@@ -5,14 +5,16 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+from pathlib import Path
 
 import pluggy
 
 from pinakes_core import hookspecs
 from pinakes_core.channels import Channel
+from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
 
-__all__ = ["channel_registry", "plugin_manager"]
+__all__ = ["channel_registry", "plugin_manager", "require_plugins"]
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +81,18 @@ def channel_registry(names: list[str] | None = None) -> dict[str, Channel]:
             raise PluginMissingError(f"No retrieval channel named {name!r} is installed.", hint)
         out[name] = registry[name]
     return out
+
+
+def require_plugins(config: Config, source: Path) -> None:
+    """Check that every plugin ``config`` asks for is installed.
+
+    Raises:
+        PluginMissingError: ``[ner] enabled = true`` without the pinakes-ner plugin; the
+            message names the file and carries the install command.
+    """
+    if config.ner.enabled and not plugin_manager().has_plugin("ner"):
+        raise PluginMissingError(
+            f"{source} sets [ner] enabled = true, but the pinakes-ner plugin is not installed.",
+            "Install it: uv pip install pinakes-ner (or pip install 'pinakes-cli[ner]'), "
+            "or set [ner] enabled = false.",
+        )

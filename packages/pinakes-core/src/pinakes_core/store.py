@@ -24,7 +24,8 @@ __all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix"]
 log = logging.getLogger(__name__)
 
 # 3: frontmatter fields (documents.meta, doc_meta) for field filters (issue 11).
-SCHEMA_VERSION = 3
+# 4: NER tables (ner_texts, entity_aliases) for pinakes-ner (issue 13).
+SCHEMA_VERSION = 4
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
 
@@ -113,6 +114,15 @@ CREATE TABLE node_vectors (
     embed_hash TEXT NOT NULL
 );
 CREATE INDEX node_vectors_by_hash ON node_vectors(embed_hash);
+-- NER (pinakes-ner, DESIGN §7): the entities found in each distinct embedded chunk text, so an
+-- unchanged text is never run through the model again; a JSON list of [surface, type, count].
+CREATE TABLE ner_texts (embed_hash TEXT PRIMARY KEY, entities TEXT NOT NULL);
+-- Every normalised surface form of an entity, and the entity node it was merged into.
+CREATE TABLE entity_aliases (
+    alias TEXT PRIMARY KEY,
+    node_id INTEGER NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE
+);
+CREATE INDEX entity_aliases_by_node ON entity_aliases(node_id);
 """
 
 

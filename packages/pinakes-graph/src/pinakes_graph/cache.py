@@ -50,6 +50,7 @@ class Graph:
         node_of_chunk: chunk id → node index.
         label_nodes / label_vectors: tag/heading nodes with label embeddings (unit rows).
         chunk_count: chunks connected to each hub node (its specificity denominator).
+        node_ids: store ``node_id`` per node index (ascending), to place plugins' seeds.
     """
 
     kind: npt.NDArray[np.int8]
@@ -64,6 +65,7 @@ class Graph:
     label_nodes: npt.NDArray[np.int64]
     label_vectors: npt.NDArray[np.float32]
     chunk_count: npt.NDArray[np.float64]
+    node_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     _transition_t: Any = field(default=None, repr=False)
     _member_layout: Any = field(default=None, repr=False)
 
@@ -180,8 +182,11 @@ def _build(store: Any) -> Graph:
     )
     for h, m in zip(src[hub_edges], dst[hub_edges], strict=True):
         chunk_count[h] += len(members.get(int(m), ())) if kind[m] == KINDS["doc"] else 1
+    # Tag and heading labels seed by embedding match; entity nodes (pinakes-ner) seed through
+    # the ``graph_seeds`` hook, which matches names, not meanings.
     labels = conn.execute(
-        "SELECT nv.node_id, v.vector FROM node_vectors nv JOIN vectors v USING (embed_hash) ORDER BY nv.node_id"
+        "SELECT nv.node_id, v.vector FROM node_vectors nv JOIN nodes n USING (node_id) "
+        "JOIN vectors v USING (embed_hash) WHERE n.kind IN ('tag', 'heading') ORDER BY nv.node_id"
     ).fetchall()
     label_nodes = np.array([index[r[0]] for r in labels if r[0] in index], dtype=np.int64)
     vectors = [np.frombuffer(r[1], dtype=np.float32) for r in labels if r[0] in index]
@@ -199,6 +204,7 @@ def _build(store: Any) -> Graph:
         label_nodes=label_nodes,
         label_vectors=label_vectors,
         chunk_count=chunk_count,
+        node_ids=np.array([r[0] for r in nodes], dtype=np.int64),
     )
 
 

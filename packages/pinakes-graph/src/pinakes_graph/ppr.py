@@ -18,7 +18,14 @@ import numpy.typing as npt
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_graph.cache import Graph, GraphChannel, graph_for
 
-__all__ = ["DAMPING", "PASSAGE_WEIGHT", "PprChannel", "personalized_pagerank", "seed_vector"]
+__all__ = [
+    "DAMPING",
+    "PASSAGE_WEIGHT",
+    "PprChannel",
+    "personalized_pagerank",
+    "seed_vector",
+    "with_plugin_seeds",
+]
 
 DAMPING = 0.5
 PASSAGE_WEIGHT = 0.05
@@ -78,6 +85,36 @@ def seed_vector(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
     return seeds
 
 
+def with_plugin_seeds(
+    graph: Graph, ctx: QueryContext, seeds: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Add the seeds plugins give through the ``graph_seeds`` hook (pinakes-ner's entities).
+
+    Each plugin seed is ``(node_id, mass)``: its share of the whole personalisation; the
+    channel's own seeds are scaled to the rest. Without plugin seeds ``seeds`` is returned as is.
+    """
+    if ctx.kb is None:
+        return seeds
+    from pinakes_core.plugins import plugin_manager
+
+    pairs = [
+        p for group in plugin_manager().hook.graph_seeds(kb=ctx.kb, query=ctx.query) for p in group
+    ]
+    if not pairs or graph.node_ids.size == 0:
+        return seeds
+    ids = np.array([node for node, _ in pairs], dtype=np.int64)
+    mass = np.array([m for _, m in pairs], dtype=np.float64)
+    index = np.clip(np.searchsorted(graph.node_ids, ids), 0, graph.node_ids.size - 1)
+    present = graph.node_ids[index] == ids
+    if not present.any():
+        return seeds
+    share = min(float(mass[present].sum()), 1.0)
+    total = seeds.sum()
+    out: npt.NDArray[np.float64] = seeds * ((1.0 - share) / total) if total > 0 else seeds * 0.0
+    np.add.at(out, index[present], mass[present])
+    return out
+
+
 class PprChannel(GraphChannel):
     """The ``ppr`` retrieval channel: chunks ranked by PPR mass from the query's seeds."""
 
@@ -85,7 +122,8 @@ class PprChannel(GraphChannel):
 
     def rank(self, graph: Graph, ctx: QueryContext) -> Ranked:
         """Rank chunk nodes by their PPR score (filters applied to seeds and output)."""
-        scores = personalized_pagerank(graph.transition_t(), seed_vector(graph, ctx))
+        seeds = with_plugin_seeds(graph, ctx, seed_vector(graph, ctx))
+        scores = personalized_pagerank(graph.transition_t(), seeds)
         chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
         top = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
         return [(int(graph.chunk_id[i]), float(scores[i])) for i in top]
@@ -130,7 +168,7 @@ class PprRerank:
             weights = np.array([s for c, s in fused[:RERANK_SEEDS] if c in graph.node_of_chunk])
             seeds *= 1.0 - RERANK_SEED_MASS
             seeds[top] += RERANK_SEED_MASS * weights / weights.sum()
-        scores = personalized_pagerank(graph.transition_t(), seeds)
+        scores = personalized_pagerank(graph.transition_t(), with_plugin_seeds(graph, ctx, seeds))
         chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
         best = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
         ranked = [(int(graph.chunk_id[i]), float(scores[i])) for i in best]

@@ -434,7 +434,9 @@ def pinakes_links(
     characters / 4), `depth` served and `depth_asked`. With `query`, neighbours are ranked by
     similarity to it and `confidence` is computed; without, they are ranked by link weight and
     distance and `confidence` is null. A free-text `rel` ("relies on") is matched to the KB's
-    typed relation, reported as `matched_rel`.
+    typed relation, reported as `matched_rel`. With NER enabled (pinakes-ner),
+    `entity_neighbours` lists up to 10 documents that name the same people, places or
+    organisations, with the shared `entities`: related notes that no link connects.
 
     How to loop: take one hop (depth=1, the default) and look before asking for depth 3; depth
     is served at most 3 and `notes` says when it was lowered. Filter with `rel` and

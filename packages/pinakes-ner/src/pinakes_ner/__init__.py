@@ -1,6 +1,11 @@
-"""Pinakes NER plugin (opt-in): entity nodes and mentions edges from a local spaCy model.
+"""Pinakes NER plugin (opt-in): entity nodes and mention edges from a local spaCy model.
 
-In this release it is a skeleton that builds and imports; it registers nothing.
+It registers with pinakes-core through the ``pinakes`` entry-point group (``pinakes_ner.plugin``)
+and does nothing until a KB sets ``[ner] enabled = true`` in ``pinakes.toml``. Then each sync
+runs spaCy's small English pipeline on new chunk texts, keeps the entities per text hash,
+and derives entity nodes (near-duplicates merged) with ``mentions`` edges to the chunks that
+name them; queries that name an entity seed Personalized PageRank from it and get it as an
+automatic ``entities=`` term; ``links`` lists documents that name the same entities.
 """
 
 from importlib.metadata import version
