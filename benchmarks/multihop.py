@@ -460,12 +460,12 @@ def run_dataset(
     configs: Sequence[str] | None,
     limit: int | None,
     workdir: Path,
-    ner_modes: Sequence[bool] = (False,),
+    ner_modes: Sequence[str] = ("off",),
 ) -> dict[str, Any]:
     """Build (or reuse) the KB of one dataset, run every config and return the result object.
 
-    ``ner_modes`` lists the NER settings to run every config under (``False``: without the
-    entity layer, ``True``: with it; configs run with NER are labelled ``<config>+ner``).
+    ``ner_modes`` lists the :data:`NER_MODES` to run every config under; a config run with
+    NER is labelled ``<config>+<mode>``.
     """
     from pinakes_core import KB
 
@@ -505,14 +505,15 @@ def run_dataset(
             }
         }
 
-    for with_ner in ner_modes:
-        out["ner_sync"] = {**out.get("ner_sync", {}), **set_ner(built.root, with_ner)}
+    for mode in ner_modes:
+        settings = NER_MODES[mode]
+        out["ner_sync"] = {**out.get("ner_sync", {}), **set_ner(built.root, **settings)}
         with KB.open(built.root) as kb:
             for config in names:
                 channels = CONFIGS[config]
-                label_ = f"{config}+ner" if with_ner else config
-                if with_ner and len(channels) > 1:
-                    # As the default search does: the query's entities become an extra list.
+                label_ = config if mode == "off" else f"{config}+{mode}"
+                if settings.get("auto_entities") and len(channels) > 1:
+                    # As the default search then does: the query's entities become a list.
                     channels = [*channels, "entities"]
                 kb.search("warm up", k=1, channels=channels)  # load the model / matrix untimed
                 t0 = time.perf_counter()
@@ -536,6 +537,15 @@ def run_dataset(
                 )
     out["seconds"] = round(time.perf_counter() - started, 2)
     return out
+
+
+#: ``--ner`` modes: without the entity layer; with it at the [ner] defaults (graph edges and
+#: links only); with query entities too (PPR seeds and the automatic entities= list).
+NER_MODES: dict[str, dict[str, Any]] = {
+    "off": {"enabled": False},
+    "ner": {"enabled": True},
+    "ner-seeds": {"enabled": True, "seed_mass": 0.3, "auto_entities": True},
+}
 
 
 def set_ner(root: Path, enabled: bool, **settings: Any) -> dict[str, Any]:
@@ -687,9 +697,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--ner",
-        choices=["off", "on", "both"],
         default="off",
-        help="run every config without the NER entity layer, with it, or both (needs pinakes-ner)",
+        help="comma-separated NER modes to run every config under: off (no entity layer), ner "
+        "(the [ner] defaults), ner-seeds (plus query entities as PPR seeds and entities=); "
+        "'all' for the three (needs pinakes-ner)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object per dataset")
     parser.add_argument(
@@ -721,6 +732,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(available: {', '.join(available)}); install pinakes-graph"
             )
 
+    modes = list(NER_MODES) if args.ner == "all" else args.ner.split(",")
+    if any(m not in NER_MODES for m in modes):
+        parser.error(f"--ner takes modes from {', '.join(NER_MODES)} (or all)")
     jobs: list[tuple[str, str, Path, Path]] = []
     if args.questions is not None:
         jobs.append(("custom", args.questions.name, args.questions, args.corpus))
@@ -741,7 +755,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         else {}
     )
     for name, label, questions_file, corpus_file in jobs:
-        modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.ner]
         result = run_dataset(
             name, label, questions_file, corpus_file, configs, args.limit, args.workdir, modes
         )

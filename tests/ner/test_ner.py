@@ -87,7 +87,7 @@ def _entities(root: Path) -> dict[str, set[str]]:
 
 
 def test_two_documents_sharing_only_an_entity_are_connected_through_it(tmp_path: Path) -> None:
-    root = _ner_kb(tmp_path / "kb", SHARED_ONLY_ENTITY)
+    root = _ner_kb(tmp_path / "kb", SHARED_ONLY_ENTITY, "seed_mass = 0.3\nauto_entities = true")
     with _open(root) as kb:
         kb.sync()
         entities = _entities(root)
@@ -112,6 +112,18 @@ def test_two_documents_sharing_only_an_entity_are_connected_through_it(tmp_path:
         assert status.entities == len(entities) and status.mentions == sum(
             len(v) for v in entities.values()
         )
+
+
+def test_by_default_queries_get_no_entity_seeds_and_no_entities_list(tmp_path: Path) -> None:
+    from pinakes_core.plugins import plugin_manager
+
+    root = _ner_kb(tmp_path / "kb", SHARED_ONLY_ENTITY)
+    with _open(root) as kb:
+        kb.sync()
+        assert plugin_manager().hook.graph_seeds(kb=kb, query="Diego Ongaro") == [[]]
+        result = kb.search("what did Diego Ongaro write about?")
+        assert "entities" not in result.hits[0].ranks
+        assert "query_entities" not in result.timings_ms
 
 
 def test_entity_seeds_take_their_share_of_the_personalisation(tmp_path: Path) -> None:

@@ -250,25 +250,24 @@ def render_document(console: Console, doc: DocumentView) -> None:
 def render_status(console: Console, status: Status) -> None:
     """Key facts about the KB and its index."""
     stale = status.stale
-    console.print(
-        _grid(
-            [
-                ("kb", f"{status.name} ({status.kb_id})"),
-                ("root", status.root),
-                ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
-                ("documents", str(status.documents)),
-                ("chunks", str(status.chunks)),
-                ("vectors", str(status.vectors)),
-                ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
-                ("schema", str(status.schema_version or "-")),
-                ("store", f"{status.store_bytes / 1048576:.1f} MB"),
-                (
-                    "stale",
-                    f"{stale['new']} new, {stale['changed']} changed, {stale['removed']} removed since last sync",
-                ),
-            ]
-        )
-    )
+    rows = [
+        ("kb", f"{status.name} ({status.kb_id})"),
+        ("root", status.root),
+        ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
+        ("documents", str(status.documents)),
+        ("chunks", str(status.chunks)),
+        ("vectors", str(status.vectors)),
+        ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
+        ("schema", str(status.schema_version or "-")),
+        ("store", f"{status.store_bytes / 1048576:.1f} MB"),
+        (
+            "stale",
+            f"{stale['new']} new, {stale['changed']} changed, {stale['removed']} removed since last sync",
+        ),
+    ]
+    if status.entities is not None:
+        rows.append(("entities", f"{status.entities} ({status.mentions} mentions)"))
+    console.print(_grid(rows))
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -378,6 +377,16 @@ def render_links(console: Console, result: LinksResult) -> None:
             console,
             f"frontier ({len(result.frontier)} not expanded): "
             + ", ".join(f"{f.doc_id} ({f.reason})" for f in result.frontier[:10]),
+        )
+    if result.entity_neighbours:
+        _say(console, "documents naming the same entities:")
+    for e in result.entity_neighbours:
+        _say(
+            console,
+            f"  ≈ {e.path}  ",
+            (f"{e.title} · {e.score:g}", "dim"),
+            " · ",
+            ", ".join(e.entities),
         )
     for u in result.unresolved:
         _say(console, ("unresolved", "yellow"), f" {u.target}: {u.reason}")

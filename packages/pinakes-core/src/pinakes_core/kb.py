@@ -417,7 +417,7 @@ class KB:
 
     def _query_entities(self, query: str) -> tuple[str, ...]:
         """Entity names a plugin (pinakes-ner) finds in ``query``; empty without one."""
-        if not self.config.ner.enabled:
+        if not (self.config.ner.enabled and self.config.ner.auto_entities):
             return ()
         from pinakes_core.plugins import plugin_manager, require_plugins
 

@@ -48,7 +48,7 @@ def graph_seeds(kb: Any, query: str) -> list[tuple[int, float]]:
 @hookimpl
 def query_entities(kb: Any, query: str) -> list[str]:
     """Names of the KB's entities the query mentions (``KB.search``'s automatic ``entities``)."""
-    if not kb.config.ner.enabled:
+    if not (kb.config.ner.enabled and kb.config.ner.auto_entities):
         return []
     from pinakes_ner.query import entities_in
 

@@ -179,9 +179,9 @@ def entities_in(kb: Any, query: str) -> list[QueryEntity]:
 
 def seeds_for(kb: Any, query: str) -> list[tuple[int, float]]:
     """PPR seeds for ``query``: ``(node_id, mass)`` summing to ``[ner] seed_mass``, or empty."""
-    entities = entities_in(kb, query)
     mass = kb.config.ner.seed_mass
-    if not entities or mass <= 0:
+    entities = entities_in(kb, query) if mass > 0 else []
+    if not entities:
         return []
     weights = np.array([e.score / max(e.chunks, 1) for e in entities], dtype=np.float64)
     weights *= mass / weights.sum()
