@@ -358,19 +358,25 @@ _MISSING = textwrap.dedent(
 )
 
 
-def test_without_the_plugin_core_runs_and_asking_for_ner_fails_with_the_install_command(
-    tmp_path: Path,
-) -> None:
+def _run(script: str, root: Path) -> str:
+    """Run ``script`` in a fresh interpreter with ``root`` as its argument; return its stdout."""
     proc = subprocess.run(
-        [sys.executable, "-c", _MISSING, str(tmp_path / "kb")],
+        [sys.executable, "-c", script, str(root)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "[ner] enabled = true" in proc.stdout
-    assert "uv pip install pinakes-ner" in proc.stdout
+    return proc.stdout
+
+
+def test_without_the_plugin_core_runs_and_asking_for_ner_fails_with_the_install_command(
+    tmp_path: Path,
+) -> None:
+    stdout = _run(_MISSING, tmp_path / "kb")
+    assert "[ner] enabled = true" in stdout
+    assert "uv pip install pinakes-ner" in stdout
 
 
 def test_the_plugin_imports_no_spacy_until_ner_runs(tmp_path: Path) -> None:
@@ -392,12 +398,4 @@ def test_the_plugin_imports_no_spacy_until_ner_runs(tmp_path: Path) -> None:
         print("OK")
         """
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "kb")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "OK"
+    assert _run(script, tmp_path / "kb").strip() == "OK"
