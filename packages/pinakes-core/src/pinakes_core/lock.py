@@ -1,8 +1,16 @@
-"""The sync lock: one sync at a time per KB, with stale-lock takeover (DESIGN §4, §13)."""
+"""The sync lock: one sync at a time per KB (DESIGN §4, §13).
+
+The lock is an OS lock (``flock``) on ``.pinakes/sync.lock``, so it is taken atomically and the
+kernel releases it when its holder exits, however it exits: a stale lock cannot exist and is
+never "taken over". The file keeps the holder's pid, host and start time as information only,
+for the message another sync prints. The file itself is never deleted: a process waiting on a
+deleted lock file would lock a file nobody else sees.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -17,64 +25,58 @@ __all__ = ["sync_lock", "sync_running"]
 LOCK_FILE = "sync.lock"
 
 
-def _alive(pid: int) -> bool:
+def _holder(fd: int) -> str:
+    """Who holds the lock, from the file's information (best effort)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(info['pid'])} on {info['host']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not written its pid yet"
 
 
 @contextlib.contextmanager
 def sync_lock(store_dir: Path) -> Iterator[None]:
     """Hold ``<store_dir>/sync.lock`` for the duration of the block.
 
-    The lock file records pid, host and start time. A lock left by a dead process on this host
-    (or an unreadable one) is taken over.
-
     Raises:
-        LockError: if a live process holds the lock.
+        LockError: if another process holds the lock.
     """
     store_dir.mkdir(parents=True, exist_ok=True)
     path = store_dir / LOCK_FILE
-    payload = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
-    for _ in range(3):
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                holder = json.loads(path.read_text())
-                pid, host = int(holder["pid"]), str(holder["host"])
-            except (OSError, ValueError, KeyError, TypeError):
-                pid, host = -1, socket.gethostname()
-            if host == socket.gethostname() and (pid <= 0 or not _alive(pid)):
-                path.unlink(missing_ok=True)  # stale: its owner is gone
-                continue
-            raise LockError(
-                f"Another sync (pid {pid} on {host}) holds {path}.",
-                "Wait for it to finish; delete the file only if that process is really gone.",
-            ) from None
-        with os.fdopen(fd, "w") as handle:
-            handle.write(payload)
-        break
-    else:
-        raise LockError(f"Could not take the sync lock {path}.", "Try again.")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockError(
+                f"Another sync ({_holder(fd)}) holds {path}.",
+                "Wait for it to finish; the lock is released when that process exits.",
+            ) from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
     finally:
-        path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
 
 
 def sync_running(store_dir: Path) -> bool:
-    """Return whether a live process on this host holds the sync lock of ``store_dir``.
+    """Return whether some process holds the sync lock of ``store_dir`` right now.
 
-    Used to explain an empty or thin result while a (first) sync is still indexing.
+    Used to explain an empty or thin result while a (first) sync is still indexing. It asks
+    the OS lock itself (a shared, non-blocking try), never the pid in the file.
     """
     try:
-        holder = json.loads((store_dir / LOCK_FILE).read_text())
-        pid, host = int(holder["pid"]), str(holder["host"])
-    except (OSError, ValueError, KeyError, TypeError):
+        fd = os.open(store_dir / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
         return False
-    return host != socket.gethostname() or (pid > 0 and _alive(pid))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
