@@ -4,8 +4,10 @@ Markdown is parsed with a CommonMark parser (markdown-it-py), so fenced code who
 with ``#``, setext headings and frontmatter are handled by the grammar rather than by regular
 expressions. A chunk never crosses a heading; a section longer than the token budget is split
 at block (paragraph, list, code, table) boundaries, then at line boundaries, and a single line
-longer than the budget at word boundaries. Every non-blank line of the body lands in exactly
-one chunk, in order.
+longer than the budget at sentence, then word boundaries; text with no boundary at all (a
+pasted blob) is cut by tokens as a last resort. Every non-blank line of the body lands in
+exactly one chunk, in order. Inline ``data:`` URIs (pasted images) are shortened to their media
+type first: their payload is not text anyone searches.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ __all__ = ["Chunk", "chunk_document", "embed_text", "first_heading"]
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A unit of text costs at least one token per this many characters. Real text runs 3 to 6
+# characters per token, but the tokenizer counts a "word" of over 100 characters (a blob of
+# base64 or minified code) as one unknown token, which would let one chunk grow without bound.
+_CHARS_PER_TOKEN_CAP = 16
+# data:[<media type>][;params],<payload>: the payload goes, the media type stays.
+_DATA_URI = re.compile(
+    r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
+)
+#: Longest heading text kept in a chunk's heading path (longer ones are cut with "…").
+MAX_HEADING_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -80,7 +92,10 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
                 for child in inline.children or ()
                 if child.type in ("text", "code_inline")
             )
-            heading = (int(tok.tag[1]), (plain or inline.content).strip())
+            text = " ".join((plain or inline.content).split())
+            if len(text) > MAX_HEADING_CHARS:
+                text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+            heading = (int(tok.tag[1]), text)
         blocks.append(_Block(tok.map[0], tok.map[1], heading))
     return blocks
 
@@ -116,8 +131,23 @@ class _Packer:
         self.offset = offset
         self.budget = budget
         self.count = count
-        self.costs = [count(line) if line.strip() else 0 for line in lines]
+        measured = [self.measure(line) if line.strip() else (0, 0) for line in lines]
+        self.costs = [cost for cost, _ in measured]
+        self.tokens = [tokens for _, tokens in measured]
         self.out: list[tuple[tuple[str, ...], str, int, int, int]] = []
+
+    def measure(self, text: str) -> tuple[int, int]:
+        """Return what ``text`` counts against the budget, and its tokens.
+
+        The cost is its token count, or more for very long words (see ``_CHARS_PER_TOKEN_CAP``).
+        Text over budget by its length alone is not tokenized (a multi-megabyte line would take
+        seconds) and its tokens are returned as 0: such text is never emitted whole.
+        """
+        chars = _char_cost(text)
+        if chars > self.budget:
+            return chars, 0
+        tokens = self.count(text)
+        return max(tokens, chars), tokens
 
     def emit(self, path: tuple[str, ...], start: int, end: int) -> None:
         lo, hi = start, end
@@ -129,32 +159,63 @@ class _Packer:
             return
         text = "\n".join(self.lines[lo:hi])
         self.out.append(
-            (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.costs[lo:hi]))
+            (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.tokens[lo:hi]))
         )
 
     def emit_long_line(self, path: tuple[str, ...], line: int) -> None:
-        # Sentences first, words only for a sentence that alone exceeds the budget.
-        parts: list[str] = []
+        # Sentences first, words only for a sentence that alone exceeds the budget, and a cut
+        # by tokens only for a word that alone exceeds it. Parts are joined again with single
+        # spaces, where the tokenizer splits words anyway, so a piece's tokens are the sum of
+        # its parts' tokens.
+        parts: list[tuple[str, int, int]] = []
         for sentence in _SENTENCE_END.split(self.lines[line].strip()):
-            if self.count(sentence) > self.budget:
-                parts.extend(sentence.split())
-            elif sentence:
-                parts.append(sentence)
+            cost, tokens = self.measure(sentence)
+            if cost <= self.budget:
+                if sentence:
+                    parts.append((sentence, cost, tokens))
+                continue
+            for word in sentence.split():
+                cost, tokens = self.measure(word)
+                if cost <= self.budget:
+                    parts.append((word, cost, tokens))
+                else:
+                    parts.extend(self.hard_split(word))
         piece: list[str] = []
-        used = 0
-        for part in parts:
-            cost = self.count(part)
+        used = counted = 0
+        for part, cost, tokens in parts:
             if piece and used + cost > self.budget:
-                self._piece(path, line, piece, used)
-                piece, used = [], 0
+                self._piece(path, line, piece, counted)
+                piece, used, counted = [], 0, 0
             piece.append(part)
             used += cost
+            counted += tokens
         if piece:
-            self._piece(path, line, piece, used)
+            self._piece(path, line, piece, counted)
 
-    def _piece(self, path: tuple[str, ...], line: int, words: list[str], cost: int) -> None:
+    def hard_split(self, text: str) -> list[tuple[str, int, int]]:
+        """Cut text that has no word boundary into pieces within the budget (last resort).
+
+        Each piece is sized from the last one's characters per token, so a long blob costs
+        about one token count per piece. Returns ``(piece, cost, tokens)`` triples.
+        """
+        widest = self.budget * _CHARS_PER_TOKEN_CAP
+        pieces = []
+        start, width = 0, widest
+        while start < len(text):
+            piece = text[start : start + width]
+            cost, tokens = self.measure(piece)
+            if cost > self.budget and width > 1:
+                width = max(1, min(width // 2 + 1, int(width * self.budget / cost * 0.95)))
+                continue
+            pieces.append((piece, cost, tokens))
+            start += len(piece)
+            if cost < self.budget * 0.8:
+                width = min(widest, width + width // 4 + 1)
+        return pieces
+
+    def _piece(self, path: tuple[str, ...], line: int, words: list[str], tokens: int) -> None:
         number = line + 1 + self.offset
-        self.out.append((path, " ".join(words), number, number, cost))
+        self.out.append((path, " ".join(words), number, number, tokens))
 
     def pack(self, path: tuple[str, ...], units: list[tuple[int, int]]) -> None:
         """Pack consecutive units (line ranges) into windows, splitting oversize units."""
@@ -195,6 +256,10 @@ class _Packer:
             self.emit(path, win_start, win_end)
 
 
+def _char_cost(text: str) -> int:
+    return -(-len(text) // _CHARS_PER_TOKEN_CAP)
+
+
 def chunk_document(
     text: str, *, markdown: bool, budget: int, count: TokenCounter, skip_lines: int = 0
 ) -> list[Chunk]:
@@ -208,11 +273,13 @@ def chunk_document(
         skip_lines: number of leading lines (frontmatter) that are not body text.
 
     Returns:
-        The chunks in document order. A window over budget only arises from a single word
-        longer than the budget.
+        The chunks in document order; none is over the budget, and none is longer than
+        16 characters per budgeted token.
     """
     all_lines = text.split("\n")
-    lines = all_lines[skip_lines:]
+    lines = [
+        _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
+    ]
     blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
     packer = _Packer(lines, skip_lines, budget, count)
 
