@@ -201,7 +201,7 @@ def run_doctor(
                     items=lonely[:_LIST_CAP],
                 )
             )
-        size = sum(p.stat().st_size for p in Store.location(root).parent.glob("index.db*"))
+        size = sum(p.stat().st_size for p in Store.files(root))
         chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         findings.append(
             DoctorFinding(

@@ -195,7 +195,15 @@ class KB:
             self._store = Store.open(self.root, create=False)
         return self._store
 
+    def _notice_swap(self) -> None:
+        # Another process rebuilt the store and swapped it in: let go of the old generation.
+        # Called only where an operation starts, so no query is using the old connection.
+        if self._store is not None and self._store.replaced():
+            log.info("Pinakes: the store of %s was rebuilt; reopening it.", self.root)
+            self.close()
+
     def _ensure_synced(self) -> None:
+        self._notice_swap()
         # Never synced, or written by another schema version: a sync (re)builds it.
         if self._store is None and not Store.current(self.root):
             self.sync()
@@ -672,13 +680,13 @@ class KB:
 
     def status(self) -> Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
-        store_path = Store.location(self.root)
         base: dict[str, Any] = {
             "name": self.config.kb.name,
             "kb_id": self.config.kb.id,
             "root": str(self.root),
         }
         entries, _ = scan(self.root, self.config.sync)
+        self._notice_swap()
         if not self.synced:
             return Status(
                 **base,
@@ -722,7 +730,7 @@ class KB:
         dim = store.get_meta("dim")
         ner = store.get_meta("ner_settings") is not None  # the NER layer was derived
         mentions = conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'mentions'").fetchone()
-        size = sum(p.stat().st_size for p in store_path.parent.glob(store_path.name + "*"))
+        size = sum(p.stat().st_size for p in Store.files(self.root))
         return Status(
             **base,
             synced=True,

@@ -9,7 +9,10 @@ Every write that changes what a query can see bumps ``meta.generation``, which l
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,15 +22,20 @@ import numpy.typing as npt
 
 from pinakes_core.errors import IndexMissingError
 
-__all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix"]
+__all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix", "collect_garbage"]
 
 log = logging.getLogger(__name__)
 
 # 3: frontmatter fields (documents.meta, doc_meta) for field filters (issue 11).
 # 4: NER tables (ner_texts, entity_aliases) for pinakes-ner (issue 13).
-SCHEMA_VERSION = 4
+# 5: the store is a generation file behind the ``index.db`` symlink (rebuilds swap it).
+SCHEMA_VERSION = 5
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
+_SUFFIXES = ("", "-wal", "-shm", "-journal")
+_GENERATION = re.compile(r"^index\.(\d+)\.db$")
+# Any file of a generation: its database, WAL, shared memory, journal or readers lock.
+_GENERATION_FILE = re.compile(r"^(index\.\d+)\.(?:db(?:-wal|-shm|-journal)?|readers)$")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -146,17 +154,37 @@ class Store:
     """A connection to one KB's derived store.
 
     Use :meth:`open`; the store directory and file are created on demand.
+
+    Layout: ``.pinakes/index.db`` is a symlink naming the current generation's database,
+    ``index.<n>.db`` (with its own ``-wal`` and ``-shm``). A rebuild writes generation ``n + 1``
+    beside the current one and then swaps the symlink atomically, so a reader never sees a
+    half-built store: it finishes on the old generation and notices the swap with one
+    ``readlink`` (:meth:`replaced`). Every open store holds a shared ``flock`` on
+    ``index.<n>.readers``; a generation that is not current is deleted only by whoever gets the
+    exclusive lock on that file, that is once nobody reads it any more.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, *, rebuilt_from: str | None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        rebuilt_from: str | None,
+        readers: int,
+        pending: bool = False,
+    ) -> None:
         self.conn = conn
+        #: the generation's database file (``.pinakes/index.<n>.db``).
         self.path = path
         #: the schema version a rebuilt store replaced, or ``None`` when no rebuild happened.
         self.rebuilt_from = rebuilt_from
+        self._readers = readers
+        #: whether this is a new generation that :meth:`publish` has yet to make current.
+        self.pending = pending
 
     @staticmethod
     def location(root: Path) -> Path:
-        """Return the database path for the KB at ``root``."""
+        """Return the path of the KB's database (a symlink to the current generation's file)."""
         return root / STORE_DIR / DB_FILE
 
     @classmethod
@@ -171,43 +199,119 @@ class Store:
         return cls.location(root).exists()
 
     @classmethod
+    def files(cls, root: Path) -> list[Path]:
+        """Return the current generation's files (database, WAL, shared memory) that exist."""
+        pointer = cls.location(root)
+        try:
+            base = pointer.parent / os.readlink(pointer)
+        except OSError:
+            base = pointer
+        return [p for p in (Path(f"{base}{s}") for s in _SUFFIXES) if p.is_file()]
+
+    @classmethod
     def open(cls, root: Path, *, create: bool = True, rebuild: bool = False) -> Store:
         """Open (and if needed create or rebuild) the store of the KB at ``root``.
 
-        A store with another ``schema_version`` is deleted and recreated, and ``rebuilt_from``
-        records the old version so the caller can say so in one line.
+        With ``create`` (only a sync, which holds the sync lock, passes it): a missing store is
+        created and made current at once, so an interrupted first sync is resumed by the next.
+        A store with another ``schema_version``, or any store when ``rebuild`` is asked, is
+        rebuilt as a new generation that stays invisible to readers until :meth:`publish`;
+        ``rebuilt_from`` records the old version so the caller can say so in one line.
+
+        Raises:
+            IndexMissingError: (without ``create``) if the store has another schema version.
+            FileNotFoundError: (without ``create``) if there is no store.
         """
-        path = cls.location(root)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        pointer = cls.location(root)
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        if not create:
+            return cls._attach(root)
+        collect_garbage(pointer.parent)
         rebuilt_from: str | None = None
-        if path.exists() and not rebuild:
-            version = cls._read_version(path)
+        if pointer.exists() and not rebuild:
+            version = cls._read_version(pointer)
             if version != str(SCHEMA_VERSION):
-                if not create:  # only a sync may rebuild (it holds the lock)
-                    raise IndexMissingError(
-                        f"The index {path} has schema {version}, this version uses {SCHEMA_VERSION}.",
-                        "Run `pnk sync`; it rebuilds the index from the files.",
-                    )
                 rebuilt_from = version or "unknown"
                 rebuild = True
-        if rebuild:
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(path) + suffix).unlink(missing_ok=True)
-        fresh = not path.exists()
-        if fresh and not create:
-            raise FileNotFoundError(path)
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        if fresh:
+            else:
+                return cls._attach(root)
+        store = cls._create(pointer.parent, rebuilt_from=rebuilt_from)
+        if not pointer.exists():
+            store.publish()  # nothing to hide: build in place, resumable after a crash
+        return store
+
+    @classmethod
+    def _attach(cls, root: Path) -> Store:
+        """Open the current generation for reading and writing (holding its readers lock)."""
+        pointer = cls.location(root)
+        for _ in range(50):
+            try:
+                name = _generation_name(pointer)
+            except FileNotFoundError:
+                raise FileNotFoundError(pointer) from None
+            readers = _lock_readers(pointer.parent / name, fcntl.LOCK_SH)
+            try:
+                if _generation_name(pointer) != name or not (pointer.parent / name).exists():
+                    os.close(readers)  # swapped meanwhile: look again
+                    continue
+                version = cls._read_version(pointer.parent / name)
+                if version != str(SCHEMA_VERSION):
+                    raise IndexMissingError(
+                        f"The index {pointer} has schema {version}, this version uses {SCHEMA_VERSION}.",
+                        "Run `pnk sync`; it rebuilds the index from the files.",
+                    )
+                conn = _connect(pointer.parent / name, create=False)
+            except BaseException:
+                os.close(readers)
+                raise
+            return cls(conn, pointer.parent / name, rebuilt_from=None, readers=readers)
+        raise IndexMissingError(
+            f"The index {pointer} keeps changing under this reader.", "Try again."
+        )
+
+    @classmethod
+    def _create(cls, store_dir: Path, *, rebuilt_from: str | None) -> Store:
+        """Create the next generation's database, empty but for the schema (not yet current)."""
+        numbers = [int(m[1]) for p in store_dir.iterdir() if (m := _GENERATION.match(p.name))]
+        path = store_dir / f"index.{max(numbers, default=0) + 1}.db"
+        readers = _lock_readers(path, fcntl.LOCK_SH)
+        try:
+            for suffix in _SUFFIXES:
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            conn = _connect(path, create=True)
             # One script, one transaction: a crash here leaves no half-made schema.
             conn.executescript(
                 "BEGIN;\n" + _SCHEMA + f"INSERT INTO meta(key, value) VALUES "
                 f"('schema_version', '{SCHEMA_VERSION}'), ('generation', '0');\nCOMMIT;"
             )
-        return cls(conn, path, rebuilt_from=rebuilt_from)
+        except BaseException:
+            os.close(readers)
+            raise
+        return cls(conn, path, rebuilt_from=rebuilt_from, readers=readers, pending=True)
+
+    def publish(self) -> None:
+        """Make this generation the current store (one atomic rename), then drop unused ones.
+
+        Readers of the previous generation finish their work on it and switch at their next
+        call; its files are deleted once none of them holds it.
+        """
+        if not self.pending:
+            return
+        pointer = self.path.parent / DB_FILE
+        temp = self.path.parent / f".{DB_FILE}.{os.getpid()}.link"
+        temp.unlink(missing_ok=True)
+        os.symlink(self.path.name, temp)
+        os.replace(temp, pointer)
+        _fsync_dir(self.path.parent)
+        self.pending = False
+        collect_garbage(self.path.parent)
+
+    def replaced(self) -> bool:
+        """Return whether another generation has become current since this one was opened."""
+        try:
+            return _generation_name(self.path.parent / DB_FILE) != self.path.name
+        except FileNotFoundError:
+            return True
 
     @staticmethod
     def _read_version(path: Path) -> str | None:
@@ -242,8 +346,11 @@ class Store:
             )
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection and let go of this generation (it may be deleted now)."""
         self.conn.close()
+        if self._readers >= 0:
+            os.close(self._readers)
+            self._readers = -1
 
     def get_meta(self, key: str) -> str | None:
         """Return a ``meta`` value, or ``None`` when unset."""
@@ -276,3 +383,93 @@ class Store:
             else np.zeros((0, dim), np.float32)
         )
         return VectorMatrix(ids, matrix)
+
+
+def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
+    mode = "rwc" if create else "rw"  # a reader never creates an empty database by accident
+    conn = sqlite3.connect(
+        f"file:{path}?mode={mode}",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=30.0,
+    )
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _generation_name(pointer: Path) -> str:
+    """The file name the ``index.db`` symlink points at (``index.db`` itself for a plain file)."""
+    try:
+        return os.readlink(pointer)
+    except OSError:
+        if pointer.is_file():
+            return pointer.name  # a store from before generations (schema 2): read its version
+        raise FileNotFoundError(pointer) from None
+
+
+def _lock_readers(database: Path, operation: int) -> int:
+    """Open ``<database stem>.readers`` and ``flock`` it; returns the descriptor.
+
+    Raises:
+        BlockingIOError: with ``LOCK_NB`` when the lock is held.
+    """
+    path = database.with_suffix(".readers")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, operation)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def collect_garbage(store_dir: Path) -> list[str]:
+    """Delete the files of generations that are not current and that nobody holds.
+
+    Safe to call from any process at any time: a generation is deleted only under the
+    exclusive lock of its readers file, and only after checking, under that lock, that it has
+    not become current meanwhile. A store from before generations (a plain ``index.db``) is
+    left alone. Returns the names of the generations deleted.
+    """
+    pointer = store_dir / DB_FILE
+    if not pointer.is_symlink():
+        return []
+    removed = []
+    bases = {m[1] for p in store_dir.iterdir() if (m := _GENERATION_FILE.match(p.name))}
+    for base in sorted(bases):
+        entry = store_dir / f"{base}.db"
+        try:
+            if _generation_name(pointer) == entry.name:
+                continue
+            fd = _lock_readers(entry, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (OSError, FileNotFoundError):
+            continue
+        try:
+            if _generation_name(pointer) == entry.name:
+                continue
+            for suffix in _SUFFIXES:
+                Path(f"{entry}{suffix}").unlink(missing_ok=True)
+            entry.with_suffix(".readers").unlink(missing_ok=True)
+            removed.append(entry.name)
+        except OSError as exc:
+            log.warning("Pinakes: could not delete the old store %s (%s).", entry, exc)
+        finally:
+            os.close(fd)
+    # The WAL and shared memory of a pre-generation store (schema 2) that a rebuild replaced.
+    for suffix in ("-wal", "-shm"):
+        Path(f"{pointer}{suffix}").unlink(missing_ok=True)
+    if removed:
+        log.info("Pinakes: deleted old store generation(s) %s.", ", ".join(removed))
+    return removed

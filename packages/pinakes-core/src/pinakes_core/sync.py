@@ -536,7 +536,8 @@ def run_sync(
         root: the KB root (the folder holding ``pinakes.toml``).
         config: the KB's validated configuration.
         embedder_factory: returns the embedder; called only if something needs embedding.
-        rebuild: delete the store and rebuild it from the files.
+        rebuild: build a new store from the files beside the current one, and swap it in
+            atomically once complete; readers keep answering from the old one until then.
         model_id: the embedder's model id (default: derived from ``config`` without loading the
             model); a change from the stored id re-embeds every chunk.
         progress: optional ``progress(stage, done, total)`` callback.
@@ -596,6 +597,8 @@ def run_sync(
                     "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
                 )
                 store.set_meta(conn, "last_sync", str(time.time()))
+            # A rebuild was written beside the store readers use; now it becomes theirs.
+            store.publish()
         finally:
             store.close()
     seconds = time.perf_counter() - started
