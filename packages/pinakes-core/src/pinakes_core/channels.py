@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.arguments import clean_path, clean_time
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import build_fts_query, query_terms
@@ -63,7 +64,11 @@ class Filters:
         )
 
     def where(self) -> tuple[str, list[object]]:
-        """Return a SQL condition over ``documents d`` and its parameters."""
+        """Return a SQL condition over ``documents d`` and its parameters.
+
+        Raises:
+            PinakesError: for a path prefix that leaves the KB or a time that is not finite.
+        """
         clauses: list[str] = []
         params: list[object] = []
         if self.tags:
@@ -74,19 +79,21 @@ class Filters:
                 "GROUP BY doc_id HAVING COUNT(DISTINCT tag) = ?)"
             )
             params += [*tags, len(set(tags))]
-        if self.path:
-            prefix = self.path.strip().lstrip("./").replace("\\", "/")
+        prefix = clean_path(self.path)
+        if prefix is not None:
             clauses.append("substr(d.path, 1, ?) = ?")
             params += [len(prefix), prefix]
         if self.doc_ids:
             clauses.append(f"d.doc_id IN ({','.join('?' * len(self.doc_ids))})")
             params += list(self.doc_ids)
-        if self.modified_after is not None:
+        after = clean_time(self.modified_after, "modified_after")
+        if after is not None:
             clauses.append("d.mtime_ns >= ?")
-            params.append(int(self.modified_after * 1e9))
-        if self.modified_before is not None:
+            params.append(int(after * 1e9))
+        before = clean_time(self.modified_before, "modified_before")
+        if before is not None:
             clauses.append("d.mtime_ns < ?")
-            params.append(int(self.modified_before * 1e9))
+            params.append(int(before * 1e9))
         for condition in self.meta:
             clause, values = condition.sql()
             clauses.append(clause)

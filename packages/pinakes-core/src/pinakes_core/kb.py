@@ -16,6 +16,16 @@ import numpy.typing as npt
 from pydantic import ValidationError
 
 from pinakes_core import calibration as selfcal
+from pinakes_core.arguments import (
+    check_depth,
+    check_k,
+    clean_doc_ids,
+    clean_list,
+    clean_path,
+    clean_query,
+    clean_text,
+    clean_time,
+)
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
@@ -60,12 +70,6 @@ __all__ = ["KB"]
 log = logging.getLogger(__name__)
 
 TimeLike = float | datetime | None
-
-
-def _timestamp(value: TimeLike) -> float | None:
-    if value is None or isinstance(value, float | int):
-        return value
-    return value.timestamp()
 
 
 def find_root(start: Path) -> Path:
@@ -367,10 +371,37 @@ class KB:
         An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
 
         Raises:
+            PinakesError: for an argument that cannot mean anything (``k=0``, ``tags="time"``,
+                a path that leaves the KB, a NaN time …), naming it; query text is never
+                refused (lone surrogates are replaced, over 100,000 characters it is cut).
             PluginMissingError: if a requested channel is not installed.
             MetaFilterError: if a field condition is not understood.
         """
-        conditions = tuple(m if isinstance(m, MetaFilter) else parse_meta_filter(m) for m in meta)
+        cfg = self.config.retrieval
+        query = clean_query(query)
+        k = check_k(k, cfg.k)
+        tags, entities, concepts = (
+            clean_list(tags, "tags"),
+            clean_list(entities, "entities"),
+            clean_list(concepts, "concepts"),
+        )
+        if isinstance(meta, str | bytes):
+            raise PinakesError(
+                f"meta must be a list of field conditions, got the single string {meta[:60]!r}.",
+                f"Wrap it in a list: meta=[{meta[:60]!r}].",
+            )
+        filters = Filters(
+            tags=tags,
+            path=clean_path(path),
+            doc_ids=clean_doc_ids(doc_ids),
+            modified_after=clean_time(modified_after, "modified_after"),
+            modified_before=clean_time(modified_before, "modified_before"),
+            meta=tuple(
+                m if isinstance(m, MetaFilter) else parse_meta_filter(clean_text(m, "meta"))
+                for m in meta
+            ),
+        )
+        channels = clean_list(channels, "channels")
         self._ensure_synced()
         if not query.strip() and not entities and not concepts:
             return SearchResult(
@@ -380,7 +411,6 @@ class KB:
         found: tuple[str, ...] = () if entities else self._query_entities(query)
         entities = tuple(entities) or found
         entity_ms = round((time.perf_counter() - t0) * 1000, 3)
-        cfg = self.config.retrieval
         names = (
             list(channels)
             if channels
@@ -389,15 +419,8 @@ class KB:
         ctx = QueryContext(
             query=query,
             conn=self.store().conn,
-            filters=Filters(
-                tags=tuple(tags),
-                path=path,
-                doc_ids=tuple(doc_ids),
-                modified_after=_timestamp(modified_after),
-                modified_before=_timestamp(modified_before),
-                meta=conditions,
-            ),
-            candidates=max(cfg.candidates, k or cfg.k),
+            filters=filters,
+            candidates=max(cfg.candidates, k),
             vectors=self.vectors,
             embed_query=self.embedder.embed_query,
             entities=tuple(entities),
@@ -407,7 +430,7 @@ class KB:
         result = fuse_and_build(
             ctx,
             names,
-            k=k or cfg.k,
+            k=k,
             rrf_k=cfg.rrf_k,
             explain=explain,
             weights=cfg.weights,
@@ -441,9 +464,14 @@ class KB:
         Raises:
             DocumentNotFoundError: if nothing matches.
         """
+        ref = clean_text(ref, "The document reference").strip()
+        if not ref or len(ref) > 4096:
+            raise DocumentNotFoundError(
+                f"The document reference {ref[:60]!r} is empty or too long.",
+                "Use a ULID, a pnk:// URI or a path relative to the KB root.",
+            )
         self._ensure_synced()
         conn = self.store().conn
-        ref = ref.strip()
         if ref.startswith(SCHEME):
             doc_id: str | None = parse_uri(ref).doc_id
         elif is_ulid(ref.upper()):
@@ -605,6 +633,9 @@ class KB:
 
         if direction not in ("out", "in", "both"):
             raise ConfigError(f"direction {direction!r} is not one of out, in, both.")
+        depth = check_depth(depth)
+        rel = None if rel is None else clean_text(rel, "rel")[:200]
+        query = None if query is None else clean_query(query)
         doc_id = self.resolve(doc)
         result = plugin_manager().hook.kb_links(
             kb=self, doc_id=doc_id, rel=rel, direction=direction, depth=depth, query=query

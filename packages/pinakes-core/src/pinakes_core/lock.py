@@ -25,6 +25,17 @@ __all__ = ["sync_lock", "sync_running"]
 LOCK_FILE = "sync.lock"
 
 
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (for other pid files: ledger, hooks)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _holder(fd: int) -> str:
     """Who holds the lock, from the file's information (best effort)."""
     try:
