@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pinakes_core.documents import scan
+from pinakes_core.documents import MAX_DEPTH, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
+from pinakes_core.intake import display_name
 from pinakes_core.models import DoctorFinding, DoctorReport
 from pinakes_core.schema import schema_findings
 from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
@@ -31,11 +32,28 @@ _LIST_CAP = 20  # items listed per finding; the message carries the full count
 
 
 def _sidecars(root: Path) -> list[Path]:
+    """Every sidecar under ``root`` (not in dot-folders, not through symlinked folders).
+
+    Iterative and bounded in depth like :func:`~pinakes_core.documents.scan`.
+    """
     found = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(folder) / f for f in sorted(files) if f.endswith(SIDECAR_SUFFIX)]
-    return found
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                children = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        for child in children:
+            if display_name(child.name) != child.name:
+                continue  # not valid UTF-8: sync skips it and says so
+            if child.is_dir(follow_symlinks=False):
+                if not child.name.startswith(".") and depth < MAX_DEPTH:
+                    stack.append((Path(child.path), depth + 1))
+            elif child.name.endswith(SIDECAR_SUFFIX):
+                found.append(Path(child.path))
+    return sorted(found)
 
 
 def run_doctor(
@@ -54,6 +72,7 @@ def run_doctor(
     from pinakes_core.sync import model_id_for
 
     root = kb.root
+    real_root = root.resolve()
     findings: list[DoctorFinding] = []
     fixed: list[str] = []
     entries, _ = scan(root, kb.config.sync)
@@ -68,7 +87,7 @@ def run_doctor(
             orphans.append(side)
             continue
         try:
-            sidecar = read_sidecar(side)
+            sidecar = read_sidecar(side, root=real_root)
         except SidecarError as exc:
             malformed.append(str(exc))
             continue
@@ -110,7 +129,7 @@ def run_doctor(
                 for copy in paths:
                     if copy != keep:
                         fresh = new_ulid()
-                        write_sidecar(copy, {"id": fresh})
+                        write_sidecar(copy, {"id": fresh}, root=real_root)
                         fixed.append(
                             f"gave {copy.relative_to(root)} a new id {fresh} (it repeated {doc_id})"
                         )

@@ -8,6 +8,7 @@ a warning; the document is still indexed.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,12 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import SyncConfig
-from pinakes_core.errors import SidecarError
+from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.intake import YamlLimitError, check_yaml, display_name, inside, read_limited
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
 
 __all__ = [
+    "MAX_DEPTH",
     "FileEntry",
     "Frontmatter",
     "Skip",
@@ -32,6 +35,13 @@ __all__ = [
 
 _STORE_DIR = ".pinakes"
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
+_MAX_GITIGNORE_BYTES = 1 << 20
+_NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
+# The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
+_SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
+
+#: Folders nested deeper than this below the root are not entered (one skip line says so).
+MAX_DEPTH = 128
 
 
 @dataclass(frozen=True)
@@ -84,19 +94,28 @@ def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
 def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
     path = directory / ".gitignore"
     try:
-        return pathspec.GitIgnoreSpec.from_lines(
-            path.read_text(encoding="utf-8", errors="replace").splitlines()
-        )
-    except OSError:
+        data = read_limited(path, limit=_MAX_GITIGNORE_BYTES)
+    except (OSError, UnsafeFileError):
         return None
+    return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
 
 
-def scan(root: Path, config: SyncConfig) -> tuple[list[FileEntry], list[Skip]]:
+def scan(
+    root: Path, config: SyncConfig, *, leftovers: list[Path] | None = None
+) -> tuple[list[FileEntry], list[Skip]]:
     """Walk ``root`` and return the candidate documents (sorted by path) and the skipped files.
 
     Dot-directories (``.git``, ``.pinakes``, ``.obsidian`` …) are never entered. ``.gitignore``
     files are honoured at every level when ``config.gitignore`` is set. Symlinks are followed
-    only when they stay inside the root and do not loop.
+    only when they stay inside the root and do not loop. The walk is iterative: a folder nested
+    deeper than :data:`MAX_DEPTH` levels, or a name that is not valid UTF-8, is one skip line,
+    never an error.
+
+    Args:
+        root: the KB root.
+        config: the ``[sync]`` settings.
+        leftovers: when given, the temp files an interrupted sidecar write left behind
+            (``.<name>.pnk.yaml.<random>.tmp``) are appended to it, for the sync to remove.
     """
     root = root.resolve()
     include = _spec(config.include)
@@ -104,61 +123,87 @@ def scan(root: Path, config: SyncConfig) -> tuple[list[FileEntry], list[Skip]]:
     max_bytes = int(config.max_file_mb * 1024 * 1024)
     entries: list[FileEntry] = []
     skips: list[Skip] = []
-    seen_dirs: set[str] = set()
+    seen_dirs: set[tuple[int, int]] = set()
+    Ignores = list[tuple[str, pathspec.GitIgnoreSpec]]
 
-    def ignored(rel: str, is_dir: bool, ignores: list[tuple[str, pathspec.GitIgnoreSpec]]) -> bool:
+    def ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
         for base, spec in ignores:
             sub = rel[len(base) + 1 :] if base else rel
             if spec.match_file(sub + "/" if is_dir else sub):
                 return True
         return False
 
-    def walk(
-        directory: Path, rel_dir: str, ignores: list[tuple[str, pathspec.GitIgnoreSpec]]
-    ) -> None:
-        real = os.path.realpath(directory)
-        if real in seen_dirs:
+    # Depth-first, in the order a recursive walk would take, without recursion.
+    stack: list[tuple[str, str, Ignores, int]] = [(str(root), "", [], 0)]
+    while stack:
+        directory, rel_dir, ignores, depth = stack.pop()
+        shown_dir = display_name(rel_dir) or "."
+        try:
+            st_dir = os.stat(directory)
+        except OSError as exc:
+            skips.append(Skip(shown_dir, f"folder cannot be read ({exc.strerror})"))
+            continue
+        if (st_dir.st_dev, st_dir.st_ino) in seen_dirs:
             skips.append(
-                Skip(rel_dir or ".", "symlinked directory loops back to a folder already indexed")
+                Skip(shown_dir, "symlinked directory loops back to a folder already indexed")
             )
-            return
-        seen_dirs.add(real)
+            continue
+        seen_dirs.add((st_dir.st_dev, st_dir.st_ino))
         if config.gitignore:
-            spec = _gitignore(directory)
+            spec = _gitignore(Path(directory))
             if spec is not None:
                 ignores = [*ignores, (rel_dir, spec)]
         try:
             # Real entries before symlinks, so a folder is indexed under its own path and a
             # symlink aliasing it is the one reported as a repeat.
-            children = sorted(os.scandir(directory), key=lambda e: (e.is_symlink(), e.name))
+            with os.scandir(directory) as listing:
+                children = sorted(listing, key=lambda e: (e.is_symlink(), e.name))
         except OSError as exc:
-            skips.append(Skip(rel_dir or ".", f"folder cannot be read ({exc.strerror})"))
-            return
+            skips.append(Skip(shown_dir, f"folder cannot be read ({exc.strerror})"))
+            continue
+        folders: list[tuple[str, str, Ignores, int]] = []
         for child in children:
             rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
             if child.name.startswith(".") and child.is_dir(follow_symlinks=False):
                 continue
+            if leftovers is not None and _SIDECAR_TEMP.match(child.name):
+                if child.is_file(follow_symlinks=False):
+                    leftovers.append(Path(child.path))
+                continue
             if child.is_symlink():
                 target = os.path.realpath(child.path)
                 if not os.path.exists(target):
-                    skips.append(Skip(rel, "symlink is broken or loops"))
+                    skips.append(Skip(display_name(rel), "symlink is broken or loops"))
                     continue
-                if os.path.commonpath([target, str(root)]) != str(root):
-                    skips.append(Skip(rel, "symlink points outside the KB root"))
+                if not inside(target, root):
+                    skips.append(Skip(display_name(rel), "symlink points outside the KB root"))
                     continue
             try:
                 is_dir = child.is_dir()
             except OSError:
-                skips.append(Skip(rel, "symlink loops"))
+                skips.append(Skip(display_name(rel), "symlink loops"))
                 continue
             if is_dir:
                 if child.name == _STORE_DIR or ignored(rel, True, ignores):
                     continue
-                walk(Path(child.path), rel, ignores)
+                if not _utf8(child.name):
+                    skips.append(Skip(display_name(rel), _NOT_UTF8 + "; nothing in it is indexed"))
+                elif depth >= MAX_DEPTH:
+                    skips.append(
+                        Skip(
+                            display_name(rel),
+                            f"folder is nested more than {MAX_DEPTH} levels deep; nothing in it is indexed",
+                        )
+                    )
+                else:
+                    folders.append((child.path, rel, ignores, depth + 1))
                 continue
             if child.name.endswith(SIDECAR_SUFFIX) or not include.match_file(rel):
                 continue
             if exclude.match_file(rel) or ignored(rel, False, ignores):
+                continue
+            if not _utf8(child.name):
+                skips.append(Skip(display_name(rel), _NOT_UTF8))
                 continue
             try:
                 st = child.stat()
@@ -186,10 +231,17 @@ def scan(root: Path, config: SyncConfig) -> tuple[list[FileEntry], list[Skip]]:
             entries.append(
                 FileEntry(rel, Path(child.path), st.st_mtime_ns, st.st_size, side_mtime, side_size)
             )
-
-    walk(root, "", [])
+        stack.extend(reversed(folders))
     entries.sort(key=lambda e: e.rel)
     return entries, skips
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes arrive as surrogate escapes
+        return False
+    return True
 
 
 def decode(data: bytes) -> tuple[str, bool]:
@@ -232,7 +284,11 @@ def parse_frontmatter(rel: str, lines: list[str]) -> Frontmatter:
     block = "\n".join(lines[1:end])
     result = Frontmatter(end_line=end + 1)
     try:
+        check_yaml(block)
         data = YAML(typ="safe", pure=True).load(block)
+    except YamlLimitError as exc:
+        result.warning = f"{rel}: frontmatter was ignored: {exc}"
+        return result
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 2}" if mark is not None else ""

@@ -19,6 +19,7 @@ __all__ = [
     "ProviderError",
     "SidecarError",
     "TemplateError",
+    "UnsafeFileError",
     "UriError",
 ]
 
@@ -45,6 +46,10 @@ class ConfigError(PinakesError):
 
 class SidecarError(PinakesError):
     """A ``.pnk.yaml`` sidecar cannot be parsed or holds an invalid value."""
+
+
+class UnsafeFileError(PinakesError):
+    """A file cannot be read safely: not a regular file, over its size limit, or leading outside the KB."""
 
 
 class UriError(PinakesError):

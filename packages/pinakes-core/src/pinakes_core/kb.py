@@ -37,7 +37,9 @@ from pinakes_core.errors import (
     IndexMissingError,
     PinakesError,
     PluginMissingError,
+    UnsafeFileError,
 )
+from pinakes_core.intake import read_limited
 from pinakes_core.links import resolver
 from pinakes_core.meta import MetaFilter, parse_meta_filter
 from pinakes_core.models import (
@@ -523,18 +525,25 @@ class KB:
         doc_id = self.resolve(doc)
         conn = self.store().conn
         row = conn.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        target = (self.root / row["path"]).resolve()
-        if not target.is_relative_to(self.root.resolve()):
+        if not (self.root / row["path"]).resolve().is_relative_to(self.root.resolve()):
             raise DocumentNotFoundError(
                 f"{row['path']} now leads outside the KB (a symlink?); it is not read.",
                 "Run `pnk sync`.",
             )
         try:
-            text = (self.root / row["path"]).read_text(encoding="utf-8", errors="replace")
+            data = read_limited(
+                self.root / row["path"],
+                limit=int(self.config.sync.max_file_mb * 1024 * 1024),
+                root=self.root.resolve(),
+                name=row["path"],
+            )
+        except UnsafeFileError as exc:
+            raise DocumentNotFoundError(exc.message, "Run `pnk sync`.") from None
         except OSError:
             raise DocumentNotFoundError(
                 f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
             ) from None
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         links = [
             LinkView(target=r["target"], rel=r["rel"], origin=r["origin"], dst_doc=r["dst_doc"])
             for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
@@ -677,17 +686,19 @@ class KB:
         src_id, dst_id = self.resolve(src), self.resolve(dst)
         if src_id == dst_id:
             raise PinakesError("A document cannot link to itself.", "Pick a different target.")
-        match = match_relation(self, rel)
+        match = match_relation(self, clean_text(rel, "rel")[:200])
         inverse = self.config.schema_.relation_types[match.rel].inverse if match.inverted else None
         # An inverse ("cited-by") is schema vocabulary: written as such, followed backwards.
         rel = normalise_rel(inverse) if inverse else match.rel
+        note = None if note is None else clean_text(note, "note")
         conn = self.store().conn
         path = conn.execute("SELECT path FROM documents WHERE doc_id = ?", (src_id,)).fetchone()[0]
         side = sidecar_path(self.root / path)
-        if not side.exists():
+        real_root = self.root.resolve()
+        if not side.exists() and not side.is_symlink():
             write_skeleton(side, src_id)
         resolve = resolver(conn, self.config.kb.id, self.config.kb.name)
-        for link in read_sidecar(side).links:
+        for link in read_sidecar(side, root=real_root).links:
             if link.rel == rel and resolve(path, link.to) == dst_id:
                 raise PinakesError(
                     f"{side.relative_to(self.root)} already links to {dst_id} as {rel!r}.",
@@ -696,7 +707,7 @@ class KB:
         entry: dict[str, str] = {"to": f"{SCHEME}{self.config.kb.id}/{dst_id}", "rel": rel}
         if note:
             entry["note"] = note
-        before, after = append_link(side, entry)
+        before, after = append_link(side, entry, root=real_root)
         if not match.in_schema and rel != GENERIC_REL:
             record_schema_suggestion(self.root, "relation", rel, source=path, origin="link")
         return str(side.relative_to(self.root)), before, after

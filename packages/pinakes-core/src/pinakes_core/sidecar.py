@@ -1,16 +1,20 @@
 """Sidecars: ``<file>.pnk.yaml`` beside each document (DESIGN §2, §13).
 
-Sidecars are the user's files. Pinakes reads them with a round-trip YAML parser and writes them
-only through :func:`write_sidecar`, which keeps comments, key order and formatting and replaces
-the file atomically. A sidecar that fails to parse is never overwritten.
+Sidecars are the user's files, and untrusted input. They are read only when they are regular
+files inside the KB (a symlink out of it is refused, as for documents), at most 1 MB, and YAML
+that cannot blow up when loaded (:func:`~pinakes_core.intake.check_yaml`). Pinakes writes them
+only through :func:`write_sidecar` and :func:`append_link`, which edit the text minimally (see
+``_yamledit``: line ends, BOM, markers, quoting, long lines and comments stay as the user wrote
+them), check the result parses to exactly the intended data, and replace the file atomically
+under a temp-file lock that lets the next sync remove what a killed write left. A sidecar that
+fails to parse is never overwritten.
 """
 
 from __future__ import annotations
 
-import io
-import itertools
+import fcntl
 import os
-import re
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from pinakes_core.errors import SidecarError
+from pinakes_core._yamledit import append_to_list, plain_data, redump, set_keys
+from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.intake import MAX_YAML_BYTES, YamlLimitError, check_yaml, inside, read_limited
 from pinakes_core.uri import is_ulid
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "edit_sidecar",
     "normalise_rel",
     "read_sidecar",
+    "remove_leftover",
     "sidecar_path",
     "write_sidecar",
     "write_skeleton",
@@ -71,31 +79,10 @@ class Sidecar:
     links: tuple[LinkSpec, ...] = ()
 
 
-_SEQ_ITEM = re.compile(r"^(?P<indent> *)- +(?P<rest>\S)")
-_KEY_LINE = re.compile(r"^(?P<indent> *)[^\s#-][^:]*:\s*(#.*)?$")
-
-
-def _sequence_style(text: str) -> tuple[int, int]:
-    """Return ruamel's ``(sequence, offset)`` indents as the file's first block sequence has them.
-
-    ``links:`` followed by ``  - to: x`` is offset 2, sequence 4; the default is (4, 2).
-    """
-    lines = text.splitlines()
-    for above, line in itertools.pairwise(lines):
-        key, item = _KEY_LINE.match(above), _SEQ_ITEM.match(line)
-        if key and item:
-            offset = len(item["indent"]) - len(key["indent"])
-            return offset + (item.start("rest") - len(item["indent"])), offset
-    return 4, 2
-
-
-def _yaml(text: str = "") -> YAML:
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    sequence, offset = _sequence_style(text)
-    yaml.indent(mapping=2, sequence=sequence, offset=offset)
-    return yaml
+def _clip(value: Any) -> str:
+    """``repr`` of a user value, shortened for a one-sentence message."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _str_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
@@ -105,7 +92,7 @@ def _str_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
         return tuple(v.strip() for v in value.split(",") if v.strip())
     if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
         return tuple(str(v).strip() for v in value if str(v).strip())
-    raise SidecarError(f"{path}: key {key!r} must be a list of strings, got {value!r}.")
+    raise SidecarError(f"{path}: key {key!r} must be a list of strings, got {_clip(value)}.")
 
 
 def parse_links(path: Path, value: Any) -> tuple[LinkSpec, ...]:
@@ -124,30 +111,39 @@ def parse_links(path: Path, value: Any) -> tuple[LinkSpec, ...]:
             links.append(LinkSpec(to=item.strip()))
             continue
         if not isinstance(item, Mapping) or not isinstance(item.get("to"), str):
-            raise SidecarError(f"{path}: links[{i}] needs a string 'to:' target, got {item!r}.")
+            raise SidecarError(
+                f"{path}: links[{i}] needs a string 'to:' target, got {_clip(item)}."
+            )
         rel = item.get("rel", "links-to")
         extra = {str(k): v for k, v in item.items() if k not in ("to", "rel")}
         links.append(LinkSpec(to=item["to"].strip(), rel=normalise_rel(str(rel)), extra=extra))
     return tuple(links)
 
 
-def _read_text(path: Path, raw: bytes | None = None) -> str:
+def _decode(path: Path, raw: bytes) -> str:
     try:
-        return (path.read_bytes() if raw is None else raw).decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SidecarError(f"{path} is not UTF-8 text.", "Re-save it as UTF-8.") from None
 
 
-def read_sidecar(path: Path, raw: bytes | None = None) -> Sidecar:
-    """Read and validate a sidecar file (``raw``: its bytes, when the caller has read them).
-
-    Raises:
-        SidecarError: if the file is not YAML, not a mapping, or holds an invalid value; the
-            message names the file and, for syntax errors, the line.
-    """
-    text = _read_text(path, raw)
+def _read_text(path: Path, root: Path | None) -> str:
     try:
-        data = _yaml().load(text)
+        return _decode(path, read_limited(path, limit=MAX_YAML_BYTES, root=root))
+    except UnsafeFileError as exc:
+        raise SidecarError(exc.message, exc.hint) from None
+
+
+def _load(path: Path, text: str) -> Any:
+    """Load sidecar YAML round-trip, after checking it cannot blow up (``check_yaml``)."""
+    try:
+        check_yaml(text)
+        return _yaml().load(text)
+    except YamlLimitError as exc:
+        raise SidecarError(
+            f"{path}: the YAML was not loaded: {exc}.",
+            "Simplify the file; Pinakes leaves this document out until then.",
+        ) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f", line {mark.line + 1}" if mark is not None else ""
@@ -156,7 +152,25 @@ def read_sidecar(path: Path, raw: bytes | None = None) -> Sidecar:
             "Fix the YAML; Pinakes leaves this document out until then.",
         ) from None
     except YAMLError as exc:
-        raise SidecarError(f"{path}: malformed YAML: {exc}.") from None
+        raise SidecarError(f"{path}: malformed YAML: {_clip(str(exc))}.") from None
+
+
+def read_sidecar(path: Path, raw: bytes | None = None, *, root: Path | None = None) -> Sidecar:
+    """Read and validate a sidecar file.
+
+    Args:
+        path: the sidecar.
+        raw: its bytes, when the caller has read them already.
+        root: the KB root (resolved); when given, a sidecar that is a symlink leading out of the
+            KB is refused, as documents are.
+
+    Raises:
+        SidecarError: if the file is not a regular file, over 1 MB, not YAML, too complex to
+            load safely, not a mapping, or holds an invalid value; the message names the file
+            and, for syntax errors, the line.
+    """
+    text = _read_text(path, root) if raw is None else _decode(path, raw)
+    data = _load(path, text)
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -164,12 +178,12 @@ def read_sidecar(path: Path, raw: bytes | None = None) -> Sidecar:
     doc_id = data.get("id")
     if doc_id is not None and (not isinstance(doc_id, str) or not is_ulid(doc_id)):
         raise SidecarError(
-            f"{path}: key 'id' has bad value {doc_id!r}; it must be a 26-character ULID.",
+            f"{path}: key 'id' has bad value {_clip(doc_id)}; it must be a 26-character ULID.",
             "Delete the line and Pinakes mints a new id on the next sync.",
         )
     title = data.get("title")
     if title is not None and not isinstance(title, str):
-        raise SidecarError(f"{path}: key 'title' must be a string, got {title!r}.")
+        raise SidecarError(f"{path}: key 'title' must be a string, got {_clip(title)}.")
     return Sidecar(
         id=doc_id,
         title=title,
@@ -179,23 +193,94 @@ def read_sidecar(path: Path, raw: bytes | None = None) -> Sidecar:
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file 0600: keep the replaced file's mode, else a normal file's.
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    return yaml
+
+
+def _locked_temp(directory: Path, name: str) -> tuple[int, str]:
+    """Create a temp file for ``name`` in ``directory`` and hold an exclusive lock on it.
+
+    The lock tells :func:`remove_leftover` that the file belongs to a live writer. A cleaner
+    may delete the file between its creation and the lock; then a new one is made.
+    """
+    for _ in range(10):
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            mode = path.stat().st_mode & 0o7777
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
         except FileNotFoundError:
-            mode = 0o644
-        os.chmod(tmp, mode)
+            pass
+        os.close(fd)
+    raise OSError(f"could not create a temp file in {directory}")
+
+
+def _atomic_write(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``text`` atomically (temp file, fsync, rename).
+
+    ``mode``: the permission bits to give the file (default: the replaced file's, or what a
+    new file gets).
+    """
+    fd, tmp = _locked_temp(path.parent, path.name)
+    try:
+        if mode is None:
+            try:  # keep the replaced file's mode (mkstemp makes 0600), else a new file's
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)  # still locked: a cleaner never sees it unlocked
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_leftover(path: Path) -> bool:
+    """Delete a temp file an interrupted sidecar write left, unless a live writer holds it.
+
+    Returns:
+        Whether the file was removed.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a writer is still at work
+        if os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+            return False
+        path.unlink()
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _target(path: Path, root: Path | None) -> Path:
+    """The file a sidecar write replaces: the sidecar itself, or the file its symlink names."""
+    if root is None or not path.is_symlink():
+        return path
+    real = Path(os.path.realpath(path))
+    if not inside(real, root):
+        raise SidecarError(
+            f"{path} is a symlink leading outside the KB; Pinakes does not write through it.",
+            "Replace the symlink with a file inside the KB.",
+        )
+    return real
 
 
 #: Write a text file atomically (temp file in the same folder, fsync, rename); public for the
@@ -207,40 +292,64 @@ def write_skeleton(path: Path, doc_id: str) -> None:
     """Create a new sidecar holding only ``id:``; never touches an existing file.
 
     Raises:
-        FileExistsError: if a sidecar already exists at ``path``.
+        FileExistsError: if a sidecar (or a symlink, even a broken one) exists at ``path``.
     """
-    if path.exists():
+    if path.exists() or path.is_symlink():
         raise FileExistsError(path)
     _atomic_write(path, f"id: {doc_id}\n")
 
 
-def _rewrite(path: Path, change: Callable[[Any], Any]) -> tuple[str, str]:
-    """Parse a sidecar round-trip, let ``change`` edit the data, write it back atomically.
+def _rewrite(
+    path: Path,
+    edit: Callable[[str], str | None],
+    change: Callable[[Any], Any],
+    root: Path | None,
+) -> tuple[str, str]:
+    """Edit a sidecar and replace it atomically; returns its text before and after.
 
-    The file is validated first and read once; a malformed sidecar is never overwritten.
-    Returns the text before and after.
+    The file is read once and validated; a malformed sidecar is never overwritten. ``edit``
+    makes a minimal textual edit (or returns ``None`` for a layout it does not handle, when the
+    file is re-dumped round-trip with ``change`` instead). Either result must parse to exactly
+    the data ``change`` makes of the original, or nothing is written.
     """
-    original = _read_text(path)
+    target = _target(path, root)
+    original = _read_text(target, root)
     read_sidecar(path, original.encode("utf-8"))
-    yaml = _yaml(original)
-    data = change(yaml.load(original))
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
-    text = buffer.getvalue()
-    _atomic_write(path, text)
+    expected = plain_data(change(_load(path, original)))
+    for attempt in (edit, lambda text: redump(text, change)):
+        text = attempt(original)
+        if text is None:
+            continue
+        try:
+            check_yaml(text)
+            if plain_data(_yaml().load(text)) == expected:
+                break
+        except (YAMLError, YamlLimitError):
+            pass
+    else:
+        raise SidecarError(
+            f"{path}: Pinakes could not edit this sidecar without changing other values; it was left as it was.",
+            "Make the change by hand.",
+        )
+    _atomic_write(target, text, mode=stat.S_IMODE(os.stat(target).st_mode))
     return original, text
 
 
-def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
+def write_sidecar(path: Path, update: Mapping[str, Any], *, root: Path | None = None) -> str:
     """Set top-level keys of an existing sidecar, keeping everything else byte-for-byte.
 
-    The file is parsed round-trip (comments, order and quoting kept), the keys in ``update`` are
-    set, and the result replaces the file atomically. Returns the new text.
+    Only the changed values are rewritten, in place, in the file's own style (line ends, BOM,
+    markers, quoting and comments stay); a new key is added after the last one. The result is
+    parsed again before it replaces the file atomically. Returns the new text.
+
+    Args:
+        path: the sidecar.
+        update: the keys to set (scalars or lists of scalars are edited in place).
+        root: the KB root (resolved): a sidecar symlinked out of the KB is refused.
 
     Raises:
         SidecarError: if the existing sidecar cannot be parsed (it is then left untouched).
     """
-    from ruamel.yaml.comments import CommentedMap
 
     def change(data: Any) -> Any:
         data = CommentedMap() if data is None else data
@@ -248,13 +357,22 @@ def write_sidecar(path: Path, update: Mapping[str, Any]) -> str:
             data[key] = value
         return data
 
-    return _rewrite(path, change)[1]
+    return _rewrite(path, lambda text: set_keys(text, update), change, root)[1]
 
 
-def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
+def append_link(
+    path: Path, entry: Mapping[str, Any], *, root: Path | None = None
+) -> tuple[str, str]:
     """Append one entry to the sidecar's ``links:`` list, keeping everything else as it was.
 
-    Creates ``links:`` when absent. The write is atomic and round-trip preserving.
+    Creates ``links:`` when absent. The new entry follows the list's own style (block or flow,
+    its indentation, the file's line ends); nothing else in the file changes. The write is
+    atomic and validated by parsing the result.
+
+    Args:
+        path: the sidecar.
+        entry: the link (``to``, ``rel`` and optional extra scalar keys).
+        root: the KB root (resolved): a sidecar symlinked out of the KB is refused.
 
     Returns:
         The sidecar text before and after.
@@ -262,7 +380,6 @@ def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
     Raises:
         SidecarError: if the sidecar cannot be parsed (it is then left untouched).
     """
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     def change(data: Any) -> Any:
         data = CommentedMap() if data is None else data
@@ -271,15 +388,18 @@ def append_link(path: Path, entry: Mapping[str, Any]) -> tuple[str, str]:
         data["links"].append(CommentedMap(entry))
         return data
 
-    return _rewrite(path, change)
+    return _rewrite(path, lambda text: append_to_list(text, "links", entry), change, root)
 
 
-def edit_sidecar(path: Path, change: Callable[[Any], Any]) -> tuple[str, str]:
+def edit_sidecar(
+    path: Path, change: Callable[[Any], Any], *, root: Path | None = None
+) -> tuple[str, str]:
     """Let ``change`` edit the round-trip-parsed sidecar, then write it back atomically.
 
     ``change`` receives the parsed mapping (``None`` for an empty file) and returns the data to
-    write; comments, order and quoting of everything it leaves alone are kept. This is the
-    writer behind :func:`append_link`; ``ask --write-suggestions`` and ``pnk review`` use it.
+    write; comments, order and quoting of everything it leaves alone are kept, and the result
+    must parse to exactly what ``change`` made. ``ask --write-suggestions`` and ``pnk review``
+    use it (a link alone is appended by :func:`append_link`, which edits the text minimally).
 
     Returns:
         The sidecar text before and after.
@@ -287,4 +407,4 @@ def edit_sidecar(path: Path, change: Callable[[Any], Any]) -> tuple[str, str]:
     Raises:
         SidecarError: if the sidecar cannot be parsed (it is then left untouched).
     """
-    return _rewrite(path, change)
+    return _rewrite(path, lambda text: None, change, root)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -24,11 +24,19 @@ from pinakes_core import meta
 from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
-from pinakes_core.errors import SidecarError
+from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.intake import MAX_YAML_BYTES, read_limited
 from pinakes_core.links import extract_links, link_kind, resolve_all
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
-from pinakes_core.sidecar import LinkSpec, Sidecar, read_sidecar, write_skeleton
+from pinakes_core.sidecar import (
+    SIDECAR_SUFFIX,
+    LinkSpec,
+    Sidecar,
+    read_sidecar,
+    remove_leftover,
+    write_skeleton,
+)
 from pinakes_core.store import Store
 from pinakes_core.tokens import token_counter
 from pinakes_core.uri import new_ulid
@@ -41,6 +49,15 @@ log = logging.getLogger(__name__)
 #: their own through the ``after_sync`` hook (the graph plugin: "graph", "graph links",
 #: "labels"). ``total`` 0 means the length is unknown.
 ProgressFn = Callable[[str, int, int], None]
+
+#: Longest title stored (longer ones are cut with "…"); titles are shown in every hit.
+MAX_TITLE_CHARS = 300
+#: Most tags, and most aliases, kept per document, and the longest of each.
+MAX_ITEMS = 256
+MAX_ITEM_CHARS = 200
+#: Most links (authored and found in the text) kept per document.
+MAX_LINKS = 5_000
+MAX_TARGET_CHARS = 2_000
 
 # Documents are embedded and written in groups of about this many new chunks: large enough
 # for length-sorted batching to pay off, small enough that a crash loses little work.
@@ -109,6 +126,36 @@ def _unique(*groups: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(v for g in groups for v in g if v))
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _clip_title(title: str) -> str:
+    return _clip(" ".join(title.split()), MAX_TITLE_CHARS)
+
+
+_T = TypeVar("_T")
+
+
+def _bounded(items: list[_T], what: str, rel: str, plan: _Plan) -> list[_T]:
+    """Keep at most :data:`MAX_ITEMS` of a document's tags, aliases or links (with a warning)."""
+    limit = MAX_LINKS if what == "links" else MAX_ITEMS
+    if len(items) > limit:
+        plan.warnings.append(
+            f"{rel}: only the first {limit} of its {len(items)} {what} are indexed"
+        )
+        items = items[:limit]
+    if what == "links":
+        # A link target longer than this is not a reference anyone wrote (a pasted blob).
+        kept = [row for row in items if len(str(row[0])) <= MAX_TARGET_CHARS]  # type: ignore[index]
+        if len(kept) < len(items):
+            plan.warnings.append(
+                f"{rel}: {len(items) - len(kept)} link target(s) over {MAX_TARGET_CHARS} characters were left out"
+            )
+        return kept
+    return [_clip(str(item), MAX_ITEM_CHARS) for item in items]  # type: ignore[misc]
+
+
 class _Syncer:
     def __init__(
         self,
@@ -119,6 +166,8 @@ class _Syncer:
         progress: ProgressFn | None,
     ) -> None:
         self.root = root
+        self.real_root = root.resolve()
+        self.max_bytes = int(config.sync.max_file_mb * 1024 * 1024)
         self.config = config
         self.store = store
         self.embedder_factory = embedder_factory
@@ -141,7 +190,12 @@ class _Syncer:
         self, entry: FileEntry, plan: _Plan
     ) -> tuple[str, bytes, Sidecar | None, bytes | None] | None:
         try:
-            data = entry.path.read_bytes()
+            data = read_limited(
+                entry.path, limit=self.max_bytes, root=self.real_root, name=entry.rel
+            )
+        except UnsafeFileError as exc:
+            plan.skips.append(Skip(entry.rel, exc.message))
+            return None
         except OSError as exc:
             plan.skips.append(Skip(entry.rel, f"file cannot be read ({exc.strerror})"))
             return None
@@ -155,15 +209,24 @@ class _Syncer:
         side_bytes: bytes | None = None
         if entry.sidecar_mtime_ns is not None:
             try:
-                side_bytes = entry.sidecar.read_bytes()
+                side_bytes = self._sidecar_bytes(entry)
                 sidecar = read_sidecar(entry.sidecar, side_bytes)
-            except SidecarError as exc:
+            except (SidecarError, UnsafeFileError) as exc:
                 plan.skips.append(Skip(entry.rel, str(exc)))
                 return None
             except OSError as exc:
                 plan.skips.append(Skip(entry.rel, f"sidecar cannot be read ({exc.strerror})"))
                 return None
         return text, data, sidecar, side_bytes
+
+    def _sidecar_bytes(self, entry: FileEntry) -> bytes:
+        """The sidecar's bytes, read as untrusted input: inside the KB, regular, at most 1 MB."""
+        return read_limited(
+            entry.sidecar,
+            limit=MAX_YAML_BYTES,
+            root=self.real_root,
+            name=f"sidecar {entry.rel}{SIDECAR_SUFFIX}",
+        )
 
     def plan(self, entries: list[FileEntry]) -> tuple[_Plan, dict[str, Any], int]:
         conn = self.store.conn
@@ -249,7 +312,7 @@ class _Syncer:
                 try:
                     write_skeleton(entry.sidecar, doc_id)
                     st = entry.sidecar.stat()
-                    side_bytes = entry.sidecar.read_bytes()
+                    side_bytes = self._sidecar_bytes(entry)
                     sidecar_hash = _hash(side_bytes)
                     entry = FileEntry(
                         entry.rel,
@@ -259,9 +322,10 @@ class _Syncer:
                         st.st_mtime_ns,
                         st.st_size,
                     )
-                except OSError as exc:
+                except (OSError, UnsafeFileError) as exc:
+                    reason = exc.message if isinstance(exc, UnsafeFileError) else exc.strerror
                     plan.warnings.append(
-                        f"{entry.rel}: could not write sidecar ({exc.strerror or exc}); the id "
+                        f"{entry.rel}: could not write sidecar ({reason or exc}); the id "
                         "lives only in the store until a sidecar can be written"
                     )
         claimed[doc_id] = entry.rel
@@ -280,7 +344,7 @@ class _Syncer:
         )
         if front.warning:
             plan.warnings.append(front.warning)
-        title = (
+        title = _clip_title(
             (sidecar.title if sidecar else None)
             or front.title
             or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
@@ -301,10 +365,20 @@ class _Syncer:
             entry=entry,
             doc_id=doc_id,
             title=title,
-            tags=_norm_tags(front.tags, sidecar.tags if sidecar else ()),
-            aliases=_unique(front.aliases, sidecar.aliases if sidecar else ()),
-            links=_link_rows(
-                front.links, sidecar.links if sidecar else (), body, entry.is_markdown
+            tags=_bounded(
+                _norm_tags(front.tags, sidecar.tags if sidecar else ()), "tags", entry.rel, plan
+            ),
+            aliases=_bounded(
+                _unique(front.aliases, sidecar.aliases if sidecar else ()),
+                "aliases",
+                entry.rel,
+                plan,
+            ),
+            links=_bounded(
+                _link_rows(front.links, sidecar.links if sidecar else (), body, entry.is_markdown),
+                "links",
+                entry.rel,
+                plan,
             ),
             content_hash=content_hash,
             sidecar_hash=sidecar_hash,
@@ -453,11 +527,16 @@ class _Syncer:
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
                 [(h, fresh[h]) for h in dict.fromkeys(p.embed_hashes) if h in fresh],
             )
-            # Targets are resolved for the whole KB at the end of the sync (resolve_all).
+            # Targets are resolved for the whole KB at the end of the sync (resolve_all). The
+            # mark that a resolution is due commits with the document, so a sync killed before
+            # resolving leaves it for the next one (which may find nothing else changed).
             conn.executemany(
                 "INSERT INTO links(src_doc, target, kind, rel, origin) VALUES (?, ?, ?, ?, ?)",
                 [(p.doc_id, *row) for row in p.links],
             )
+            self.store.set_meta(conn, "links_resolved", "0")
+            if fresh:
+                self.store.set_meta(conn, "dim", str(self.embedder.dim))
 
     def remove(self, missing: dict[str, Any]) -> list[tuple[str, str]]:
         """Delete documents whose files are gone; returns ``(path, doc_id)`` pairs."""
@@ -465,6 +544,7 @@ class _Syncer:
         for path, row in sorted(missing.items()):
             with self.store.transaction() as conn:
                 conn.execute("DELETE FROM documents WHERE doc_id = ?", (row["doc_id"],))
+                self.store.set_meta(conn, "links_resolved", "0")
             removed.append((path, row["doc_id"]))
         return removed
 
@@ -487,6 +567,7 @@ class _Syncer:
                     "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
                     list(fresh.items()),
                 )
+                self.store.set_meta(conn, "dim", str(self.embedder.dim))
 
 
 def stored_embed_text(row: Mapping[str, Any]) -> str:
@@ -571,14 +652,15 @@ def run_sync(
                 # Every sync gets a serial; plugins compare it to detect syncs they missed.
                 serial = int(store.get_meta("sync_serial") or 0) + 1
                 store.set_meta(conn, "sync_serial", str(serial))
-            entries, scan_skips = scan(root, config.sync)
+            leftovers: list[Path] = []
+            entries, scan_skips = scan(root, config.sync, leftovers=leftovers)
+            for path in leftovers:
+                if remove_leftover(path):
+                    log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
             plan, missing, unchanged = syncer.plan(entries)
             syncer.write(plan)
             removed = syncer.remove(missing)
             syncer.fill_missing_vectors()
-            if syncer._embedder is not None:
-                with store.transaction() as conn:
-                    store.set_meta(conn, "dim", str(syncer.embedder.dim))
             changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
             removed_ids = [doc_id for _, doc_id in removed]
             relinked: set[str] = set()

@@ -1,0 +1,184 @@
+"""Reading untrusted input within limits (DESIGN §13).
+
+Every file in a KB folder is untrusted: what it is (a regular file, not a FIFO or a device),
+how big it is and where it leads are checked while it is read, never taken from an earlier
+``stat``. YAML (frontmatter and sidecars) is scanned as an event stream before anything is
+composed from it, so an alias bomb or a deep nest is refused after a bounded amount of work
+instead of being expanded in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    NodeEvent,
+)
+
+from pinakes_core.errors import UnsafeFileError
+
+__all__ = [
+    "MAX_YAML_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_NODES",
+    "YamlLimitError",
+    "check_yaml",
+    "display_name",
+    "inside",
+    "read_limited",
+]
+
+#: The largest YAML text (a sidecar, a frontmatter block) that is parsed at all. A sidecar of
+#: this size holds some ten thousand links.
+MAX_YAML_BYTES = 1 << 20
+#: The most nodes a YAML text may hold once every alias is expanded. Anything that walks the
+#: loaded data (validation, ``str()``, error messages) is bounded by this number, which is what
+#: defeats "billion laughs" alias bombs.
+MAX_YAML_NODES = 100_000
+#: The deepest nesting of YAML collections accepted (composing is recursive in ruamel).
+MAX_YAML_DEPTH = 64
+
+_READ_BLOCK = 1 << 20
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def display_name(name: str) -> str:
+    r"""Return a file name that is safe to print and to store.
+
+    Names that are not valid UTF-8 arrive from the OS with surrogate escapes; they are shown
+    with ``\xNN`` escapes for the undecodable bytes.
+    """
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> bool:
+    """Return whether the already resolved ``path`` lies at or under the resolved ``root``."""
+    path, root = os.fspath(path), os.fspath(root)
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def _too_big(shown: str, limit: int) -> UnsafeFileError:
+    return UnsafeFileError(
+        f"{shown} is over the {limit / 1048576:g} MB read limit and was not read.",
+        "Split the file or raise [sync] max_file_mb.",
+    )
+
+
+def read_limited(
+    path: Path, *, limit: int, root: Path | None = None, name: str | None = None
+) -> bytes:
+    """Return the bytes of the regular file at ``path``, reading at most ``limit`` bytes.
+
+    The size limit is applied while reading, so a file that grows, or lies about its size
+    (``/proc``, a device), never makes Pinakes read more than ``limit`` + 1 bytes. FIFOs,
+    sockets and devices are refused before any byte is read, and opening never blocks.
+
+    Args:
+        path: the file.
+        limit: the most bytes accepted.
+        root: when given (resolved), the file must resolve to a path inside it: a symlink
+            leading out of the KB is refused.
+        name: how to name the file in messages (default: ``path``).
+
+    Raises:
+        UnsafeFileError: the file is not a regular file, is over ``limit``, or leads out of
+            ``root``.
+        OSError: the file cannot be opened or read.
+    """
+    shown = display_name(name or str(path))
+    target = os.path.realpath(path) if root is not None else os.fspath(path)
+    if root is not None and not inside(target, root):
+        raise UnsafeFileError(
+            f"{shown} leads outside the KB (through a symlink); it is not read.",
+            "Replace the symlink with a file inside the KB.",
+        )
+    before = os.stat(target)
+    if not stat.S_ISREG(before.st_mode):
+        raise UnsafeFileError(
+            f"{shown} is not a regular file (a FIFO, socket, device or folder); it is not read.",
+            "Replace it with a regular file.",
+        )
+    flags = os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | (_O_NOFOLLOW if root is not None else 0)
+    fd = os.open(target, flags)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (
+            before.st_dev,
+            before.st_ino,
+        ):
+            raise UnsafeFileError(f"{shown} changed while it was opened; it is not read.")
+        if now.st_size > limit:
+            raise _too_big(shown, limit)
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            block = os.read(fd, min(_READ_BLOCK, limit + 1 - total))
+            if not block:
+                break
+            parts.append(block)
+            total += len(block)
+            if total > limit:
+                raise _too_big(shown, limit)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+class YamlLimitError(ValueError):
+    """A YAML text is too large, too deeply nested, or expands to too many nodes."""
+
+
+def check_yaml(
+    text: str,
+    *,
+    max_bytes: int = MAX_YAML_BYTES,
+    max_nodes: int = MAX_YAML_NODES,
+    max_depth: int = MAX_YAML_DEPTH,
+) -> None:
+    """Refuse YAML whose loading would take unbounded memory or recursion.
+
+    The text is scanned as a stream of parser events, without composing it: each scalar or
+    collection counts one node, and each alias counts the whole size of the node it repeats,
+    so the count is the size of the fully expanded data. The scan stops at the first limit
+    crossed.
+
+    Raises:
+        YamlLimitError: with a sentence saying which limit was crossed.
+        ruamel.yaml.error.YAMLError: if the text is not YAML at all (the caller reports it).
+    """
+    if len(text) > max_bytes:  # characters ≥ bytes / 4; the caller bounds the bytes read
+        raise YamlLimitError(f"it is over {max_bytes // 1024} KB of YAML")
+    total = 0
+    sizes: dict[str, int] = {}
+    open_at: list[tuple[int, str | None]] = []  # (total when the collection opened, anchor)
+    for event in YAML(typ="safe", pure=True).parse(text):
+        if isinstance(event, AliasEvent):
+            total += sizes.get(str(event.anchor), 1)
+        elif isinstance(event, CollectionStartEvent):
+            total += 1
+            open_at.append((total - 1, event.anchor))
+            if len(open_at) > max_depth:
+                raise YamlLimitError(f"it nests collections more than {max_depth} deep")
+        elif isinstance(event, CollectionEndEvent):
+            start, anchor = open_at.pop()
+            if anchor is not None:
+                sizes[str(anchor)] = total - start
+        elif isinstance(event, NodeEvent):  # a scalar
+            total += 1
+            if event.anchor is not None:
+                sizes[str(event.anchor)] = 1
+        if total > max_nodes:
+            raise YamlLimitError(
+                f"it expands to more than {max_nodes:,} nodes (aliases repeating aliases)"
+            )
