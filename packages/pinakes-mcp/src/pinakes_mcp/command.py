@@ -66,6 +66,25 @@ _kb_option = click.option(
     show_default=True,
     help="stderr log level (stdout carries only the protocol).",
 )
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="HTTP: also serve requests whose Host is NAME (repeatable; e.g. a proxy's name).",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="HTTP: also serve browser requests from ORIGIN (repeatable).",
+)
+@click.option(
+    "--allow-unauthenticated",
+    is_flag=True,
+    help="HTTP: serve a non-loopback address without a PINAKES_MCP_TOKEN bearer token.",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -76,6 +95,9 @@ def mcp(
     watch: bool,
     allow_write: bool,
     log_level: str,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    allow_unauthenticated: bool,
 ) -> None:
     """Serve KBs over MCP: search, read, links, kbs tools for agents (pinakes-mcp)."""
     if ctx.invoked_subcommand is not None:
@@ -90,6 +112,9 @@ def mcp(
         watch=watch,
         allow_write=allow_write,
         log_level=log_level.upper(),
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+        allow_unauthenticated=allow_unauthenticated,
     )
 
 

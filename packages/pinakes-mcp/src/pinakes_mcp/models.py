@@ -33,6 +33,11 @@ class SearchHit(Hit):
         description="name of the KB holding the hit (only when the server serves several KBs)",
         exclude_if=lambda v: v is None,
     )
+    text_truncated: bool = Field(
+        default=False,
+        description="true when this hit's text was cut to fit the reply budget (read the document for all of it)",
+        exclude_if=lambda v: not v,
+    )
 
 
 class FrontierDoc(BaseModel):
@@ -82,6 +87,9 @@ class ReadOutput(DocumentView):
     """`pinakes_read` output: core's `DocumentView` JSON (sliced and capped) plus its KB."""
 
     kb: str = Field(description="name of the KB holding the document")
+    notes: list[str] = Field(
+        default_factory=list, description="what the server changed or capped, in plain words"
+    )
 
 
 class LinksOutput(LinksResult):

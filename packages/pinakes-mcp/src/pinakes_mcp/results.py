@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from pinakes_core import DocumentNotFoundError, Hit, SearchResult
 from pinakes_core.fusion import RRF_K, rrf
-from pinakes_core.sections import approx_tokens
+from pinakes_core.sections import approx_tokens, truncate
 from pinakes_mcp.models import FrontierDoc, SearchHit
 from pinakes_mcp.served import Registry, ServedKB
 
-__all__ = ["cap_rows", "frontier", "merge"]
+__all__ = ["cap_rows", "fit_lists", "frontier", "merge"]
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +70,27 @@ def merge(
     return hits, top.confidence, top.abstain
 
 
+def _shorten_text(row: SearchHit, budget: int) -> SearchHit:
+    """Cut ``row``'s text so that the whole hit's JSON fits ``budget`` approximate tokens."""
+    room = budget - approx_tokens(row.model_copy(update={"text": ""}).model_dump_json()) - 16
+    text = row.text
+    while True:
+        text, _ = truncate(text, max(room, 1))
+        cut = row.model_copy(update={"text": text, "text_truncated": True})
+        over = approx_tokens(cut.model_dump_json()) - budget
+        if over <= 0 or not text.strip():
+            return cut
+        room -= max(over, room // 4)  # JSON escapes made it longer than its characters
+
+
 def cap_rows(rows: list[SearchHit], budget: int) -> tuple[list[SearchHit], bool]:
-    """Keep leading hits while their JSON fits ``budget`` approximate tokens (always one).
+    """Keep leading hits while their JSON fits ``budget`` approximate tokens.
+
+    The first hit is always kept; if it alone is over budget, its text is cut to fit and the
+    hit says ``text_truncated: true``.
 
     Returns:
-        The kept hits and whether any were dropped.
+        The kept hits and whether anything was dropped or cut.
     """
     kept: list[SearchHit] = []
     used = 0
@@ -79,9 +98,50 @@ def cap_rows(rows: list[SearchHit], budget: int) -> tuple[list[SearchHit], bool]
         cost = approx_tokens(row.model_dump_json())
         if kept and used + cost > budget:
             return kept, True
+        if not kept and cost > budget:
+            return [_shorten_text(row, budget)], True
         kept.append(row)
         used += cost
     return kept, False
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def fit_lists(model: _M, budget: int, fields: Sequence[str]) -> tuple[_M, list[str]]:
+    """Drop items from the end of ``model``'s list (or mapping) ``fields`` until it fits ``budget``.
+
+    Fields are shortened in the order given, each only as far as needed (a binary search over
+    how many items to keep); a mapping loses its last keys.
+
+    Returns:
+        The model (a copy when anything was dropped) and one note per shortened field.
+    """
+    notes: list[str] = []
+    for name in fields:
+        if approx_tokens(model.model_dump_json()) <= budget:
+            break
+        value = getattr(model, name)
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        rebuild = dict if isinstance(value, dict) else list
+
+        def trial(count: int, items: list[Any] = items, rebuild: Any = rebuild) -> Any:
+            return rebuild(items[:count])
+
+        lo, hi = 0, len(items)  # the most items that fit lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            candidate = model.model_copy(update={name: trial(mid)})
+            if approx_tokens(candidate.model_dump_json()) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        model = model.model_copy(update={name: trial(lo)})
+        notes.append(
+            f"{len(items) - lo} of {len(items)} {name} were left out to stay under "
+            f"~{budget} tokens."
+        )
+    return model, notes
 
 
 def frontier(registry: Registry, hits: Sequence[SearchHit], *, limit: int) -> list[FrontierDoc]:

@@ -8,7 +8,6 @@ Logging goes to stderr; over stdio, stdout carries nothing but the protocol.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
@@ -20,20 +19,33 @@ from typing import Any, Literal
 
 import anyio.to_thread
 from fastmcp import FastMCP
+from fastmcp.exceptions import FastMCPError
+from starlette.middleware import Middleware
 
 from pinakes_core import KB, PinakesError
 from pinakes_mcp import __version__, tools
 from pinakes_mcp.errors import CallerErrors
 from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider
 from pinakes_mcp.served import Registry
+from pinakes_mcp.trust import TrustMiddleware, filter_stdin, is_loopback
 from pinakes_mcp.watch import DEFAULT_DEBOUNCE_MS, Watcher
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_server", "main", "open_kbs", "serve"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "TOKEN_ENV",
+    "create_server",
+    "main",
+    "open_kbs",
+    "serve",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+#: The environment variable holding the HTTP bearer token.
+TOKEN_ENV = "PINAKES_MCP_TOKEN"
 
 INSTRUCTIONS = """\
 Pinakes serves local Markdown knowledge bases (the user's notes and docs).
@@ -114,7 +126,31 @@ def create_server(
         list_page_size=PAGE_SIZE,
     )
     tools.register(server, allow_write=allow_write)
+    _one_line_caller_mistakes()
     return server
+
+
+class _OneLineCallerMistakes(logging.Filter):
+    """Log a caller's mistake (an error below ERROR level) as one line, without a traceback.
+
+    fastmcp logs every failed resource read with ``exc_info``; for a bad ``pnk://`` address
+    that is the client's mistake, not the server's.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, FastMCPError) and exc.log_level < logging.ERROR:
+            record.msg = f"{record.getMessage()}: {exc}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _one_line_caller_mistakes() -> None:
+    logger = logging.getLogger("fastmcp.server.server")
+    if not any(isinstance(f, _OneLineCallerMistakes) for f in logger.filters):
+        logger.addFilter(_OneLineCallerMistakes())
 
 
 def open_kbs(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
@@ -147,28 +183,65 @@ def serve(
     watch: bool = True,
     allow_write: bool = False,
     log_level: str = "INFO",
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
+    token: str | None = None,
+    allow_unauthenticated: bool = False,
 ) -> None:
     """Open the KBs at ``paths`` and serve them until the client (or Ctrl-C) stops the server.
 
     Logs go to stderr at ``log_level``, unless the process configured logging already.
 
+    Args:
+        paths: the KB folders.
+        transport: ``"stdio"`` or ``"http"``.
+        host: HTTP bind address.
+        port: HTTP port.
+        watch: re-sync a KB when its files change.
+        allow_write: offer the write tools.
+        log_level: stderr log level.
+        allow_hosts: HTTP: extra ``Host`` names to serve (e.g. a reverse proxy's).
+        allow_origins: HTTP: extra browser origins to serve.
+        token: HTTP: require ``Authorization: Bearer <token>`` (default: the
+            ``PINAKES_MCP_TOKEN`` environment variable, if set).
+        allow_unauthenticated: HTTP: serve a non-loopback address without a token.
+
     Raises:
-        PinakesError: if a KB cannot be opened or two KBs share a name or id.
+        PinakesError: if a KB cannot be opened, two KBs share a name or id, or a non-loopback
+            HTTP bind has no token and ``allow_unauthenticated`` is not given.
     """
     logging.basicConfig(
         level=log_level,
         stream=sys.stderr,
         format="pinakes-mcp %(levelname)s %(name)s: %(message)s",
     )
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if transport == "http" and not is_loopback(host) and not token:
+        if not allow_unauthenticated:
+            raise PinakesError(
+                f"Serving on {host} would let anyone who can reach it read these KBs.",
+                f"Set a token in the {TOKEN_ENV} environment variable (clients send "
+                "Authorization: Bearer <token>), or pass --allow-unauthenticated.",
+            )
+        log.warning(
+            "Serving on %s without a token: anyone who can reach it can read these KBs.", host
+        )
     server = create_server(
         open_kbs(paths), watch=watch, allow_write=allow_write, close_on_exit=True
     )
     if transport == "stdio":
         _protect_stdout()
+        filter_stdin()
         server.run(transport="stdio", show_banner=False)
         return
-    if not _is_loopback(host):
-        log.warning("Serving on %s: anyone who can reach this address can read these KBs.", host)
+    trust = Middleware(
+        TrustMiddleware,
+        bind=host,
+        port=port,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+        token=token,
+    )
     # log_config=None: uvicorn's loggers propagate to ours (stderr) instead of its access log
     # going to stdout.
     server.run(
@@ -176,15 +249,9 @@ def serve(
         host=host,
         port=port,
         show_banner=False,
+        middleware=[trust],
         uvicorn_config={"log_config": None},
     )
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -223,6 +290,27 @@ def _parser() -> argparse.ArgumentParser:
         help="offer the write tools: pinakes_write_note, pinakes_append, pinakes_link",
     )
     parser.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="HTTP: also serve requests whose Host is NAME (repeatable; e.g. a proxy's name)",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        dest="allow_origins",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="HTTP: also serve browser requests from ORIGIN (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help=f"HTTP: serve a non-loopback address without a {TOKEN_ENV} token",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -243,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             watch=args.watch,
             allow_write=args.allow_write,
             log_level=args.log_level,
+            allow_hosts=args.allow_hosts,
+            allow_origins=args.allow_origins,
+            allow_unauthenticated=args.allow_unauthenticated,
         )
     except PinakesError as exc:
         sys.stderr.write(f"pinakes-mcp: error: {exc.message}\n")

@@ -22,8 +22,9 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from pinakes_core import PinakesError
+from pinakes_core.arguments import clean_text
 from pinakes_core.models import Neighbour
-from pinakes_core.sections import approx_tokens
+from pinakes_core.sections import approx_tokens, truncate
 from pinakes_core.when import WhenError, parse_when
 from pinakes_mcp.models import (
     KbInfo,
@@ -32,7 +33,7 @@ from pinakes_mcp.models import (
     ReadOutput,
     SearchOutput,
 )
-from pinakes_mcp.results import cap_rows, frontier, merge
+from pinakes_mcp.results import cap_rows, fit_lists, frontier, merge
 from pinakes_mcp.served import ArgumentError, Registry, ServedKB
 
 T = TypeVar("T")
@@ -308,6 +309,11 @@ def pinakes_search(
         if truncated
         else []
     )
+    if hits and hits[0].text_truncated:
+        notes.append(
+            "The top hit's text was cut to fit the reply; read it with "
+            f"pinakes_read(doc={hits[0].doc_id!r}) and a section or line range."
+        )
     note = None
     if not hits:
         found_notes = [
@@ -317,7 +323,7 @@ def pinakes_search(
         ]
         note = " ".join(dict.fromkeys(found_notes)) or None
     return SearchOutput(
-        query=query,
+        query=clean_text(query, "query"),
         note=note,
         hits=hits,
         confidence=confidence,
@@ -391,7 +397,15 @@ def pinakes_read(
             view = registry.check_inside(
                 served, handle.read(doc_id, lines=lines, section=section, max_tokens=max_tokens)
             )
-    return ReadOutput.model_validate({**view.model_dump(), "kb": served.name})
+    output = ReadOutput.model_validate({**view.model_dump(), "kb": served.name})
+    # The metadata has its own budget beside the text's (a document may carry thousands of
+    # links or tags, and a hundred frontmatter fields).
+    output, notes = fit_lists(
+        output,
+        RESULT_BUDGET_TOKENS + approx_tokens(output.text),
+        ("links", "meta", "aliases", "tags", "headings"),
+    )
+    return output.model_copy(update={"notes": notes}) if notes else output
 
 
 def pinakes_links(
@@ -488,6 +502,10 @@ def pinakes_links(
                 ],
             }
         )
+    # Unresolved targets and the frontier are not capped by the graph plugin's row budget.
+    output, capped = fit_lists(output, RESULT_BUDGET_TOKENS, ("unresolved", "frontier"))
+    if capped:
+        output = output.model_copy(update={"truncated": True, "notes": [*output.notes, *capped]})
     return output
 
 
@@ -514,15 +532,26 @@ def pinakes_kbs(ctx: Context) -> KbsOutput:
 
 
 def document_resource(kb: str, doc_id: str, ctx: Context) -> str:
-    """The current text of one document, by KB name (or KB ULID) and document ULID."""
+    """The current text of one document, by KB name (or KB ULID) and document ULID.
+
+    Capped like pinakes_read at its largest (20,000 approximate tokens); a cut text ends with
+    a line saying so.
+    """
     registry = _registry(ctx)
     try:
         served, found = registry.locate(f"pnk://{kb}/{doc_id}")
         with registry.using(served) as handle:
             view = registry.check_inside(served, handle.read(found))
     except PinakesError as exc:
-        raise ResourceError(str(exc)) from None
-    return view.text
+        # The caller's mistake: one warning line, no traceback (server._OneLineCallerMistakes).
+        raise ResourceError(str(exc), log_level=logging.WARNING) from None
+    text, cut = truncate(view.text, MAX_READ_TOKENS)
+    if cut:
+        text += (
+            f"\n[… cut at ~{MAX_READ_TOKENS} tokens of {approx_tokens(view.text)}; "
+            "read sections with pinakes_read]\n"
+        )
+    return text
 
 
 _TOOLS = (
