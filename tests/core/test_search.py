@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
-from pinakes_core import KB, PluginMissingError
+from pinakes_core import KB, IndexMissingError, PluginMissingError
 from pinakes_core.fusion import rrf
 from pinakes_core.query import build_fts_query, query_terms
 
@@ -371,3 +371,14 @@ def test_sync_twice_changes_nothing(files: dict[str, str]) -> None:
         assert (second.added, second.changed, second.removed, second.renamed) == ([], [], [], [])
         assert second.chunks_embedded == 0 and fake.chunk_texts == []
         assert second.unchanged == len(files)
+
+
+def test_vectors_of_another_model_are_a_clear_error_not_a_crash(kb: KB) -> None:
+    kb.sync()  # with the fake model (32 dims)
+    other = FakeHashEmbedder(model_id="fake-hash-v2", dim=16)
+    with KB.open(kb.root, embedder=other) as changed:
+        with pytest.raises(IndexMissingError) as info:
+            changed.search("leader")
+        assert "fake-hash-v1" in str(info.value) and "pnk sync" in str(info.value)
+        changed.sync()  # re-embeds with the new model
+        assert changed.search("leader election").hits

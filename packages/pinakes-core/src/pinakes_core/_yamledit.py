@@ -72,7 +72,30 @@ def _scalar(value: Any, *, flow: bool = False) -> str | None:
             loaded = None
         if loaded == value and isinstance(loaded, str) and value == value.strip():
             return value
-    return json.dumps(value)  # a JSON string is a valid double-quoted YAML scalar
+    return _double_quoted(value)
+
+
+# What YAML allows unescaped in a double-quoted scalar (its printable set, minus " and \).
+# NEL and the Unicode line and paragraph separators are escaped too: YAML 1.1 readers fold them.
+_PRINTABLE = re.compile(
+    "[\t\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+_ESCAPES = {"\n": "\\n", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\x00": "\\0"}
+
+
+def _double_quoted(value: str) -> str:
+    """``value`` as a YAML double-quoted scalar; non-printable characters are escaped."""
+    out = []
+    for char in value:
+        if _PRINTABLE.fullmatch(char):
+            out.append(char)
+        elif char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif ord(char) <= 0xFFFF:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    return '"' + "".join(out) + '"'
 
 
 def _flow(value: Any) -> str | None:
@@ -92,7 +115,11 @@ def _flow(value: Any) -> str | None:
 
 
 def _compose(text: str) -> Node | None:
-    return YAML(typ="rt").compose(text)  # type: ignore[no-any-return]
+    """The root node, or ``None`` for a document with no content (``---`` alone is one)."""
+    root: Node | None = YAML(typ="rt").compose(text)
+    if isinstance(root, ScalarNode) and root.tag == _NULL_TAG and not root.value:
+        return None
+    return root
 
 
 def _content_end(node: Node) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.arguments import clean_path, clean_time
+from pinakes_core.arguments import clean_path, clean_text, clean_time
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import build_fts_query, query_terms
@@ -72,7 +72,7 @@ class Filters:
         clauses: list[str] = []
         params: list[object] = []
         if self.tags:
-            tags = [t.strip().lstrip("#").lower() for t in self.tags]
+            tags = [clean_text(t, "tags").strip().lstrip("#").lower() for t in self.tags]
             marks = ",".join("?" * len(tags))
             clauses.append(
                 f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag IN ({marks}) "
@@ -85,7 +85,7 @@ class Filters:
             params += [len(prefix), prefix]
         if self.doc_ids:
             clauses.append(f"d.doc_id IN ({','.join('?' * len(self.doc_ids))})")
-            params += list(self.doc_ids)
+            params += [clean_text(d, "doc_ids") for d in self.doc_ids]
         after = clean_time(self.modified_after, "modified_after")
         if after is not None:
             clauses.append("d.mtime_ns >= ?")

@@ -274,10 +274,22 @@ class KB:
         return selfcal.self_calibrate(self, progress=tick)
 
     def vectors(self) -> VectorMatrix:
-        """The chunk vectors as one matrix, loaded once and reloaded after any sync."""
+        """The chunk vectors as one matrix, loaded once and reloaded after any sync.
+
+        Raises:
+            IndexMissingError: if the stored vectors come from another model than the one
+                this KB embeds queries with (``[embedding] model`` changed since the sync).
+        """
         store = self.store()
         generation = store.generation()
         if self._vectors is None or generation != self._generation:
+            stored = store.get_meta("model_id")
+            if stored is not None and stored != self.embedder.model_id:
+                raise IndexMissingError(
+                    f"The index of {self.root} holds vectors from {stored!r}, but this KB embeds "
+                    f"queries with {self.embedder.model_id!r}.",
+                    f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
+                )
             dim = int(store.get_meta("dim") or self.embedder.dim)
             self._vectors = store.load_vectors(dim)
             self._generation = generation

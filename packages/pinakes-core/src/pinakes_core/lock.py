@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from pinakes_core.errors import LockError
+from pinakes_core.errors import LockError, PinakesError
 
 __all__ = ["sync_lock", "sync_running"]
 
@@ -51,8 +51,15 @@ def sync_lock(store_dir: Path) -> Iterator[None]:
 
     Raises:
         LockError: if another process holds the lock.
+        PinakesError: if ``store_dir`` exists and is not a folder.
     """
-    store_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        store_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise PinakesError(
+            f"{store_dir} is not a folder; Pinakes keeps the KB's index there.",
+            "Move that file away and sync again.",
+        ) from None
     path = store_dir / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:

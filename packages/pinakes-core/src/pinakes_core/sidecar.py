@@ -1,7 +1,7 @@
 """Sidecars: ``<file>.pnk.yaml`` beside each document (DESIGN §2, §13).
 
 Sidecars are the user's files, and untrusted input. They are read only when they are regular
-files inside the KB (a symlink out of it is refused, as for documents), at most 1 MB, and YAML
+files inside the KB (a symlink out of it is refused, as for documents), at most 256 KB, and YAML
 that cannot blow up when loaded (:func:`~pinakes_core.intake.check_yaml`). Pinakes writes them
 only through :func:`write_sidecar` and :func:`append_link`, which edit the text minimally (see
 ``_yamledit``: line ends, BOM, markers, quoting, long lines and comments stay as the user wrote
@@ -165,7 +165,7 @@ def read_sidecar(path: Path, raw: bytes | None = None, *, root: Path | None = No
             KB is refused, as documents are.
 
     Raises:
-        SidecarError: if the file is not a regular file, over 1 MB, not YAML, too complex to
+        SidecarError: if the file is not a regular file, over 256 KB, not YAML, too complex to
             load safely, not a mapping, or holds an invalid value; the message names the file
             and, for syntax errors, the line.
     """

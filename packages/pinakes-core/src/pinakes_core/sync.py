@@ -220,7 +220,7 @@ class _Syncer:
         return text, data, sidecar, side_bytes
 
     def _sidecar_bytes(self, entry: FileEntry) -> bytes:
-        """The sidecar's bytes, read as untrusted input: inside the KB, regular, at most 1 MB."""
+        """The sidecar's bytes, read as untrusted input: inside the KB, regular, at most 256 KB."""
         return read_limited(
             entry.sidecar,
             limit=MAX_YAML_BYTES,
