@@ -21,19 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rel_helpers import BOMB
+
 from conftest import FakeHashEmbedder, make_kb, set_config, write_files
 
 SECRET = "OUTSIDE-SECRET-7f3a"
 CONTROL = {"control.md": "# Control\n\nThe kumquat orchard control document.\n"}
 ULID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 OTHER = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
-BOMB = (
-    "a: &a [x,x,x,x,x,x,x,x,x]\n"
-    + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{','.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
-    )
-    + "tags: *i\n"
-)  # what reads the tags (str(), repr()) walks 9^9 leaves
 
 Builder = Callable[[Path, Path], None]
 

@@ -23,6 +23,14 @@ from pinakes_core import KB, SyncReport
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
+#: A ~400-byte YAML alias bomb: 9**9 leaves once expanded, read as the tags (as it was found).
+BOMB = (
+    "a: &a [x,x,x,x,x,x,x,x,x]\n"
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{','.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
+    )
+    + "tags: *i\n"
+)
 
 
 class SlowFakeEmbedder(FakeHashEmbedder):

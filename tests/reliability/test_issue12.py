@@ -13,7 +13,6 @@ import difflib
 import json
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,7 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rel_helpers import HERE, env, free_port, http_server, post, remove_tree, sync, sync_process
+from rel_helpers import (
+    BOMB,
+    HERE,
+    StdioSession,
+    env,
+    free_port,
+    http_server,
+    post,
+    remove_tree,
+    sync,
+    sync_process,
+)
 from rel_watchdog import LIMIT_BYTES, run_guarded
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, scalar
@@ -33,13 +43,6 @@ from pinakes_core.sidecar import append_link
 
 ULID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 OTHER = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
-BOMB = (
-    "a: &a [x,x,x,x,x,x,x,x,x]\n"
-    + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{','.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8)
-    )
-    + "tags: *i\n"
-)  # what reads the tags (str(), repr()) walks 9^9 leaves
 
 
 @pytest.fixture
@@ -496,49 +499,13 @@ def test_8_bad_references_and_link_arguments(synced: KB) -> None:
         synced.links("raft.md", depth=-1)
 
 
-def _stdio_server(root: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, str(HERE / "fake_server.py"), "--kb", str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env(),
-    )
-
-
-def _rpc(
-    proc: subprocess.Popen[bytes], message: dict[str, Any], timeout: float = 30
-) -> dict[str, Any]:
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(message).encode() + b"\n")  # ensure_ascii: "\ud800" escapes
-    proc.stdin.flush()
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, f"no answer to {message.get('method')} within {timeout} s"
-    return json.loads(proc.stdout.readline())
-
-
 def test_8_every_hostile_request_over_stdio_is_answered(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb")
     sync(root)
-    proc = _stdio_server(root)
+    # StdioSession fails on any request that gets no answer within its time limit.
+    server = StdioSession([sys.executable, str(HERE / "fake_server.py"), "--kb", str(root)])
     try:
-        init = _rpc(
-            proc,
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "hostile", "version": "0"},
-                },
-            },
-            timeout=90,
-        )
-        assert init["result"]["serverInfo"]["name"] == "pinakes"
-        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')  # type: ignore[union-attr]
-        calls = [
+        for tool, args in [
             ("pinakes_search", {"query": "\ud800"}),
             ("pinakes_search", {"query": "raft", "tags": ["\udcff"]}),
             ("pinakes_search", {"query": "raft", "path": "\ud800/"}),
@@ -549,22 +516,10 @@ def test_8_every_hostile_request_over_stdio_is_answered(tmp_path: Path) -> None:
             ("pinakes_read", {"doc": "../../etc/passwd"}),
             ("pinakes_links", {"doc": "raft.md", "depth": 2**63}),
             ("pinakes_links", {"doc": "\udfff", "rel": "\ud800"}),
-        ]
-        for number, (tool, args) in enumerate(calls, 1):
-            reply = _rpc(
-                proc,
-                {
-                    "jsonrpc": "2.0",
-                    "id": number,
-                    "method": "tools/call",
-                    "params": {"name": tool, "arguments": args},
-                },
-            )
-            assert reply["id"] == number
-            assert "result" in reply or "error" in reply
+        ]:
+            server.call(tool, args)
     finally:
-        proc.kill()
-        proc.wait()
+        server.close()
 
 
 # -- 9. HTTP transport trust -----------------------------------------------------------------
