@@ -24,7 +24,8 @@ from pydantic import (
 )
 from ulid import ULID
 
-from pinakes_core.errors import ConfigError
+from pinakes_core.errors import ConfigError, UnsafeFileError
+from pinakes_core.intake import read_limited
 from pinakes_core.sidecar import normalise_rel
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -464,7 +465,10 @@ def load_config(root: Path) -> Config:
     """
     path = root / CONFIG_FILE
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        # Read as untrusted input: a regular file of at most 1 MB (a FIFO would hang).
+        raw = tomllib.loads(read_limited(path, limit=1 << 20).decode("utf-8"))
+    except UnsafeFileError as exc:
+        raise ConfigError(exc.message, exc.hint) from None
     except FileNotFoundError:
         raise ConfigError(
             f"No {CONFIG_FILE} in {root}.", f"Run `pnk init {root}` to make it a KB."
