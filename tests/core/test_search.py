@@ -379,6 +379,6 @@ def test_vectors_of_another_model_are_a_clear_error_not_a_crash(kb: KB) -> None:
     with KB.open(kb.root, embedder=other) as changed:
         with pytest.raises(IndexMissingError) as info:
             changed.search("leader")
-        assert "fake-hash-v1" in str(info.value) and "pnk sync" in str(info.value)
+        assert "32-dimension" in str(info.value) and "pnk sync" in str(info.value)
         changed.sync()  # re-embeds with the new model
         assert changed.search("leader election").hits

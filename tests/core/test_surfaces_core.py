@@ -3,7 +3,6 @@ filters, empty-result notes, agent writes. FAKE hash embedder: semantics do not 
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, make_kb, scalar
 from pinakes_core import KB, PinakesError
 from pinakes_core.config import default_kb_id, default_kb_name
-from pinakes_core.lock import LOCK_FILE
+from pinakes_core.lock import sync_lock
 from pinakes_core.meta import MetaFilterError, flatten, parse_meta_filter, summary
 from pinakes_core.sections import SliceError, slice_document
 from pinakes_core.store import SCHEMA_VERSION
@@ -192,12 +191,9 @@ def test_empty_results_explain_themselves(kb: KB) -> None:
 
 
 def test_a_running_sync_is_named_in_the_note(kb: KB) -> None:
-    lock = kb.root / ".pinakes" / LOCK_FILE
-    lock.write_text(json.dumps({"pid": os.getpid(), "host": os.uname().nodename}), "utf-8")
-    try:
+    with sync_lock(kb.root / ".pinakes"):  # the OS lock a running sync holds
         assert "sync is still running" in (kb.search("raft", tags=["nope"]).note or "")
-    finally:
-        lock.unlink()
+    assert "sync is still running" not in (kb.search("raft", tags=["nope"]).note or "")
 
 
 # -- agent writes (item 9) --------------------------------------------------------------------

@@ -63,7 +63,10 @@ def kb_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def session(kb_root: Path) -> Iterator[StdioSession]:
-    server = StdioSession([sys.executable, str(HERE / "fake_server.py"), "--kb", str(kb_root)])
+    # --no-watch: the index must keep the swapped document, as if its change were unseen.
+    server = StdioSession(
+        [sys.executable, str(HERE / "fake_server.py"), "--kb", str(kb_root), "--no-watch"]
+    )
     yield server
     server.close()
 

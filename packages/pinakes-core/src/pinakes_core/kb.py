@@ -277,20 +277,20 @@ class KB:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync.
 
         Raises:
-            IndexMissingError: if the stored vectors come from another model than the one
-                this KB embeds queries with (``[embedding] model`` changed since the sync).
+            IndexMissingError: if the stored vectors cannot be compared with this KB's query
+                vectors (``[embedding] model`` changed to one of another size since the sync).
         """
         store = self.store()
         generation = store.generation()
         if self._vectors is None or generation != self._generation:
-            stored = store.get_meta("model_id")
-            if stored is not None and stored != self.embedder.model_id:
+            dim = int(store.get_meta("dim") or self.embedder.dim)
+            if dim != self.embedder.dim:
                 raise IndexMissingError(
-                    f"The index of {self.root} holds vectors from {stored!r}, but this KB embeds "
-                    f"queries with {self.embedder.model_id!r}.",
+                    f"The index of {self.root} holds {dim}-dimension vectors from "
+                    f"{store.get_meta('model_id')!r}, but this KB embeds queries with "
+                    f"{self.embedder.model_id!r} ({self.embedder.dim} dimensions).",
                     f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
                 )
-            dim = int(store.get_meta("dim") or self.embedder.dim)
             self._vectors = store.load_vectors(dim)
             self._generation = generation
         return self._vectors
