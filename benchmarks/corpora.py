@@ -252,8 +252,10 @@ def kb_name(folder: Path) -> str:
 
 
 def index_files(kb_dir: Path) -> dict[str, int]:
-    store = kb_dir / ".pinakes"
-    return {p.name: p.stat().st_size for p in sorted(store.glob("index.db*")) if p.is_file()}
+    """The current store generation's files (``index.db`` links to ``index.<n>.db``)."""
+    from pinakes_core.store import Store
+
+    return {p.name: p.stat().st_size for p in Store.files(kb_dir)}
 
 
 def copy_corpus(src: Path, dst: Path, limit: int | None) -> int:
@@ -811,7 +813,9 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"{c['index']['bytes'] / 2**20:.1f} MB |"
         )
     add("")
-    add(f"Medians of {RESYNC_RUNS} runs. Index size = `.pinakes/index.db*` after the full sync.")
+    add(
+        f"Medians of {RESYNC_RUNS} runs. Index size = the store's files (`.pinakes/index.<n>.db*`) after the full sync."
+    )
     add("")
 
     add("### Search")
