@@ -202,7 +202,7 @@ def _python_sections(text: str, lines: list[str], large: int) -> list[Section]:
     return _with_gaps(defs, len(lines))
 
 
-def _with_gaps(defs: list[Section], count: int) -> list[Section]:
+def _with_gaps(defs: Sequence[Section], count: int) -> list[Section]:
     """Add the module-level stretches between definitions as sections with no symbol."""
     sections: list[Section] = []
     cursor = 0
