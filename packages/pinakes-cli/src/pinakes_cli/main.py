@@ -266,6 +266,13 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     "'key exists' (repeatable: all must hold).",
 )
 @click.option(
+    "--source-type",
+    "source_types",
+    multiple=True,
+    type=click.Choice(["markdown", "text", "pdf", "code"]),
+    help="Only documents of this source type (repeatable: any of them).",
+)
+@click.option(
     "--modified-after",
     type=_When(),
     help="Only files modified at or after this date (2024-05-01) or age (7d, 12h).",
@@ -301,6 +308,7 @@ def search(
     path_prefix: str | None,
     docs: tuple[str, ...],
     meta: tuple[str, ...],
+    source_types: tuple[str, ...],
     modified_after: float | None,
     modified_before: float | None,
     entities: tuple[str, ...],
@@ -323,6 +331,7 @@ def search(
         path=path_prefix,
         doc_ids=[kb.resolve(doc) for doc in docs],
         meta=meta,
+        source_type=source_types,
         modified_after=modified_after,
         modified_before=modified_before,
         entities=entities,
@@ -339,6 +348,9 @@ class _LineRange(click.ParamType[tuple[int, int]]):
     name = "A-B"
     _RANGE = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?$")
 
+    def __init__(self, what: str = "line") -> None:
+        self.what = what
+
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> tuple[int, int]:
@@ -346,7 +358,7 @@ class _LineRange(click.ParamType[tuple[int, int]]):
             return value
         match = self._RANGE.match(str(value))
         if not match:
-            self.fail(f"{value!r} is not a line range; use A-B, e.g. 10-40.", param, ctx)
+            self.fail(f"{value!r} is not a {self.what} range; use A-B, e.g. 10-40.", param, ctx)
         first = int(match.group(1))
         last = int(match.group(3)) if match.group(3) else (sys.maxsize if match.group(2) else first)
         return first, last
@@ -357,6 +369,12 @@ class _LineRange(click.ParamType[tuple[int, int]]):
 @click.argument("doc")
 @click.option("--lines", "lines", type=_LineRange(), help="Only lines A-B of the file (1-based).")
 @click.option("--section", help="Only this heading's section (its text or 'A › B' path).")
+@click.option(
+    "--page",
+    "pages",
+    type=_LineRange("page"),
+    help="Only pages N-M of a PDF (N, N-M or N-; 1-based), each under a [page N] line.",
+)
 @click.option(
     "--max-tokens",
     type=click.IntRange(1, None),
@@ -369,11 +387,12 @@ def show(
     doc: str,
     lines: tuple[int, int] | None,
     section: str | None,
+    pages: tuple[int, int] | None,
     max_tokens: int | None,
     as_json: bool,
 ) -> None:
     """Print a document with its metadata. DOC is a ULID, a pnk:// URI or a path."""
-    view = _kb(ctx).read(doc, lines=lines, section=section, max_tokens=max_tokens)
+    view = _kb(ctx).read(doc, lines=lines, section=section, pages=pages, max_tokens=max_tokens)
     if as_json:
         render.print_json(_out(), view)
     else:

@@ -21,12 +21,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pinakes_core import DocumentView, SearchResult, Status, SyncReport
+from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
 from pinakes_core.eval import CalibrationReport, EvalReport
 from pinakes_core.models import DoctorReport, LinksResult
 
 __all__ = [
     "FORMATS",
+    "cite",
     "line",
     "print_json",
     "render_calibration",
@@ -155,6 +156,15 @@ def _snippet(text: str) -> str:
     return textwrap.shorten(" ".join(text.split()), _SNIPPET_CHARS, placeholder=" …")
 
 
+def cite(hit: Hit) -> str:
+    """Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``)."""
+    if hit.page_start is not None:
+        end = hit.page_end or hit.page_start
+        pages = f"p. {hit.page_start}" if end == hit.page_start else f"pp. {hit.page_start}-{end}"
+        return f"{hit.path} {pages}"
+    return f"{hit.path}:{hit.lines[0]}-{hit.lines[1]}"
+
+
 def render_search(
     console: Console, result: SearchResult, *, explain: bool = False, fmt: str = "table"
 ) -> None:
@@ -184,7 +194,7 @@ def render_search(
         where = " › ".join(hit.heading_path) or hit.title
         _say(
             console,
-            (f"{i:>2}. {hit.path}:{hit.lines[0]}-{hit.lines[1]}", "bold"),
+            (f"{i:>2}. {cite(hit)}", "bold"),
             "  ",
             (where, "dim"),
             f"  score {hit.score:.4f}",
@@ -215,7 +225,7 @@ def _render_search_md(console: Console, result: SearchResult) -> None:
         out.append(f"No hits. {result.note or ''}".rstrip())
     for i, hit in enumerate(result.hits, 1):
         where = " › ".join(hit.heading_path) or hit.title
-        out += [f"## {i}. {hit.path}:{hit.lines[0]}-{hit.lines[1]} — {where}", ""]
+        out += [f"## {i}. {cite(hit)} — {where}", ""]
         out += ["> " + row if row else ">" for row in hit.text.strip("\n").split("\n")]
         out.append("")
     console.out("\n".join(out).rstrip("\n"), highlight=False)
@@ -238,6 +248,8 @@ def render_document(console: Console, doc: DocumentView) -> None:
         rows.append(("fields", "; ".join(f"{k}: {v}" for k, v in doc.meta.items())))
     if doc.section:
         rows.append(("section", doc.section))
+    if doc.pages is not None:
+        rows.append(("pages", f"{doc.pages[0]}-{doc.pages[1]} of {doc.page_count}"))
     if doc.lines is not None:
         rows.append(("lines", f"{doc.lines[0]}-{doc.lines[1]}"))
     if doc.truncated:

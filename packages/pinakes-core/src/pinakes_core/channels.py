@@ -29,9 +29,10 @@ __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
 #: A channel's output: ``(chunk_id, raw score)`` pairs, best first.
 Ranked = list[tuple[int, float]]
 
-# Column weights for bm25(): title, heading path, text. A query word in a heading or title is
-# stronger evidence of topic than one in running text.
-_BM25_WEIGHTS = (2.0, 1.5, 1.0)
+# Column weights for bm25(): title, heading path, text, identifier parts. A query word in a
+# heading or title is stronger evidence of topic than one in running text; the parts of a code
+# identifier (issue 18; empty for every other source) count like running text.
+_BM25_WEIGHTS = (2.0, 1.5, 1.0, 1.0)
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
 
@@ -47,6 +48,8 @@ class Filters:
         modified_after: file modified at or after this UNIX time.
         modified_before: file modified before this UNIX time.
         meta: frontmatter field conditions; the document must meet every one.
+        source_types: the document's source type must be one of these (``markdown``,
+            ``text``, ``pdf``, ``code``).
     """
 
     tags: tuple[str, ...] = ()
@@ -55,11 +58,12 @@ class Filters:
     modified_after: float | None = None
     modified_before: float | None = None
     meta: tuple[MetaFilter, ...] = ()
+    source_types: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
         """Whether any restriction is set."""
-        return bool(self.tags or self.path or self.doc_ids or self.meta) or (
+        return bool(self.tags or self.path or self.doc_ids or self.meta or self.source_types) or (
             self.modified_after is not None or self.modified_before is not None
         )
 
@@ -94,6 +98,9 @@ class Filters:
         if before is not None:
             clauses.append("d.mtime_ns < ?")
             params.append(int(before * 1e9))
+        if self.source_types:
+            clauses.append(f"d.source_type IN ({','.join('?' * len(self.source_types))})")
+            params += list(self.source_types)
         for condition in self.meta:
             clause, values = condition.sql()
             clauses.append(clause)

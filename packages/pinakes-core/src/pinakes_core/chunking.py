@@ -13,13 +13,14 @@ type first: their payload is not text anyone searches.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
 from pinakes_core.tokens import TokenCounter
 
-__all__ = ["Chunk", "chunk_document", "embed_text", "first_heading"]
+__all__ = ["Chunk", "chunk_document", "chunk_sections", "embed_text", "first_heading"]
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -46,6 +47,8 @@ class Chunk:
         start_line: first line in the file, 1-based (frontmatter lines count).
         end_line: last line in the file, 1-based, inclusive.
         tokens: WordPiece token count of ``text``.
+        page_start: first page the chunk's text is on (paged sources: PDF), else ``None``.
+        page_end: last page, inclusive.
     """
 
     ordinal: int
@@ -54,6 +57,8 @@ class Chunk:
     start_line: int
     end_line: int
     tokens: int
+    page_start: int | None = None
+    page_end: int | None = None
 
 
 def embed_text(title: str, chunk: Chunk) -> str:
@@ -304,6 +309,38 @@ def chunk_document(
         units.append((start, unit_end))
     if units:
         packer.pack(path, units)
+    return [
+        Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
+        for i, (p, t, s, e, c) in enumerate(packer.out)
+    ]
+
+
+def chunk_sections(
+    text: str,
+    sections: Sequence[tuple[tuple[str, ...], int, int]],
+    *,
+    budget: int,
+    count: TokenCounter,
+) -> list[Chunk]:
+    """Chunk ``text`` section by section: no chunk crosses a section's bounds.
+
+    Used for code (one section per top-level definition, :mod:`pinakes_core.code`). Inside a
+    section, blank-line blocks are packed into windows of at most ``budget`` tokens, an
+    oversize block split at lines and an oversize line at sentences, then words, exactly as
+    :func:`chunk_document` does.
+
+    Args:
+        text: the whole document (newlines normalised to LF).
+        sections: ``(heading path, first line, end line)``, 0-based and end-exclusive, in order.
+        budget: the chunk size limit in tokens.
+        count: the token counter.
+    """
+    lines = text.split("\n")
+    packer = _Packer(lines, 0, budget, count)
+    for path, start, end in sections:
+        units = [(start + b.start, start + b.end) for b in _text_blocks(lines[start:end])]
+        if units:
+            packer.pack(path, units)
     return [
         Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
         for i, (p, t, s, e, c) in enumerate(packer.out)

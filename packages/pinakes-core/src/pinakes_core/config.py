@@ -40,6 +40,7 @@ __all__ = [
     "EmbeddingConfig",
     "KbConfig",
     "NerConfig",
+    "PdfConfig",
     "RelationType",
     "RetrievalConfig",
     "SchemaConfig",
@@ -122,7 +123,8 @@ class KbConfig(_Section):
 class SyncConfig(_Section):
     """``[sync]``: which files are documents and how they are chunked."""
 
-    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt"]
+    #: Code files are opt-in: add e.g. "**/*.py" (docs/sources.md).
+    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf"]
     exclude: list[str] = []
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
     max_file_mb: Annotated[float, Field(gt=0)] = 10.0
@@ -287,6 +289,20 @@ class BudgetConfig(_Section):
         return value
 
 
+class PdfConfig(_Section):
+    """``[pdf]``: bounds on reading one PDF (a PDF is untrusted input; docs/sources.md).
+
+    A PDF is also bound by ``[sync] max_file_mb`` like every file.
+    """
+
+    #: Pages read per PDF; later pages are left out with a warning.
+    max_pages: Annotated[int, Field(ge=1, le=100_000)] = 5_000
+    #: Seconds one PDF may take; extraction stops there (a stuck page is killed soon after).
+    max_seconds: Annotated[float, Field(gt=0, le=3_600)] = 120.0
+    #: Address-space limit of the process that parses PDFs, in MB.
+    max_memory_mb: Annotated[int, Field(ge=256, le=65_536)] = 2_048
+
+
 class DeepConfig(_Section):
     """``[deep]``: the budgeted multi-round ``ask --deep`` loop (DESIGN §9)."""
 
@@ -403,6 +419,7 @@ class Config(_Section):
     ask: AskConfig = AskConfig()
     budget: BudgetConfig = BudgetConfig()
     deep: DeepConfig = DeepConfig()
+    pdf: PdfConfig = PdfConfig()
     schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")
 
     @model_validator(mode="before")
@@ -500,7 +517,7 @@ def render_config(name: str, kb_id: str | None = None) -> str:
         f'id = "{kb_id}"\n'
         "\n"
         "[sync]\n"
-        '# include = ["**/*.md", "**/*.markdown", "**/*.txt"]\n'
+        '# include = ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf"]   # code: add "**/*.py" …\n'
         "# exclude = []\n"
         "# chunk_tokens = 256\n"
         "\n"

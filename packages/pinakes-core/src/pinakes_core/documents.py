@@ -22,6 +22,7 @@ from pinakes_core.config import SyncConfig
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import YamlLimitError, check_yaml, display_name, inside, read_limited
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
+from pinakes_core.sources import source_type
 
 __all__ = [
     "MAX_DEPTH",
@@ -67,6 +68,11 @@ class FileEntry:
     def is_markdown(self) -> bool:
         """Whether the document is parsed as Markdown (otherwise as plain text)."""
         return self.rel.lower().endswith(_MARKDOWN_SUFFIXES)
+
+    @property
+    def source_type(self) -> str:
+        """``markdown``, ``text``, ``pdf`` or ``code`` (see :mod:`pinakes_core.sources`)."""
+        return source_type(self.rel)
 
     @property
     def sidecar(self) -> Path:

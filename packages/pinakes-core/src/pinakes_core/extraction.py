@@ -78,7 +78,7 @@ class Extraction:
 
 
 class ExtractionError(Exception):
-    """The PDF yields no text; ``reason`` completes the sentence "<path> …" for the report."""
+    """The PDF yields no text; ``reason`` is the sync report's skip line for it."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -123,9 +123,9 @@ for header in sys.stdin.buffer:
         os.replace(temp, request["path"] if keep else request["path"] + ".once")
         reply = {"ok": request["path"] if keep else request["path"] + ".once"}
     except MemoryError:
-        reply = {"failed": "ran out of its memory limit"}
+        reply = {"failed": "PDF needs more memory than [pdf] max_memory_mb allows; it was not indexed"}
     except Exception as exc:
-        reply = {"failed": f"could not be extracted ({type(exc).__name__})"}
+        reply = {"failed": f"PDF could not be extracted ({type(exc).__name__}); it was not indexed"}
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
@@ -149,7 +149,7 @@ class _Worker:
         ready = self.reply(_START_SECONDS)
         if ready is None or "ready" not in ready:
             self.kill()
-            raise ExtractionError("could not be extracted (the PDF worker did not start)")
+            raise ExtractionError("PDF was not indexed: the PDF worker did not start")
         self.fingerprint = str(ready["ready"])
 
     def reply(self, timeout: float) -> dict[str, Any] | None:
@@ -198,6 +198,8 @@ class Extractor:
         #: extractions served from the cache / made by the worker during this sync.
         self.hits = 0
         self.misses = 0
+        #: content hashes asked for during this sync (their entries survive :meth:`collect`).
+        self.seen: set[str] = set()
 
     def __enter__(self) -> Extractor:
         return self
@@ -231,8 +233,13 @@ class Extractor:
             ExtractionError: the PDF is encrypted, corrupt or truncated, or the worker failed
                 on it (time limit, memory limit, crash).
         """
+        self.seen.add(content_hash)
         path = self.folder / self.key(content_hash)
-        found = _load(path)
+        try:
+            found = _load(path)
+        except ExtractionError:  # a PDF known to be unreadable: known without a worker
+            self.hits += 1
+            raise
         if found is not None:
             self.hits += 1
             return found
@@ -254,9 +261,11 @@ class Extractor:
             self._worker = None
             if time.monotonic() - started >= self.limits.max_seconds:
                 raise ExtractionError(
-                    f"took over [pdf] max_seconds = {self.limits.max_seconds:g} and was skipped"
+                    f"PDF took over [pdf] max_seconds = {self.limits.max_seconds:g}; it was not indexed"
                 )
-            raise ExtractionError("crashed the PDF reader (the file is malformed) and was skipped")
+            raise ExtractionError(
+                "PDF crashed the PDF reader (a malformed file); it was not indexed"
+            )
         if "failed" in answer:
             self._worker.kill()  # a MemoryError may leave it in a bad state
             self._worker = None
@@ -266,7 +275,7 @@ class Extractor:
         if written.suffix == ".once":  # stopped by the clock: not cached, it may finish next time
             written.unlink(missing_ok=True)
         if result is None:
-            raise ExtractionError("could not be extracted (the cache entry was unreadable)")
+            raise ExtractionError("PDF was not indexed: its extraction could not be read back")
         return result
 
     def collect(self, keep: set[str]) -> int:

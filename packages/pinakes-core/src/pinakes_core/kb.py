@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -55,7 +56,7 @@ from pinakes_core.models import (
 )
 from pinakes_core.notes import empty_note
 from pinakes_core.retrieval import default_channels, fuse_and_build
-from pinakes_core.sections import slice_document
+from pinakes_core.sections import SliceError, slice_document
 from pinakes_core.sidecar import (
     append_link,
     normalise_rel,
@@ -63,6 +64,7 @@ from pinakes_core.sidecar import (
     sidecar_path,
     write_skeleton,
 )
+from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
 from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix
 from pinakes_core.sync import ProgressFn, run_sync
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
@@ -72,6 +74,18 @@ __all__ = ["KB"]
 log = logging.getLogger(__name__)
 
 TimeLike = float | datetime | None
+
+
+def _source_types(value: str | Sequence[str]) -> tuple[str, ...]:
+    """Validate a ``source_type`` filter (one name or several)."""
+    names = (value,) if isinstance(value, str) else tuple(value)
+    for name in names:
+        if name not in SOURCE_TYPES:
+            raise PinakesError(
+                f"source type {name!r} is not one of {', '.join(SOURCE_TYPES)}.",
+                "Pick one of those, e.g. --source-type pdf.",
+            )
+    return tuple(dict.fromkeys(names))
 
 
 def find_root(start: Path) -> Path:
@@ -357,6 +371,7 @@ class KB:
         modified_after: TimeLike = None,
         modified_before: TimeLike = None,
         meta: Sequence[str | MetaFilter] = (),
+        source_type: str | Sequence[str] = (),
         entities: Sequence[str] = (),
         concepts: Sequence[str] = (),
         channels: Sequence[str] | None = None,
@@ -377,6 +392,8 @@ class KB:
             meta: frontmatter field conditions, all of which must hold: ``"status=draft"``,
                 ``"priority>2"``, ``"stage in a,b"``, ``"due exists"`` (see
                 :mod:`pinakes_core.meta`), or parsed ``MetaFilter`` objects.
+            source_type: only documents of this source type, or of any of these:
+                ``"markdown"``, ``"text"``, ``"pdf"``, ``"code"``.
             entities: extra BM25 list over these names.
             concepts: extra dense list over these phrases.
             channels: run exactly these channels instead of the configured ones.
@@ -390,6 +407,7 @@ class KB:
                 refused (lone surrogates are replaced, over 100,000 characters it is cut).
             PluginMissingError: if a requested channel is not installed.
             MetaFilterError: if a field condition is not understood.
+            PinakesError: if a source type is not one of the four.
         """
         cfg = self.config.retrieval
         query = clean_query(query)
@@ -414,6 +432,7 @@ class KB:
                 m if isinstance(m, MetaFilter) else parse_meta_filter(clean_text(m, "meta"))
                 for m in meta
             ),
+            source_types=_source_types(source_type),
         )
         channels = clean_list(channels, "channels")
         self._ensure_synced()
@@ -518,21 +537,28 @@ class KB:
         *,
         lines: tuple[int, int] | None = None,
         section: str | None = None,
+        pages: tuple[int, int] | None = None,
         max_tokens: int | None = None,
     ) -> DocumentView:
         """Return one document (current file text, or a slice of it) with its metadata.
+
+        A PDF's text is its extracted text as indexed, each page under a ``[page N]`` line; it
+        is rebuilt from the store, so a read never parses the PDF again.
 
         Args:
             doc: a ULID, ``pnk://`` URI or path.
             lines: only these lines of the file (first, last; 1-based, inclusive).
             section: only this heading's section (a heading's text or a heading path
                 ``"Raft › Log replication"``).
+            pages: only these pages of a PDF (first, last; 1-based, inclusive; a last page
+                past the end is clamped).
             max_tokens: cut the text to about this many tokens (characters / 4), at a
                 paragraph break where one is near; ``truncated`` then says so.
 
         Raises:
             DocumentNotFoundError: if ``doc`` matches nothing or its file has gone.
-            SliceError: for a line range or section the document does not have.
+            SliceError: for a line range, section or page range the document does not have
+                (pages of a document that has none, more than one of lines/section/pages).
         """
         doc_id = self.resolve(doc)
         conn = self.store().conn
@@ -542,20 +568,38 @@ class KB:
                 f"{row['path']} now leads outside the KB (a symlink?); it is not read.",
                 "Run `pnk sync`.",
             )
-        try:
-            data = read_limited(
-                self.root / row["path"],
-                limit=int(self.config.sync.max_file_mb * 1024 * 1024),
-                root=self.root.resolve(),
-                name=row["path"],
+        paged = row["source_type"] == "pdf" and row["pages"] is not None
+        page_lines: list[int] = []
+        if paged:
+            if not (self.root / row["path"]).is_file():
+                raise DocumentNotFoundError(
+                    f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
+                )
+            page_lines = [int(n) for n in json.loads(row["pages"])]
+            chunk_rows = conn.execute(
+                "SELECT text, start_line, end_line FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+                (doc_id,),
+            ).fetchall()
+            text = text_from_chunks(chunk_rows, page_lines, int(row["line_count"] or 0))
+        else:
+            try:
+                data = read_limited(
+                    self.root / row["path"],
+                    limit=int(self.config.sync.max_file_mb * 1024 * 1024),
+                    root=self.root.resolve(),
+                    name=row["path"],
+                )
+            except UnsafeFileError as exc:
+                raise DocumentNotFoundError(exc.message, "Run `pnk sync`.") from None
+            except OSError:
+                raise DocumentNotFoundError(
+                    f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
+                ) from None
+            text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        if pages is not None:
+            lines = _page_lines(
+                row["path"], page_lines if paged else None, pages, lines, section, text
             )
-        except UnsafeFileError as exc:
-            raise DocumentNotFoundError(exc.message, "Run `pnk sync`.") from None
-        except OSError:
-            raise DocumentNotFoundError(
-                f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
-            ) from None
-        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         links = [
             LinkView(target=r["target"], rel=r["rel"], origin=r["origin"], dst_doc=r["dst_doc"])
             for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
@@ -585,6 +629,9 @@ class KB:
             tokens=part.tokens,
             total_tokens=part.total_tokens,
             truncated=part.truncated,
+            source_type=row["source_type"],
+            page_count=len(page_lines) if paged else None,
+            pages=_pages_of(page_lines, part.lines) if paged else None,
         )
 
     def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
@@ -808,3 +855,45 @@ class KB:
             else None,
             mentions=int(mentions[0]) if ner else None,
         )
+
+
+def _page_lines(
+    path: str,
+    page_lines: list[int] | None,
+    pages: tuple[int, int],
+    lines: tuple[int, int] | None,
+    section: str | None,
+    text: str,
+) -> tuple[int, int]:
+    """The line span (1-based, inclusive) of a page range (a last page past the end clamped)."""
+    if lines is not None or section:
+        raise SliceError("Give one of a line range, a section or a page range.", "Drop the others.")
+    if page_lines is None:
+        raise SliceError(
+            f"{path} has no pages (only PDFs do).", "Use a line range or a section instead."
+        )
+    first, last = pages
+    count = len(page_lines)
+    if first < 1 or last < first:
+        raise SliceError(
+            f"The page range {first}-{last} is not valid.", "Use N or N-M with 1 <= N <= M."
+        )
+    if first > count:
+        raise SliceError(
+            f"{path} has {count} pages; page {first} is past the end.",
+            f"Use pages within 1-{count}.",
+        )
+    last = min(last, count)
+    end = page_lines[last] - 1 if last < count else text.count("\n") + 1
+    while end > page_lines[last - 1] and not text.split("\n")[end - 1].strip():
+        end -= 1
+    return page_lines[first - 1], end
+
+
+def _pages_of(page_lines: list[int], span: tuple[int, int]) -> tuple[int, int] | None:
+    """The pages a line span covers."""
+    if not page_lines:
+        return None
+    first = max(bisect.bisect_right(page_lines, span[0]), 1)
+    last = max(bisect.bisect_right(page_lines, span[1]), 1)
+    return first, last

@@ -51,6 +51,17 @@ class Hit(_Model):
         "plugin) its own score, which falls with the hit's rank"
     )
     lines: tuple[int, int]
+    source_type: str = Field(default="markdown", description="markdown | text | pdf | code")
+    page_start: int | None = Field(
+        default=None,
+        description="first page of the passage (PDFs only; cite it as the page)",
+        exclude_if=lambda v: v is None,
+    )
+    page_end: int | None = Field(
+        default=None,
+        description="last page of the passage, inclusive (PDFs only)",
+        exclude_if=lambda v: v is None,
+    )
     ranks: dict[str, int | None]
     channel_scores: dict[str, float] | None = Field(default=None, exclude_if=lambda v: v is None)
 
@@ -113,6 +124,10 @@ class SyncReport(_Model):
     chunks_per_second: float | None
     seconds: float
     rebuilt: str | None = Field(default=None, description="why the store was rebuilt, if it was")
+    pdfs_extracted: int = Field(default=0, description="PDFs whose text was extracted")
+    pdfs_from_cache: int = Field(
+        default=0, description="PDFs whose text came from the extraction cache"
+    )
 
 
 class LinkView(_Model):
@@ -127,8 +142,9 @@ class LinkView(_Model):
 class DocumentView(_Model):
     """A document with its metadata, as ``read`` returns it.
 
-    ``text`` is the whole file, or the slice asked for (a line range or a heading section, then
-    cut to a token budget); ``lines`` says which lines of the file it holds.
+    ``text`` is the whole file, or the slice asked for (a line range, a heading section or a
+    page range, then cut to a token budget); ``lines`` says which lines of the file it holds.
+    For a PDF the "file" is its extracted text: each page under a ``[page N]`` line.
     """
 
     doc_id: str
@@ -160,6 +176,17 @@ class DocumentView(_Model):
         default=None, description="approximate tokens in the slice before the budget cut it"
     )
     truncated: bool = Field(default=False, description="true when `text` was cut to the budget")
+    source_type: str = Field(default="markdown", description="markdown | text | pdf | code")
+    page_count: int | None = Field(
+        default=None,
+        description="pages in the document (PDFs only)",
+        exclude_if=lambda v: v is None,
+    )
+    pages: tuple[int, int] | None = Field(
+        default=None,
+        description="first and last page `text` holds (PDFs only)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class DocumentInfo(_Model):

@@ -145,14 +145,14 @@ def extract(
     import pypdfium2.raw as raw
 
     if b"%%EOF" not in data[-_EOF_WINDOW:]:
-        raise PdfError("is truncated or not a PDF (no %%EOF marker at its end)")
+        raise PdfError("PDF is truncated (no %%EOF marker at its end); it was not indexed")
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
         code = getattr(exc, "err_code", None)
         if code in (raw.FPDF_ERR_PASSWORD, raw.FPDF_ERR_SECURITY):
-            raise PdfError("is encrypted (it needs a password); Pinakes cannot read it") from None
-        raise PdfError("is corrupt (PDFium cannot parse it)") from None
+            raise PdfError("PDF is encrypted (it needs a password); it was not indexed") from None
+        raise PdfError("PDF is corrupt (PDFium cannot parse it); it was not indexed") from None
     started = time.monotonic()
     try:
         summary.page_count = len(document)

@@ -53,6 +53,7 @@ def _hits(
         r["chunk_id"]: r
         for r in conn.execute(
             "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.start_line, c.end_line, "
+            "c.page_start, c.page_end, d.source_type, "
             f"d.path, d.title FROM chunks c JOIN documents d USING (doc_id) WHERE c.chunk_id IN ({marks})",
             ids,
         )
@@ -76,6 +77,9 @@ def _hits(
                 text=row["text"],
                 score=round(score, 6),
                 lines=(row["start_line"], row["end_line"]),
+                source_type=row["source_type"],
+                page_start=row["page_start"],
+                page_end=row["page_end"],
                 ranks={name: r.get(cid) for name, r in ranks.items()},
                 channel_scores={name: round(s[cid], 6) for name, s in raw.items() if cid in s}
                 if explain

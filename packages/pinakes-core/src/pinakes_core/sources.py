@@ -6,8 +6,8 @@ anything else the include globs select is ``text``.
 
 A PDF is indexed as its *extracted text*: each page's text under a marker line
 ``[page N]``, pages separated by a blank line. Line numbers of PDF chunks and hits, and the
-``lines`` of a read, count lines of that text (markers included); the markers themselves are
-never part of a chunk, so they add nothing to search. :class:`PdfText` keeps the line of every
+``lines`` of a read, count lines of that text (markers included); a chunk never spans two
+pages and never holds a marker, so markers add nothing to search and a hit's page is exact. :class:`PdfText` keeps the line of every
 marker, which is how a chunk's line span becomes its page span and how ``read`` serves a page
 range.
 """
@@ -15,7 +15,6 @@ range.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,22 +69,15 @@ class PdfText:
         """Number of pages in the text."""
         return len(self.page_lines)
 
-    def chunking_text(self) -> str:
-        """The text with the marker lines blanked: same line numbers, no marker in any chunk."""
-        lines = self.text.split("\n")
-        for line in self.page_lines:
-            lines[line - 1] = ""
-        return "\n".join(lines)
+    def page_spans(self) -> list[tuple[int, int]]:
+        """Each page's body as a 0-based, end-exclusive line range (its marker line left out)."""
+        total = self.text.count("\n") + 1
+        ends = [*(line - 1 for line in self.page_lines[1:]), total]
+        return [(start, end) for start, end in zip(self.page_lines, ends, strict=True)]
 
     def page_of(self, line: int) -> int:
         """The page holding 1-based ``line`` (a marker line belongs to its page)."""
         return max(bisect.bisect_right(self.page_lines, line), 1)
-
-    def line_span(self, first: int, last: int) -> tuple[int, int]:
-        """The 1-based, inclusive line span of pages ``first``-``last`` (``last`` clamped)."""
-        last = min(last, self.pages)
-        end = self.page_lines[last] - 1 if last < self.pages else self.text.count("\n") + 1
-        return self.page_lines[first - 1], end
 
 
 def pdf_text(pages: Iterable[str]) -> PdfText:
@@ -127,8 +119,3 @@ def text_from_chunks(
         if 1 <= line <= line_count:
             lines[line - 1] = page_marker(number)
     return "\n".join(lines)
-
-
-def page_lines_json(text: PdfText) -> str:
-    """The page map as stored in the ``documents`` row."""
-    return json.dumps(list(text.page_lines))

@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 # 3: frontmatter fields (documents.meta, doc_meta) for field filters (issue 11).
 # 4: NER tables (ner_texts, entity_aliases) for pinakes-ner (issue 13).
 # 5: the store is a generation file behind the ``index.db`` symlink (rebuilds swap it).
-SCHEMA_VERSION = 5
+# 6: PDF and code sources (issue 18): documents.source_type/pages/line_count,
+#    chunks.page_start/page_end, chunks_fts.idents.
+SCHEMA_VERSION = 6
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -53,8 +55,13 @@ CREATE TABLE documents (
     sidecar_size INTEGER,
     chunk_count INTEGER NOT NULL DEFAULT 0,
     synced_at REAL NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}'
+    meta TEXT NOT NULL DEFAULT '{}',
+    source_type TEXT NOT NULL DEFAULT 'markdown'
+        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
+    pages TEXT,  -- PDFs: JSON list, the line of each page's "[page N]" marker
+    line_count INTEGER  -- PDFs: lines of the indexed (extracted) text
 );
+CREATE INDEX documents_by_source_type ON documents(source_type);
 CREATE TABLE doc_tags (
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
     tag TEXT NOT NULL,
@@ -80,11 +87,13 @@ CREATE TABLE chunks (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
+    page_start INTEGER,
+    page_end INTEGER,
     UNIQUE (doc_id, ordinal)
 );
 CREATE INDEX chunks_by_hash ON chunks(embed_hash);
 CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    title, heading, text, tokenize = 'porter unicode61 remove_diacritics 2'
+    title, heading, text, idents, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER chunks_delete_fts AFTER DELETE ON chunks BEGIN
     DELETE FROM chunks_fts WHERE rowid = old.chunk_id;

@@ -9,6 +9,7 @@ job.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,10 +22,18 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from pinakes_core import meta
-from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.chunking import (
+    Chunk,
+    chunk_document,
+    chunk_sections,
+    embed_text,
+    first_heading,
+)
+from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
 from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.intake import MAX_YAML_BYTES, read_limited
 from pinakes_core.links import extract_links, link_kind, resolve_all
 from pinakes_core.lock import sync_lock
@@ -37,6 +46,7 @@ from pinakes_core.sidecar import (
     remove_leftover,
     write_skeleton,
 )
+from pinakes_core.sources import PdfText, pdf_text
 from pinakes_core.store import Store
 from pinakes_core.tokens import token_counter
 from pinakes_core.uri import new_ulid
@@ -89,6 +99,9 @@ class _Prepared:
     kind: str  # "added", "changed", "renamed", "touched"
     old_path: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # frontmatter, for doc_meta
+    source_type: str = "markdown"
+    idents: list[str] = field(default_factory=list)  # per chunk: extra BM25 terms (code)
+    pdf: PdfText | None = None
 
 
 @dataclass
@@ -177,6 +190,37 @@ class _Syncer:
         self.embedded = 0
         self.reused = 0
         self.embed_seconds = 0.0
+        self._extractor: Extractor | None = None
+
+    @property
+    def extractor(self) -> Extractor:
+        """The PDF extractor (cache + worker process), made on first use."""
+        if self._extractor is None:
+            pdf = self.config.pdf
+            self._extractor = Extractor(
+                Store.location(self.root).parent,
+                PdfLimits(pdf.max_pages, pdf.max_seconds, pdf.max_memory_mb),
+            )
+        return self._extractor
+
+    def close(self) -> None:
+        """End the PDF worker process, if one was started."""
+        if self._extractor is not None:
+            self._extractor.close()
+
+    def collect_cache(self) -> None:
+        """Drop extraction-cache entries of PDFs that are neither indexed nor seen this sync."""
+        if not (Store.location(self.root).parent / CACHE_DIR).is_dir():
+            return
+        keep = {
+            str(r[0])
+            for r in self.store.conn.execute(
+                "SELECT content_hash FROM documents WHERE source_type = 'pdf'"
+            )
+        }
+        removed = self.extractor.collect(keep | self.extractor.seen)
+        if removed:
+            log.info("Pinakes: removed %d stale extraction-cache entries.", removed)
 
     @property
     def embedder(self) -> _Embedder:
@@ -199,12 +243,14 @@ class _Syncer:
         except OSError as exc:
             plan.skips.append(Skip(entry.rel, f"file cannot be read ({exc.strerror})"))
             return None
-        if b"\x00" in data:
-            plan.skips.append(Skip(entry.rel, "file looks binary (it contains NUL bytes)"))
-            return None
-        text, lossy = decode(data)
-        if lossy:
-            plan.warnings.append(f"{entry.rel}: invalid UTF-8 was replaced with U+FFFD")
+        text = ""
+        if entry.source_type != "pdf":  # a PDF is binary; its text comes from the extractor
+            if b"\x00" in data:
+                plan.skips.append(Skip(entry.rel, "file looks binary (it contains NUL bytes)"))
+                return None
+            text, lossy = decode(data)
+            if lossy:
+                plan.warnings.append(f"{entry.rel}: invalid UTF-8 was replaced with U+FFFD")
         sidecar: Sidecar | None = None
         side_bytes: bytes | None = None
         if entry.sidecar_mtime_ns is not None:
@@ -278,6 +324,16 @@ class _Syncer:
         content_hash = _hash(data)
         sidecar_hash = _hash(side_bytes) if side_bytes is not None else None
         row = rows.get(entry.rel)
+        extraction: Extraction | None = None
+        if entry.source_type == "pdf" and not (
+            row is not None
+            and row["content_hash"] == content_hash
+            and row["sidecar_hash"] == sidecar_hash
+        ):
+            # Before any sidecar is written: a PDF that yields no text is not a document.
+            extraction = self._extract(entry, content_hash, data, row, missing, plan)
+            if extraction is None:
+                return None
         kind = "changed" if row is not None else "added"
         old_path: str | None = None
         doc_id = sidecar.id if sidecar is not None else None
@@ -336,6 +392,13 @@ class _Syncer:
             and row["doc_id"] == doc_id
         ):
             kind = "touched"  # only the stat moved
+        if entry.source_type == "pdf" and kind != "touched" and extraction is None:
+            extraction = self._extract(entry, content_hash, data, row, missing, plan)
+            if extraction is None:
+                return None
+        pdf = pdf_text(extraction.pages) if extraction is not None else None
+        if pdf is not None:
+            text = pdf.text
         lines = text.split("\n")
         front = (
             parse_frontmatter(entry.rel, lines)
@@ -348,18 +411,14 @@ class _Syncer:
             (sidecar.title if sidecar else None)
             or front.title
             or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
-            or entry.path.stem
+            or (extraction.title if extraction is not None else None)
+            or (entry.path.name if entry.source_type == "code" else entry.path.stem)
         )
-        body = "\n".join(lines[front.end_line :])
+        # Code links come from its sidecar only: brackets in code are not wiki links.
+        body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
         chunks: list[Chunk] = []
         if kind != "touched":
-            chunks = chunk_document(
-                text,
-                markdown=entry.is_markdown,
-                budget=self.config.sync.chunk_tokens,
-                count=self.count,
-                skip_lines=front.end_line,
-            )
+            chunks = self._chunks(entry, text, front.end_line, pdf)
         texts = [embed_text(title, c) for c in chunks]
         return _Prepared(
             entry=entry,
@@ -388,7 +447,55 @@ class _Syncer:
             kind=kind,
             old_path=old_path,
             fields=front.fields,
+            source_type=entry.source_type,
+            idents=[
+                identifier_terms(c.text) if entry.source_type == "code" else "" for c in chunks
+            ],
+            pdf=pdf,
         )
+
+    def _chunks(self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None) -> list[Chunk]:
+        """Chunk a document by its source type (Markdown, text, PDF pages, code sections)."""
+        budget = self.config.sync.chunk_tokens
+        if pdf is not None:
+            # One section per page: a chunk never spans two pages, so its page is exact.
+            pages: list[Section] = [((), start, end) for start, end in pdf.page_spans()]
+            chunks = chunk_sections(pdf.text, pages, budget=budget, count=self.count)
+            return [
+                dataclasses.replace(
+                    c, page_start=pdf.page_of(c.start_line), page_end=pdf.page_of(c.end_line)
+                )
+                for c in chunks
+            ]
+        if entry.source_type == "code":
+            # A class longer than about one chunk's worth of lines is cut at its methods.
+            sections = code_sections(text, entry.path.suffix.lower(), large=max(budget // 8, 8))
+            return chunk_sections(text, sections, budget=budget, count=self.count)
+        return chunk_document(
+            text, markdown=entry.is_markdown, budget=budget, count=self.count, skip_lines=skip
+        )
+
+    def _extract(
+        self,
+        entry: FileEntry,
+        content_hash: str,
+        data: bytes,
+        row: Any,
+        missing: dict[str, Any],
+        plan: _Plan,
+    ) -> Extraction | None:
+        """A PDF's text, or ``None`` with a skip line when it has none (DESIGN §13)."""
+        try:
+            extraction = self.extractor.extract(content_hash, data)
+            reason = _pdf_findings(entry.rel, extraction, plan.warnings)
+        except ExtractionError as exc:
+            reason = exc.reason
+        if reason is not None:
+            plan.skips.append(Skip(entry.rel, reason))
+            if row is not None:
+                missing[entry.rel] = row  # its old version leaves the index with it
+            return None
+        return extraction
 
     # -- writing --------------------------------------------------------------------------
 
@@ -477,8 +584,9 @@ class _Syncer:
             )
             conn.execute(
                 "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
-                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta, "
+                "source_type, pages, line_count) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     p.doc_id,
                     p.entry.rel,
@@ -494,6 +602,9 @@ class _Syncer:
                     len(p.chunks),
                     now,
                     json.dumps(meta.summary(p.fields)),
+                    p.source_type,
+                    json.dumps(list(p.pdf.page_lines)) if p.pdf is not None else None,
+                    p.pdf.text.count("\n") + 1 if p.pdf is not None else None,
                 ),
             )
             conn.executemany(
@@ -504,10 +615,12 @@ class _Syncer:
                 [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
             heading_text = [" › ".join(c.heading_path) for c in p.chunks]
-            for chunk, h, heading in zip(p.chunks, p.embed_hashes, heading_text, strict=True):
+            for chunk, h, heading, idents in zip(
+                p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
+            ):
                 cur = conn.execute(
-                    "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, end_line, tokens) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, "
+                    "end_line, tokens, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         p.doc_id,
                         chunk.ordinal,
@@ -517,11 +630,13 @@ class _Syncer:
                         chunk.start_line,
                         chunk.end_line,
                         chunk.tokens,
+                        chunk.page_start,
+                        chunk.page_end,
                     ),
                 )
                 conn.execute(
-                    "INSERT INTO chunks_fts(rowid, title, heading, text) VALUES (?, ?, ?, ?)",
-                    (cur.lastrowid, p.title, heading, chunk.text),
+                    "INSERT INTO chunks_fts(rowid, title, heading, text, idents) VALUES (?, ?, ?, ?, ?)",
+                    (cur.lastrowid, p.title, heading, chunk.text, idents),
                 )
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
@@ -587,6 +702,46 @@ def stored_embed_text(row: Mapping[str, Any]) -> str:
     return embed_text(row["title"], chunk)
 
 
+def _pdf_findings(rel: str, extraction: Extraction, warnings: list[str]) -> str | None:
+    """Why a PDF yields nothing (the skip reason), else ``None``; partial losses are warnings."""
+    read = len(extraction.pages)
+    empty = extraction.empty_pages
+    if not read:
+        return f"no page could be read ({extraction.stop_reason or 'every page failed'})"
+    if len(empty) == read:
+        return f"no text layer (scanned?); {read} pages skipped"
+    if empty:
+        warnings.append(
+            f"{rel}: no text layer (scanned?) on page(s) {_page_list(empty)}; "
+            f"{len(empty)} pages skipped"
+        )
+    if extraction.failed_pages:
+        warnings.append(
+            f"{rel}: page(s) {_page_list(extraction.failed_pages)} could not be read and were "
+            "skipped"
+        )
+    if extraction.stopped_at is not None:
+        warnings.append(
+            f"{rel}: only the first {extraction.stopped_at} of {extraction.page_count} pages "
+            f"were indexed ({extraction.stop_reason})"
+        )
+    return None
+
+
+def _page_list(pages: list[int], limit: int = 12) -> str:
+    """``[3, 4, 5, 9]`` → ``"3-5, 9"`` (at most ``limit`` ranges, then "…")."""
+    ranges: list[str] = []
+    start = prev = pages[0]
+    for page in [*pages[1:], None]:
+        if page is not None and page == prev + 1:
+            prev = page
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if page is not None:
+            start = prev = page
+    return ", ".join(ranges[:limit]) + (", …" if len(ranges) > limit else "")
+
+
 def _link_rows(
     front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
 ) -> list[tuple[str, str, str, str]]:
@@ -633,6 +788,7 @@ def run_sync(
     store_dir = Store.location(root).parent
     with sync_lock(store_dir):
         store = Store.open(root, rebuild=rebuild)
+        syncer: _Syncer | None = None
         try:
             rebuilt = None
             if store.rebuilt_from is not None:
@@ -658,6 +814,7 @@ def run_sync(
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
             plan, missing, unchanged = syncer.plan(entries)
+            syncer.close()  # every PDF is read by now: the worker's memory goes back
             syncer.write(plan)
             removed = syncer.remove(missing)
             syncer.fill_missing_vectors()
@@ -681,7 +838,10 @@ def run_sync(
                 store.set_meta(conn, "last_sync", str(time.time()))
             # A rebuild was written beside the store readers use; now it becomes theirs.
             store.publish()
+            syncer.collect_cache()
         finally:
+            if syncer is not None:
+                syncer.close()
             store.close()
     seconds = time.perf_counter() - started
     return SyncReport(
@@ -706,4 +866,6 @@ def run_sync(
         else None,
         seconds=round(seconds, 3),
         rebuilt=rebuilt,
+        pdfs_extracted=syncer._extractor.misses if syncer._extractor is not None else 0,
+        pdfs_from_cache=syncer._extractor.hits if syncer._extractor is not None else 0,
     )

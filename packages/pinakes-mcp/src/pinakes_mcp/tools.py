@@ -217,6 +217,13 @@ def pinakes_search(
             ),
         ),
     ] = None,
+    source_type: Annotated[
+        list[Literal["markdown", "text", "pdf", "code"]] | None,
+        Field(
+            max_length=4,
+            description="Only documents of these source types (any of them), e.g. ['pdf'].",
+        ),
+    ] = None,
     modified_after: Annotated[
         str | None,
         Field(
@@ -240,8 +247,9 @@ def pinakes_search(
     """Search the knowledge bases (keywords + meaning, fused) and get ranked passages.
 
     Use it first for anything the user's notes might answer. Each hit is one passage (a chunk
-    under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines` and its
-    fused `score`; `kb` names the KB when several are served. Omitting `kb` searches every
+    under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines`,
+    `source_type` (markdown, text, pdf, code) and its fused `score`; a PDF hit also has
+    `page_start`/`page_end` (cite the page); `kb` names the KB when several are served. Omitting `kb` searches every
     served KB and merges their rankings (reciprocal-rank fusion).
 
     Reading the reply:
@@ -284,6 +292,7 @@ def pinakes_search(
                     path=prefix,
                     doc_ids=wanted.get(served.name, ()),
                     meta=meta or (),
+                    source_type=source_type or (),
                     modified_after=after,
                     modified_before=before,
                     entities=entities or (),
@@ -365,6 +374,22 @@ def pinakes_read(
             description="Return lines up to this one, inclusive (default: the end of the file).",
         ),
     ] = None,
+    page_start: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="PDFs only: return pages from this one (1-based, as a hit's page_start).",
+        ),
+    ] = None,
+    page_end: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="PDFs only: return pages up to this one, inclusive (default: page_start).",
+        ),
+    ] = None,
     max_tokens: Annotated[
         int,
         Field(
@@ -382,9 +407,13 @@ def pinakes_read(
     4,000, at most 20,000); `lines` says which lines of the file `text` holds, `truncated: true`
     that the text was cut, `total_tokens` how long the slice is.
 
+    A PDF's text is its extracted text, each page under a `[page N]` line; `page_count` says
+    how many pages it has and `pages` which ones `text` holds.
+
     How to loop: read a hit's document when its passage is not enough. For a long document ask
-    for one `section` (see `headings`), or the lines around a hit (`start_line`/`end_line`
-    from its `lines`), instead of raising `max_tokens`. Follow a link by reading its
+    for one `section` (see `headings`), the lines around a hit (`start_line`/`end_line`
+    from its `lines`), or for a PDF the hit's pages (`page_start`/`page_end`), instead of
+    raising `max_tokens`. Follow a link by reading its
     `dst_doc`, or use pinakes_links for more than one hop.
     """
     registry = _registry(ctx)
@@ -392,10 +421,16 @@ def pinakes_read(
         if end_line is not None and start_line is None:
             start_line = 1
         lines = (start_line, end_line or 10_000_000) if start_line is not None else None
+        if page_end is not None and page_start is None:
+            page_start = 1
+        pages = (page_start, page_end or page_start) if page_start is not None else None
         served, doc_id = registry.locate(doc, kb)
         with registry.using(served) as handle:
             view = registry.check_inside(
-                served, handle.read(doc_id, lines=lines, section=section, max_tokens=max_tokens)
+                served,
+                handle.read(
+                    doc_id, lines=lines, section=section, pages=pages, max_tokens=max_tokens
+                ),
             )
     output = ReadOutput.model_validate({**view.model_dump(), "kb": served.name})
     # The metadata has its own budget beside the text's (a document may carry thousands of
