@@ -189,13 +189,13 @@ def _python_sections(text: str, lines: list[str], large: int) -> list[Section]:
             for method in methods:
                 m_first = min([method.lineno, *(d.lineno for d in method.decorator_list)]) - 1
                 m_start = _leading(lines, m_first)
-                if m_start > cursor:
-                    defs.append(((node.name,), cursor, m_start))
+                if any(line.strip() for line in lines[cursor:m_start]):
+                    defs.append(((node.name,), cursor, m_start))  # the header, class attributes
                 cursor = max(cursor, m_start)
                 m_end = method.end_lineno or method.lineno
                 defs.append(((node.name, method.name), cursor, m_end))
                 cursor = m_end
-            if cursor < end:
+            if any(line.strip() for line in lines[cursor:end]):
                 defs.append(((node.name,), cursor, end))
             continue
         defs.append(((node.name,), start, end))
@@ -203,16 +203,18 @@ def _python_sections(text: str, lines: list[str], large: int) -> list[Section]:
 
 
 def _with_gaps(defs: Sequence[Section], count: int) -> list[Section]:
-    """Add the module-level stretches between definitions as sections with no symbol."""
+    """Add the module-level stretches between definitions as sections with no symbol.
+
+    (A stretch of blank lines makes an empty section, which yields no chunk.)
+    """
     sections: list[Section] = []
     cursor = 0
-    for path, start, end in defs:
+    for path, start, end in [*defs, ((), count, count)]:
         if start > cursor:
             sections.append(((), cursor, start))
-        sections.append((path, max(start, cursor), end))
+        if end > max(start, cursor):
+            sections.append((path, max(start, cursor), end))
         cursor = max(cursor, end)
-    if cursor < count:
-        sections.append(((), cursor, count))
     return sections
 
 
