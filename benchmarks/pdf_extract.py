@@ -137,12 +137,12 @@ print(summary.page_count, chars, seconds, rss)
 """
 
 
-def measure(path: Path) -> tuple[int, float, float]:
+def measure(path: Path) -> tuple[int, float, float, float]:
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path)], check=True, capture_output=True, text=True
     ).stdout.split()
-    pages, _chars, seconds, rss = int(out[0]), int(out[1]), float(out[2]), float(out[3])
-    return pages, pages / seconds, rss
+    pages, chars, seconds, rss = int(out[0]), int(out[1]), float(out[2]), float(out[3])
+    return pages, pages / seconds, rss, chars / seconds
 
 
 def build_long(path: Path, pages: int) -> None:
@@ -157,7 +157,10 @@ def build_long(path: Path, pages: int) -> None:
 
 
 def speed() -> list[str]:
-    rows = ["| file | size | pages | pages/s | peak RSS (MB) |", "|---|---|---|---|---|"]
+    rows = [
+        "| file | size | pages | pages/s | characters/s | peak RSS (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         long_pdf = Path(tmp) / "long-2000.pdf"
         build_long(long_pdf, 2000)
@@ -168,9 +171,12 @@ def speed() -> list[str]:
             runs = [measure(path) for _ in range(3)]
             pages = runs[0][0]
             rate = sorted(r[1] for r in runs)[1]
+            chars = sorted(r[3] for r in runs)[1]
             rss = max(r[2] for r in runs)
             size = path.stat().st_size / 1024
-            rows.append(f"| {path.name} | {size:.0f} KB | {pages} | {rate:.1f} | {rss:.0f} |")
+            rows.append(
+                f"| {path.name} | {size:.0f} KB | {pages} | {rate:.1f} | {chars:,.0f} | {rss:.0f} |"
+            )
     return rows
 
 
