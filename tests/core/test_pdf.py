@@ -336,3 +336,13 @@ def test_a_2000_page_pdf_is_indexed_page_by_page(
         if h.page_start is not None
     }
     assert pages and all(page % 4 == 3 for page in pages)
+
+
+def test_a_note_write_never_replaces_a_pdf(pdf_kb: KB) -> None:
+    from pinakes_core.writing import PathError, write_note
+
+    pdf_kb.sync()
+    before = (pdf_kb.root / "table.pdf").read_bytes()
+    with pytest.raises(PathError, match="is a pdf file, not a note"):
+        write_note(pdf_kb, "table.pdf", "oops", overwrite=True)
+    assert (pdf_kb.root / "table.pdf").read_bytes() == before

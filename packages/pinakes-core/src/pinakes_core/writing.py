@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pinakes_core.errors import PinakesError
 from pinakes_core.sections import section_span
 from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write
+from pinakes_core.sources import source_type
 
 if TYPE_CHECKING:
     from pinakes_core.kb import KB
@@ -83,6 +84,8 @@ def _document_path(kb: KB, ref: str) -> tuple[str, Path]:
         )
     include = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.include)
     exclude = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.exclude)
+    if source_type(rel) in ("pdf", "code"):  # never write text over a PDF or a source file
+        raise PathError(f"{rel!r} is a {source_type(rel)} file, not a note.", _HINT)
     if not include.match_file(rel) or exclude.match_file(rel):
         raise PathError(
             f"{rel!r} is not a document this KB indexes ([sync] include/exclude).",
