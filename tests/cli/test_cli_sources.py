@@ -21,7 +21,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pdf"
 
 @pytest.fixture
 def papers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    fake = FakeHashEmbedder()
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: fake)
+    monkeypatch.setattr("pinakes_core.sync.model_id_for", lambda config: fake.model_id)
     root = make_kb(tmp_path / "papers", {"notes.md": "# Notes\n\nReplicas disagree.\n"})
     for name in ("two-column", "scanned", "encrypted"):
         shutil.copy(FIXTURES / f"{name}.pdf", root / f"{name}.pdf")
