@@ -124,6 +124,12 @@ def scalar(root: Path, sql: str, params: Sequence[object] = ()) -> object:
         conn.close()
 
 
+@pytest.fixture(autouse=True)
+def _own_fleet_registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """Every test gets its own empty fleet registry, never the user's (``PINAKES_FLEET``)."""
+    monkeypatch.setenv("PINAKES_FLEET", str(tmp_path_factory.mktemp("fleet") / "fleet.toml"))
+
+
 @pytest.fixture
 def fake_embedder() -> FakeHashEmbedder:
     return FakeHashEmbedder()

@@ -38,6 +38,7 @@ __all__ = [
     "Config",
     "DeepConfig",
     "EmbeddingConfig",
+    "FrontmatterConfig",
     "KbConfig",
     "NerConfig",
     "PdfConfig",
@@ -45,6 +46,7 @@ __all__ = [
     "RetrievalConfig",
     "SchemaConfig",
     "SchemaReviewConfig",
+    "SidecarsConfig",
     "SyncConfig",
     "default_kb_id",
     "default_kb_name",
@@ -129,7 +131,32 @@ class SyncConfig(_Section):
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
     max_file_mb: Annotated[float, Field(gt=0)] = 10.0
     gitignore: bool = True
-    write_sidecars: bool = True
+    #: Deprecated: ``false`` is ``[sidecars] write = "never"``; use ``[sidecars]`` instead.
+    write_sidecars: bool | None = None
+
+
+class SidecarsConfig(_Section):
+    """``[sidecars]``: when sync writes a sidecar for a document that has none (docs/fleet.md).
+
+    ``"always"`` gives every document one (every id survives a rebuild); ``"when-needed"`` only
+    a document whose id a rebuild could not derive from its frontmatter id or path (a vault of
+    1,000 notes does not gain 1,000 files); ``"never"`` writes none.
+    """
+
+    write: Literal["always", "when-needed", "never"] = "always"
+
+
+class FrontmatterConfig(_Section):
+    """``[frontmatter]``: the frontmatter keys holding a document's id, title, tags and aliases.
+
+    For ``id`` and ``title`` the first key present wins; tags and aliases are gathered from all
+    listed keys. ``pnk adopt`` sets these from the keys a vault uses (``tag``, ``alias``, ``uid``…).
+    """
+
+    id: list[str] = ["id"]
+    title: list[str] = ["title"]
+    tags: list[str] = ["tags"]
+    aliases: list[str] = ["aliases"]
 
 
 class EmbeddingConfig(_Section):
@@ -421,6 +448,13 @@ class Config(_Section):
     deep: DeepConfig = DeepConfig()
     pdf: PdfConfig = PdfConfig()
     schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")
+    sidecars: SidecarsConfig = SidecarsConfig()
+    frontmatter: FrontmatterConfig = FrontmatterConfig()
+
+    @property
+    def sidecar_policy(self) -> str:
+        """When sync writes sidecars: ``[sidecars] write`` (``"never"`` for the old ``write_sidecars = false``)."""
+        return "never" if self.sync.write_sidecars is False else self.sidecars.write
 
     @model_validator(mode="before")
     @classmethod
@@ -502,9 +536,24 @@ def validate_config(raw: dict[str, Any], path: Path) -> Config:
         ConfigError: naming ``path``, the key and the allowed keys or values.
     """
     try:
-        return Config.model_validate(raw, context={"root": path.parent.resolve()})
+        config = Config.model_validate(raw, context={"root": path.parent.resolve()})
     except ValidationError as exc:
         raise _describe(path, exc) from None
+    _check_sidecars(path, config)
+    return config
+
+
+def _check_sidecars(path: Path, config: Config) -> None:
+    """Refuse the deprecated ``[sync] write_sidecars`` when ``[sidecars] write`` says otherwise."""
+    old = config.sync.write_sidecars
+    if old is None or "write" not in config.sidecars.model_fields_set:
+        return
+    if (config.sidecars.write == "never") != (not old):
+        raise ConfigError(
+            f"{path}: [sync] write_sidecars = {str(old).lower()} contradicts [sidecars] write = "
+            f"{config.sidecars.write!r}.",
+            "Delete write_sidecars from [sync]; [sidecars] write replaces it.",
+        )
 
 
 def render_config(name: str, kb_id: str | None = None) -> str:

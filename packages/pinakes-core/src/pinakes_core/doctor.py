@@ -13,10 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pinakes_core.crosskb import cross_rows, doctor_findings
 from pinakes_core.documents import MAX_DEPTH, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
 from pinakes_core.intake import display_name
+from pinakes_core.links import OTHER_KB
 from pinakes_core.models import DoctorFinding, DoctorReport
 from pinakes_core.schema import schema_findings
 from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
@@ -187,10 +189,17 @@ def run_doctor(
                     message=f"Vectors are from {stored!r} but [embedding] model is {configured!r}; the next sync re-embeds.",
                 )
             )
-        dangling = conn.execute(
-            "SELECT d.path, l.target, l.reason FROM links l JOIN documents d ON d.doc_id = l.src_doc "
-            "WHERE l.reason IS NOT NULL ORDER BY d.path"
-        ).fetchall()
+        # Links into other KBs are resolved through the fleet and reported on their own.
+        via_fleet, cross_dangling = cross_rows(kb)
+        dangling = [
+            r
+            for r in conn.execute(
+                "SELECT l.rowid, d.path, l.target, l.reason FROM links l JOIN documents d "
+                "ON d.doc_id = l.src_doc WHERE l.reason IS NOT NULL AND l.reason != ? ORDER BY d.path",
+                (OTHER_KB,),
+            )
+            if r[0] not in via_fleet
+        ]
         total_links = conn.execute("SELECT COUNT(*) FROM links").fetchone()[0]
         if dangling:
             findings.append(
@@ -198,9 +207,10 @@ def run_doctor(
                     check="dangling-links",
                     severity="warning",
                     message=f"{len(dangling)} of {total_links} links do not resolve to a document.",
-                    items=[f"{r[0]}: {r[1]} ({r[2]})" for r in dangling[:_LIST_CAP]],
+                    items=[f"{r[1]}: {r[2]} ({r[3]})" for r in dangling[:_LIST_CAP]],
                 )
             )
+        findings += doctor_findings(cross_dangling, len(via_fleet))
         docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         lonely = [
             r[0]

@@ -18,7 +18,7 @@ import pathspec
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from pinakes_core.config import SyncConfig
+from pinakes_core.config import FrontmatterConfig, SyncConfig
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import YamlLimitError, check_yaml, display_name, inside, read_limited
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
@@ -85,6 +85,7 @@ class Frontmatter:
     """What Pinakes reads from a Markdown document's YAML frontmatter."""
 
     title: str | None = None
+    id: str | None = None  # the document's own id, as written (see pinakes_core.identity)
     tags: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     links: tuple[LinkSpec, ...] = ()
@@ -275,8 +276,18 @@ def _as_list(value: Any) -> tuple[str, ...]:
     return (str(value),)
 
 
-def parse_frontmatter(rel: str, lines: list[str]) -> Frontmatter:
+def _first(data: dict[str, Any], keys: list[str]) -> Any:
+    """The value of the first of ``keys`` present in ``data`` (``None`` when none is)."""
+    return next((data[key] for key in keys if data.get(key) is not None), None)
+
+
+def parse_frontmatter(
+    rel: str, lines: list[str], keys: FrontmatterConfig | None = None
+) -> Frontmatter:
     """Read a leading ``---`` YAML block from the document's lines.
+
+    ``keys`` names the frontmatter keys holding the id, title, tags and aliases (default: the
+    ``[frontmatter]`` defaults, ``id``, ``title``, ``tags``, ``aliases``).
 
     Never raises: malformed YAML or bad values produce a :class:`Frontmatter` whose ``warning``
     names the file and line, with ``end_line`` still covering the block so it is not indexed as
@@ -305,10 +316,14 @@ def parse_frontmatter(rel: str, lines: list[str]) -> Frontmatter:
             result.warning = f"{rel}: frontmatter is not a YAML mapping and was ignored"
         return result
     result.fields = data
-    title = data.get("title")
+    keys = keys or FrontmatterConfig()
+    title = _first(data, keys.title)
     result.title = str(title).strip() if title not in (None, "") else None
-    result.tags = _as_list(data.get("tags"))
-    result.aliases = _as_list(data.get("aliases"))
+    own_id = _first(data, keys.id)
+    if isinstance(own_id, str | int) and not isinstance(own_id, bool) and str(own_id).strip():
+        result.id = str(own_id).strip()
+    result.tags = tuple(t for key in keys.tags for t in _as_list(data.get(key)))
+    result.aliases = tuple(a for key in keys.aliases for a in _as_list(data.get(key)))
     try:
         result.links = parse_links(Path(rel), data.get("links"))
     except SidecarError as exc:

@@ -30,6 +30,7 @@ from pinakes_core.arguments import (
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
+from pinakes_core.crosskb import Peers, extend_links, link_target
 from pinakes_core.documents import scan
 from pinakes_core.embedding import Embedder, load_embedder
 from pinakes_core.errors import (
@@ -40,6 +41,7 @@ from pinakes_core.errors import (
     PluginMissingError,
     UnsafeFileError,
 )
+from pinakes_core.identity import frontmatter_id
 from pinakes_core.intake import read_limited
 from pinakes_core.links import resolver
 from pinakes_core.meta import MetaFilter, parse_meta_filter
@@ -120,6 +122,7 @@ class KB:
         self._calibration: Calibration | None = None
         self._offtopic: npt.NDArray[np.float32] | None = None
         self._calibration_generation = -1
+        self._peers: Peers | None = None
 
     # -- construction ---------------------------------------------------------------------
 
@@ -174,6 +177,8 @@ class KB:
         if self._store is not None:
             self._store.close()
         self._store = None
+        if self._peers is not None:
+            self._peers.close()
         self._vectors = None
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
         self._generation = -1
@@ -286,6 +291,22 @@ class KB:
             return None
         tick = (lambda done, total: progress("calibrate", done, total)) if progress else None
         return selfcal.self_calibrate(self, progress=tick)
+
+    def peers(self) -> Peers:
+        """The other KBs this KB's cross-KB links resolve in (DESIGN §10).
+
+        By default the fleet registry's KBs (read once, on first use); a server or a
+        :class:`~pinakes_core.fleet.Fleet` may set exactly which with :meth:`use_peers`.
+        """
+        if self._peers is None:
+            self._peers = Peers.from_registry(self.config.kb.id)
+        return self._peers
+
+    def use_peers(self, peers: Peers) -> None:
+        """Resolve cross-KB links in ``peers`` only (an MCP server passes its served KBs)."""
+        if self._peers is not None:
+            self._peers.close()
+        self._peers = peers
 
     def vectors(self) -> VectorMatrix:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync.
@@ -492,7 +513,7 @@ class KB:
         return tuple(dict.fromkeys(names))
 
     def resolve(self, ref: str) -> str:
-        """Return the doc ULID for a ULID, ``pnk://`` URI or KB-relative (or absolute) path.
+        """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path or frontmatter id.
 
         Raises:
             DocumentNotFoundError: if nothing matches.
@@ -520,7 +541,8 @@ class KB:
                     ) from None
             rel = candidate.as_posix().removeprefix("./")
             row = conn.execute("SELECT doc_id FROM documents WHERE path = ?", (rel,)).fetchone()
-            doc_id = row[0] if row else None
+            # Not a path: perhaps a frontmatter id (a Dendron id, a Zettelkasten number).
+            doc_id = row[0] if row else frontmatter_id(self.config.kb.id, ref)
         if (
             doc_id is not None
             and conn.execute("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
@@ -601,7 +623,13 @@ class KB:
                 row["path"], page_lines if paged else None, pages, lines, section, text
             )
         links = [
-            LinkView(target=r["target"], rel=r["rel"], origin=r["origin"], dst_doc=r["dst_doc"])
+            LinkView(
+                target=r["target"],
+                rel=r["rel"],
+                origin=r["origin"],
+                dst_doc=r["dst_doc"],
+                dst_kb=r["dst_kb"],
+            )
             for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
         ]
         part = slice_document(
@@ -717,33 +745,46 @@ class KB:
         shared = plugin_manager().hook.entity_neighbours(kb=self, doc_id=doc_id)
         if shared:
             result = result.model_copy(update={"entity_neighbours": shared})
-        return result
+        return extend_links(self, result, direction=direction, query=query)
 
     def add_link(
-        self, src: str, dst: str, rel: str, note: str | None = None
+        self,
+        src: str,
+        dst: str,
+        rel: str,
+        note: str | None = None,
+        *,
+        dst_kb: str | None = None,
     ) -> tuple[str, str, str]:
         """Append a typed link ``src → dst`` to ``src``'s sidecar (the index sees it at the next sync).
 
         Args:
             src: the linking document (ULID, ``pnk://`` URI or path).
-            dst: the target document (ULID, ``pnk://`` URI or path); it must exist in this KB.
+            dst: the target document (ULID, ``pnk://`` URI or path): in this KB, or in another
+                KB of the fleet when it is a ``pnk://<kb>/<doc>`` URI naming that KB, a ULID
+                found only there, or anything with ``dst_kb``.
             rel: the relation: matched to ``[schema] relation_types`` by name, alias, inverse or
                 label embedding (``"relies on"`` → ``depends-on``); a relation outside the schema
                 is written normalised to lower-kebab and logged as a schema suggestion.
             note: an optional free-text note stored with the link.
+            dst_kb: the fleet KB holding ``dst`` (name or KB ULID), when not this one.
 
         Returns:
             The sidecar path (KB-relative) and its text before and after.
 
         Raises:
-            DocumentNotFoundError: if either document is unknown.
+            DocumentNotFoundError: if either document (or the other KB) is unknown.
             PinakesError: for a self-link or a link that already exists.
         """
         from pinakes_core.schema import GENERIC_REL, match_relation
         from pinakes_core.suggestions import record_schema_suggestion
 
-        src_id, dst_id = self.resolve(src), self.resolve(dst)
-        if src_id == dst_id:
+        src_id = self.resolve(src)
+        other = link_target(self, dst, dst_kb)
+        dst_kb_id, dst_id = (
+            (other.kb_id, other.doc_id) if other else (self.config.kb.id, self.resolve(dst))
+        )
+        if src_id == dst_id and other is None:
             raise PinakesError("A document cannot link to itself.", "Pick a different target.")
         match = match_relation(self, clean_text(rel, "rel")[:200])
         inverse = self.config.schema_.relation_types[match.rel].inverse if match.inverted else None
@@ -757,13 +798,20 @@ class KB:
         if not side.exists() and not side.is_symlink():
             write_skeleton(side, src_id)
         resolve = resolver(conn, self.config.kb.id, self.config.kb.name)
+        peers = self.peers()
         for link in read_sidecar(side, root=real_root).links:
-            if link.rel == rel and resolve(path, link.to) == dst_id:
+            if link.rel != rel:
+                continue
+            if other is None:
+                same = resolve(path, link.to) == dst_id
+            else:
+                same = _names_doc(link.to, dst_id) and _names_kb(link.to, other.kb_id, peers)
+            if same:
                 raise PinakesError(
                     f"{side.relative_to(self.root)} already links to {dst_id} as {rel!r}.",
                     "Nothing to do.",
                 )
-        entry: dict[str, str] = {"to": f"{SCHEME}{self.config.kb.id}/{dst_id}", "rel": rel}
+        entry: dict[str, str] = {"to": f"{SCHEME}{dst_kb_id}/{dst_id}", "rel": rel}
         if note:
             entry["note"] = note
         before, after = append_link(side, entry, root=real_root)
@@ -855,6 +903,27 @@ class KB:
             else None,
             mentions=int(mentions[0]) if ner else None,
         )
+
+
+def _names_doc(target: str, doc_id: str) -> bool:
+    """Whether an authored link target names document ``doc_id`` (as a URI or a bare ULID)."""
+    try:
+        uri = parse_uri(target if target.startswith(SCHEME) else SCHEME + target)
+    except PinakesError:
+        return False
+    return uri.doc_id == doc_id
+
+
+def _names_kb(target: str, kb_id: str, peers: Peers) -> bool:
+    """Whether a ``pnk://`` target names the KB ``kb_id`` (by id or a fleet name), or no KB."""
+    try:
+        uri = parse_uri(target if target.startswith(SCHEME) else SCHEME + target)
+    except PinakesError:
+        return False
+    if uri.kb is None or uri.kb == kb_id:
+        return True
+    peer = peers.find(uri.kb)
+    return peer is not None and peer.kb_id == kb_id
 
 
 def _page_lines(

@@ -24,7 +24,22 @@ from markdown_it import MarkdownIt
 from pinakes_core.errors import UriError
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
-__all__ = ["TextLink", "extract_links", "link_kind", "resolve_all", "resolver"]
+__all__ = [
+    "NO_SUCH_ID",
+    "OTHER_KB",
+    "TextLink",
+    "extract_links",
+    "link_kind",
+    "resolve_all",
+    "resolver",
+]
+
+#: The stored reason of a ``pnk://`` link naming another KB; the fleet resolves it when read
+#: (:mod:`pinakes_core.crosskb`), so the other KB's changes never need this KB's sync.
+OTHER_KB = "document in another KB"
+#: The stored reason of a ``pnk://`` link whose document id is not in this KB (a bare
+#: ``pnk://<doc-ulid>`` may still name a document in another KB of the fleet).
+NO_SUCH_ID = "no document with this id"
 
 _PARSER = MarkdownIt("commonmark").enable("table")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
@@ -108,9 +123,9 @@ class _Index:
         except UriError as exc:
             return None, None, exc.message
         if uri.kb is not None and uri.kb not in self.kb:
-            return uri.kb, uri.doc_id, "document in another KB"
+            return uri.kb, uri.doc_id, OTHER_KB
         if uri.doc_id not in self.ids:
-            return None, uri.doc_id, "no document with this id"
+            return None, uri.doc_id, NO_SUCH_ID
         return None, uri.doc_id, None
 
     def by_path(self, src_path: str, target: str) -> tuple[str | None, str | None]:

@@ -137,6 +137,11 @@ class LinkView(_Model):
     rel: str
     origin: str
     dst_doc: str | None
+    dst_kb: str | None = Field(
+        default=None,
+        description="the other KB a pnk:// link names (as written), else absent",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class DocumentView(_Model):
@@ -243,6 +248,12 @@ class Neighbour(_Model):
     distance: int = Field(description="hops from the start document")
     score: float = Field(description="query similarity with a query, else edge weight / distance")
     via: str | None = Field(default=None, description="doc_id of the previous hop")
+    kb: str | None = Field(
+        default=None,
+        description="the fleet KB holding this neighbour when it is in another KB (one hop "
+        "across, never expanded further); absent for this KB's documents",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class FrontierItem(_Model):

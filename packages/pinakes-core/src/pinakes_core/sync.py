@@ -31,9 +31,10 @@ from pinakes_core.chunking import (
 )
 from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
-from pinakes_core.documents import FileEntry, Skip, decode, parse_frontmatter, scan
+from pinakes_core.documents import FileEntry, Frontmatter, Skip, decode, parse_frontmatter, scan
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
+from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
 from pinakes_core.intake import MAX_YAML_BYTES, read_limited
 from pinakes_core.links import extract_links, link_kind, resolve_all
 from pinakes_core.lock import sync_lock
@@ -44,6 +45,7 @@ from pinakes_core.sidecar import (
     Sidecar,
     read_sidecar,
     remove_leftover,
+    sidecar_path,
     write_skeleton,
 )
 from pinakes_core.sources import PdfText, pdf_text
@@ -321,6 +323,12 @@ class _Syncer:
         if read is None:
             return None
         text, data, sidecar, side_bytes = read
+        lines = text.split("\n")
+        front = parse_frontmatter(
+            entry.rel, lines if entry.is_markdown else [], self.config.frontmatter
+        )
+        if front.warning:
+            plan.warnings.append(front.warning)
         content_hash = _hash(data)
         sidecar_hash = _hash(side_bytes) if side_bytes is not None else None
         row = rows.get(entry.rel)
@@ -357,33 +365,9 @@ class _Syncer:
             elif row is not None and row["doc_id"] != doc_id:
                 kind = "changed"  # the sidecar now names another id: the document takes it
         else:
-            twin = missing_by_hash.get(content_hash) if row is None else None
-            if twin is not None and twin["path"] in missing:
-                # Moved without its sidecar: keep the identity and give the new path a sidecar.
-                doc_id, kind, old_path = twin["doc_id"], "renamed", twin["path"]
-                missing.pop(twin["path"])
-            else:
-                doc_id = row["doc_id"] if row is not None else new_ulid()
-            if self.config.sync.write_sidecars:
-                try:
-                    write_skeleton(entry.sidecar, doc_id)
-                    st = entry.sidecar.stat()
-                    side_bytes = self._sidecar_bytes(entry)
-                    sidecar_hash = _hash(side_bytes)
-                    entry = FileEntry(
-                        entry.rel,
-                        entry.path,
-                        entry.mtime_ns,
-                        entry.size,
-                        st.st_mtime_ns,
-                        st.st_size,
-                    )
-                except (OSError, UnsafeFileError) as exc:
-                    reason = exc.message if isinstance(exc, UnsafeFileError) else exc.strerror
-                    plan.warnings.append(
-                        f"{entry.rel}: could not write sidecar ({reason or exc}); the id "
-                        "lives only in the store until a sidecar can be written"
-                    )
+            doc_id, kind, old_path, entry, sidecar_hash = self._identity(
+                entry, row, front, content_hash, by_id, missing, missing_by_hash, claimed, plan
+            )
         claimed[doc_id] = entry.rel
         if (
             row is not None
@@ -399,14 +383,7 @@ class _Syncer:
         pdf = pdf_text(extraction.pages) if extraction is not None else None
         if pdf is not None:
             text = pdf.text
-        lines = text.split("\n")
-        front = (
-            parse_frontmatter(entry.rel, lines)
-            if entry.is_markdown
-            else parse_frontmatter(entry.rel, [])
-        )
-        if front.warning:
-            plan.warnings.append(front.warning)
+            lines = text.split("\n")
         title = _clip_title(
             (sidecar.title if sidecar else None)
             or front.title
@@ -496,6 +473,70 @@ class _Syncer:
                 missing[entry.rel] = row  # its old version leaves the index with it
             return None
         return extraction
+
+    def _identity(
+        self,
+        entry: FileEntry,
+        row: Any,
+        front: Frontmatter,
+        content_hash: str,
+        by_id: dict[str, Any],
+        missing: dict[str, Any],
+        missing_by_hash: dict[str, Any],
+        claimed: dict[str, str],
+        plan: _Plan,
+    ) -> tuple[str, str, str | None, FileEntry, str | None]:
+        """Identity of a document without a sidecar id, and its sidecar under the policy.
+
+        In order: its frontmatter id, its old id when it moved (same content, old path gone),
+        its stored id, a fresh one (see :mod:`pinakes_core.identity`). A skeleton sidecar is
+        written when ``[sidecars] write`` asks for one. Returns the id, the change kind, the old
+        path of a rename, the entry (with the new sidecar's stat) and the sidecar hash.
+        """
+        kb_id, policy = self.config.kb.id, self.config.sidecar_policy
+        kind = "changed" if row is not None else "added"
+        old_path: str | None = None
+        sidecar_hash: str | None = None
+        stand_in = stand_in_id(kb_id, entry.rel, front.id)
+        twin = missing_by_hash.get(content_hash) if row is None else None
+        other = claimed.get(stand_in)
+        if front.id is not None and other is None:
+            doc_id = stand_in
+        elif twin is not None and twin["path"] in missing:
+            # Moved without its sidecar: keep the identity (a sidecar may have to hold it now).
+            doc_id = twin["doc_id"]
+        elif row is not None and row["doc_id"] not in claimed:
+            doc_id = row["doc_id"]
+        else:
+            doc_id = fresh_id(policy, kb_id, entry.rel) if front.id is None else new_ulid()
+        if front.id is not None and other is not None:
+            plan.warnings.append(
+                f"{entry.rel}: frontmatter id {front.id!r} is also the id of {other}; this "
+                f"document gets an id of its own ({doc_id})"
+            )
+        owner = by_id.get(doc_id)
+        if owner is not None and owner["path"] != entry.rel and owner["path"] in missing:
+            kind, old_path = "renamed", owner["path"]
+            missing.pop(owner["path"])
+        if needs_sidecar(policy, doc_id, stand_in):
+            try:
+                write_skeleton(entry.sidecar, doc_id)
+                st = entry.sidecar.stat()
+                side_bytes = self._sidecar_bytes(entry)
+                sidecar_hash = _hash(side_bytes)
+                entry = FileEntry(
+                    entry.rel, entry.path, entry.mtime_ns, entry.size, st.st_mtime_ns, st.st_size
+                )
+            except (OSError, UnsafeFileError) as exc:
+                reason = exc.message if isinstance(exc, UnsafeFileError) else exc.strerror
+                plan.warnings.append(
+                    f"{entry.rel}: could not write sidecar ({reason or exc}); the id "
+                    "lives only in the store until a sidecar can be written"
+                )
+            else:
+                if old_path is not None:
+                    _drop_skeleton(self.root, old_path, doc_id)
+        return doc_id, kind, old_path, entry, sidecar_hash
 
     # -- writing --------------------------------------------------------------------------
 
@@ -660,6 +701,7 @@ class _Syncer:
             with self.store.transaction() as conn:
                 conn.execute("DELETE FROM documents WHERE doc_id = ?", (row["doc_id"],))
                 self.store.set_meta(conn, "links_resolved", "0")
+            _drop_skeleton(self.root, path, row["doc_id"])
             removed.append((path, row["doc_id"]))
         return removed
 
@@ -683,6 +725,15 @@ class _Syncer:
                     list(fresh.items()),
                 )
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
+
+
+def _drop_skeleton(root: Path, rel: str, doc_id: str) -> None:
+    """Delete the sidecar of the gone document ``rel`` if it holds nothing but ``doc_id``."""
+    document = root / rel
+    side = sidecar_path(document)
+    if not document.exists() and holds_only_id(side, doc_id):
+        side.unlink(missing_ok=True)
+        log.info("Pinakes: removed %s (its document is gone and it held only the id).", side)
 
 
 def stored_embed_text(row: Mapping[str, Any]) -> str:

@@ -1,0 +1,174 @@
+"""``[sidecars] write``: which documents get a sidecar, and which identity survives a rebuild."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
+from pinakes_core import KB, ConfigError
+from pinakes_core.identity import frontmatter_id, holds_only_id, path_id
+
+FILES = {
+    "plain.md": "# Plain\n\nA note with no frontmatter at all.\n",
+    "dendron.md": "---\nid: ChcCM1Q2qrDTy7YnLUHiL\ntitle: Preview\n---\n\nBody of a Dendron note.\n",
+    "ulid.md": "---\nid: 01JAXR3T5W6Z8Q9N0P1R2S3T4V\n---\n# Own ULID\n\nText.\n",
+    "target.md": "# Target\n\nSomething to link to.\n",
+}
+
+
+def sidecars(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*.pnk.yaml")}
+
+
+def open_kb(root: Path, fake: FakeHashEmbedder) -> KB:
+    return KB.open(root, embedder=fake)
+
+
+@pytest.fixture
+def needed(tmp_path: Path) -> Path:
+    root = make_kb(tmp_path / "kb", FILES)
+    set_config(root, "sidecars", 'write = "when-needed"')
+    return root
+
+
+def test_when_needed_writes_no_sidecar_for_a_plain_note_and_one_for_a_linked_note(
+    needed: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    """Acceptance (issue 17)."""
+    with open_kb(needed, fake_embedder) as kb:
+        kb.sync()
+        assert sidecars(needed) == set()
+        kb_id = kb.config.kb.id
+        ids = doc_ids(needed)
+        assert ids["plain.md"] == path_id(kb_id, "plain.md")
+        assert ids["dendron.md"] == frontmatter_id(kb_id, "ChcCM1Q2qrDTy7YnLUHiL")
+        assert ids["ulid.md"] == "01JAXR3T5W6Z8Q9N0P1R2S3T4V"
+        kb.add_link("plain.md", "target.md", "cites")
+        assert sidecars(needed) == {"plain.md.pnk.yaml"}
+        text = (needed / "plain.md.pnk.yaml").read_text()
+        assert f"id: {ids['plain.md']}" in text and "rel: cites" in text
+        kb.sync()
+        assert doc_ids(needed) == ids  # the sidecar holds the id the note already had
+
+
+def test_identity_survives_a_rebuild_in_when_needed_mode(
+    needed: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    with open_kb(needed, fake_embedder) as kb:
+        kb.sync()
+        before = doc_ids(needed)
+        # A rename without a frontmatter id keeps its id by content, and now needs a sidecar.
+        (needed / "plain.md").rename(needed / "moved.md")
+        # A rename with a frontmatter id keeps its id from the frontmatter: no sidecar.
+        (needed / "dendron.md").rename(needed / "dendron-renamed.md")
+        report = kb.sync()
+        assert {(r.old, r.new) for r in report.renamed} == {
+            ("plain.md", "moved.md"),
+            ("dendron.md", "dendron-renamed.md"),
+        }
+        assert sidecars(needed) == {"moved.md.pnk.yaml"}
+        after = doc_ids(needed)
+        assert after["moved.md"] == before["plain.md"]
+        assert after["dendron-renamed.md"] == before["dendron.md"]
+        kb.sync(rebuild=True)
+        assert doc_ids(needed) == after
+
+
+def test_always_mode_writes_frontmatter_ids_into_sidecars(
+    kb_root: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    (kb_root / "dendron.md").write_text(FILES["dendron.md"])
+    with open_kb(kb_root, fake_embedder) as kb:
+        kb.sync()
+        expected = frontmatter_id(kb.config.kb.id, "ChcCM1Q2qrDTy7YnLUHiL")
+        assert (kb_root / "dendron.md.pnk.yaml").read_text() == f"id: {expected}\n"
+        assert doc_ids(kb_root)["dendron.md"] == expected
+        assert kb.resolve("ChcCM1Q2qrDTy7YnLUHiL") == expected  # a frontmatter id is a reference
+
+
+def test_deleting_a_document_removes_a_sidecar_holding_only_its_id(
+    kb_root: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    with open_kb(kb_root, fake_embedder) as kb:
+        kb.sync()
+        side = kb_root / "raft.md.pnk.yaml"
+        kept = kb_root / "runbooks" / "deploy.md.pnk.yaml"
+        commented = kb_root / "notes" / "paxos.md.pnk.yaml"
+        kept.write_text(kept.read_text() + "tags: [ops]\n")
+        commented.write_text(commented.read_text() + "# why this note matters\n")
+        assert holds_only_id(side, doc_ids(kb_root)["raft.md"])
+        for name in ("raft.md", "runbooks/deploy.md", "notes/paxos.md"):
+            (kb_root / name).unlink()
+        report = kb.sync()
+        assert sorted(report.removed) == ["notes/paxos.md", "raft.md", "runbooks/deploy.md"]
+        assert not side.exists()
+        assert kept.exists() and commented.exists()  # they hold more than the id: the user's
+
+
+def test_a_sidecar_left_behind_by_a_move_is_removed_once_the_id_moved(
+    kb_root: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    with open_kb(kb_root, fake_embedder) as kb:
+        kb.sync()
+        old_id = doc_ids(kb_root)["raft.md"]
+        (kb_root / "raft.md").rename(kb_root / "consensus.md")  # the sidecar stays behind
+        kb.sync()
+        assert doc_ids(kb_root)["consensus.md"] == old_id
+        assert (kb_root / "consensus.md.pnk.yaml").read_text() == f"id: {old_id}\n"
+        assert not (kb_root / "raft.md.pnk.yaml").exists()
+
+
+def test_duplicate_frontmatter_ids_each_get_an_id(
+    needed: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    shutil.copy(needed / "dendron.md", needed / "zz-copy.md")
+    with open_kb(needed, fake_embedder) as kb:
+        report = kb.sync()
+        ids = doc_ids(needed)
+        assert ids["dendron.md"] == frontmatter_id(kb.config.kb.id, "ChcCM1Q2qrDTy7YnLUHiL")
+        assert ids["zz-copy.md"] != ids["dendron.md"]
+        assert any(
+            "zz-copy.md: frontmatter id 'ChcCM1Q2qrDTy7YnLUHiL'" in w for w in report.warnings
+        )
+        assert sidecars(needed) == {"zz-copy.md.pnk.yaml"}  # its own id needs a home
+        kb.sync(rebuild=True)
+        assert doc_ids(needed) == ids
+
+
+def test_old_write_sidecars_flag_still_works_and_contradictions_are_refused(
+    kb_root: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    set_config(kb_root, "sync", "write_sidecars = false")
+    with open_kb(kb_root, fake_embedder) as kb:
+        assert kb.config.sidecar_policy == "never"
+        kb.sync()
+        assert sidecars(kb_root) == set()
+        ids = doc_ids(kb_root)
+        kb.sync(rebuild=True)
+        assert doc_ids(kb_root) == ids  # derived from the paths
+    set_config(kb_root, "sidecars", 'write = "always"')
+    with pytest.raises(ConfigError, match=r"write_sidecars = false contradicts \[sidecars\]"):
+        KB.open(kb_root)
+
+
+def test_bad_policy_value_names_the_allowed_values(kb_root: Path) -> None:
+    set_config(kb_root, "sidecars", 'write = "sometimes"')
+    with pytest.raises(ConfigError, match=r"sidecars\.write") as info:
+        KB.open(kb_root)
+    assert "when-needed" in str(info.value)
+
+
+def test_frontmatter_keys_are_configurable(tmp_path: Path, fake_embedder) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {"z.md": "---\nuid: 202401011200\ntag: [alpha]\nalias: Zed\n---\n# Z\n\nText.\n"},
+    )
+    set_config(root, "frontmatter", 'id = ["uid"]\ntags = ["tag"]\naliases = ["alias"]')
+    with open_kb(root, fake_embedder) as kb:
+        kb.sync()
+        view = kb.read("z.md")
+        assert view.doc_id == frontmatter_id(kb.config.kb.id, "202401011200")
+        assert view.tags == ["alpha"] and view.aliases == ["Zed"]
