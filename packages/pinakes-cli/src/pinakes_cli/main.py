@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
+from pinakes_cli.fleet_commands import adopt_command, fleet
 from pinakes_cli.plugins import plugins, register_plugin_commands
 from pinakes_cli.setup_commands import (
     hooks,
@@ -622,6 +623,8 @@ cli.add_command(templates)
 cli.add_command(upgrade)
 cli.add_command(schema)
 cli.add_command(hooks)
+cli.add_command(fleet)
+cli.add_command(adopt_command)
 
 from pinakes_cli.paid_commands import ask, budget, review  # noqa: E402  (they use the helpers above)
 
