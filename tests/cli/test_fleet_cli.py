@@ -81,3 +81,33 @@ def test_fleet_sync_reports_each_kb(tmp_path: Path) -> None:
     (tmp_path / "two" / "pinakes.toml").write_text("[kb]\nname = 'two'\n")  # broken config
     code, out, err = run("fleet", "sync")
     assert code == 1, (out, err)
+
+
+@pytest.mark.model
+def test_search_several_kbs_and_link_across(tmp_path: Path) -> None:
+    one = make_kb(tmp_path / "one", {"raft.md": "# Raft\n\nRaft elects a leader.\n"}, name="one")
+    two = make_kb(tmp_path / "two", {"paxos.md": "# Paxos\n\nPaxos has proposers.\n"}, name="two")
+    assert run("fleet", "add", str(one))[0] == 0
+    assert run("fleet", "add", str(two))[0] == 0
+    code, out, _ = run("search", "leader election", "--kb", "one", "--kb", str(two), "--json")
+    assert code == 0, out
+    result = json.loads(out)
+    assert {h["kb"] for h in result["hits"]} == {"one", "two"}
+    assert [k["name"] for k in result["kbs"]] == ["one", "two"]
+    code, fleet_out, _ = run("search", "leader election", "--fleet", "--format", "files")
+    assert code == 0
+    assert fleet_out.split() == [str(one.resolve() / "raft.md"), str(two.resolve() / "paxos.md")]
+    code, table, _ = run("search", "leader election", "--fleet")
+    assert code == 0 and "[one] raft.md" in table
+    code, _, err = run("search", "x", "--fleet", "--kb", "one")
+    assert code == 2 and "not both" in err
+    code, out, _ = run("search", "x", "--fleet", "--doc", "raft.md", "--json")
+    assert code == 1 and "names a document in one KB only" in json.loads(out)["error"]["message"]
+
+    code, out, _ = run(
+        "--kb", str(one), "link", "raft.md", "paxos.md", "--to-kb", "two", "--rel", "cites"
+    )
+    assert code == 0 and "pnk://" in out
+    assert run("--kb", str(one), "sync")[0] == 0
+    code, out, _ = run("--kb", str(one), "links", "raft.md")
+    assert code == 0 and "[two] paxos.md" in out

@@ -6,10 +6,10 @@ came from a user's files is printed with Rich markup off.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -17,7 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pinakes_cli import render
+from pinakes_core import SearchResult
 from pinakes_core.adopt import AdoptReport, adopt
+from pinakes_core.errors import UriError
 from pinakes_core.fleet import (
     Fleet,
     FleetKbStatus,
@@ -26,8 +28,11 @@ from pinakes_core.fleet import (
     registry_status,
 )
 from pinakes_core.registry import FleetRegistry
+from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
-__all__ = ["adopt_command", "fleet", "render_fleet_search"]
+__all__ = ["adopt_command", "fleet", "fleet_search", "render_fleet_search"]
+
+FC = TypeVar("FC", bound=Callable[..., Any])
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -38,15 +43,25 @@ def _consoles() -> tuple[Console, Console]:
 
 def _say(console: Console, *parts: str | tuple[str, str]) -> None:
     """Print literal text (never parsed as markup); a ``(text, style)`` part is styled."""
-    console.print(Text.assemble(*parts), highlight=False)
+    console.print(render.line(*parts), soft_wrap=True)
 
 
-def _print_data(console: Console, data: object) -> None:
-    console.print_json(json.dumps(data), highlight=False)
+def _json_option(help_text: str) -> Callable[[FC], FC]:
+    """``--json``, marking the context so that errors print as JSON too (as in main's commands).
 
+    Defined here rather than imported: main imports this module before it defines its own.
+    """
 
-def _when(ts: float | None) -> str:
-    return "never" if ts is None else dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    def mark(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        from pinakes_cli.main import JSON_META
+
+        if value:
+            ctx.meta[JSON_META] = True
+        return value
+
+    return click.option(
+        "--json", "as_json", is_flag=True, callback=mark, is_eager=True, help=help_text
+    )
 
 
 @click.group()
@@ -60,7 +75,7 @@ def fleet() -> None:
 @fleet.command("add")
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="The KB's name in the fleet [default: its [kb] name].")
-@click.option("--json", "as_json", is_flag=True, help="Print the entry as JSON.")
+@_json_option("Print the entry as JSON.")
 def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     """Register the KB at PATH; a KB already registered (moved folder) is updated, not doubled."""
     registry = FleetRegistry.load()
@@ -68,7 +83,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     registry.save()
     out, _ = _consoles()
     if as_json:
-        _print_data(
+        render.print_data(
             out,
             {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path), "action": action},
         )
@@ -84,7 +99,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
 
 @fleet.command("remove")
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print the removed entry as JSON.")
+@_json_option("Print the removed entry as JSON.")
 def fleet_remove(name: str, as_json: bool) -> None:
     """Forget the KB NAME (a name, KB id or folder); its files are not touched."""
     registry = FleetRegistry.load()
@@ -92,19 +107,19 @@ def fleet_remove(name: str, as_json: bool) -> None:
     registry.save()
     out, _ = _consoles()
     if as_json:
-        _print_data(out, {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path)})
+        render.print_data(out, {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path)})
     else:
         _say(out, f"removed {entry.name} ({entry.path}); its files are untouched")
 
 
 @fleet.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@_json_option("Print the list as JSON.")
 def fleet_list(as_json: bool) -> None:
     """Each registered KB with its documents, chunks and how fresh its index is."""
     statuses = registry_status()
     out, _ = _consoles()
     if as_json:
-        _print_data(out, [s.model_dump(mode="json") for s in statuses])
+        render.print_data(out, [s.model_dump(mode="json") for s in statuses])
         return
     render_fleet_list(out, statuses, FleetRegistry.load().path)
 
@@ -133,7 +148,7 @@ def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Pa
             Text(state),
             str(status.documents) if status else "-",
             str(status.chunks) if status else "-",
-            _when(status.last_sync) if status else "-",
+            render._when(status.last_sync) if status else "-",
             stale,
             Text(item.path),
         )
@@ -146,7 +161,7 @@ def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Pa
 @fleet.command("sync")
 @click.argument("names", nargs=-1)
 @click.option("--rebuild", is_flag=True, help="Rebuild each index from its files.")
-@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@_json_option("Print the reports as JSON.")
 def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
     """Sync every registered KB (or NAMES), each under its own lock; one failing stops no other.
 
@@ -192,28 +207,73 @@ def render_fleet_sync(console: Console, report: FleetSyncReport) -> None:
             _say(console, ("  warning ", "yellow"), warning)
 
 
-def render_fleet_search(console: Console, result: FleetSearchResult) -> None:
-    """The merged ranking, each hit labelled with its KB; KBs that failed are named."""
-    for item in result.kbs:
-        if item.error:
-            _say(console, (f"{item.name}: not searched: ", "yellow"), item.error)
-    if not result.hits:
-        _say(console, "no hits")
+def render_fleet_search(
+    console: Console, result: FleetSearchResult, *, explain: bool = False, fmt: str = "table"
+) -> None:
+    """The merged ranking as ``table``, ``files`` (absolute paths), ``md`` or ``json``.
+
+    ``table`` and ``md`` are core's single-KB renderings with each path labelled ``[kb]``;
+    KBs that could not answer are named first.
+    """
+    if fmt == "json":
+        render.print_json(console, result)
         return
-    if result.confidence is not None:
-        verdict = " (abstain: the fleet may not answer this)" if result.abstain else ""
-        _say(console, f"confidence {result.confidence:.2f} (from {result.kb}){verdict}")
-    for i, hit in enumerate(result.hits, 1):
-        where = " › ".join(hit.heading_path) or hit.title
-        _say(
-            console,
-            (f"{i:>2}. [{hit.kb}] {hit.path}:{hit.lines[0]}-{hit.lines[1]}", "bold"),
-            "  ",
-            (where, "dim"),
-            f"  score {hit.score:.4f}",
-        )
-        snippet = " ".join(hit.text.split())
-        _say(console, "    " + (snippet[:197] + "…" if len(snippet) > 200 else snippet))
+    if fmt == "files":
+        roots = {item.name: item.root for item in result.kbs}
+        for kb_name, rel in dict.fromkeys((h.kb, h.path) for h in result.hits):
+            console.out(str(Path(roots.get(kb_name, ".")) / rel), highlight=False)
+        return
+    if fmt == "table":
+        for item in result.kbs:
+            if item.error:
+                _say(console, (f"{item.name}: not searched: ", "yellow"), item.error)
+        if result.hits and result.kb:
+            _say(console, (f"confidence and abstain from {result.kb}, the top hit's KB", "dim"))
+    labelled = SearchResult(
+        query=result.query,
+        hits=[h.model_copy(update={"path": f"[{h.kb}] {h.path}"}) for h in result.hits],
+        confidence=result.confidence,
+        abstain=result.abstain,
+        timings_ms=result.timings_ms,
+    )
+    render.render_search(console, labelled, explain=explain, fmt=fmt)
+
+
+def _doc_id(ref: str) -> str:
+    """A ``--doc`` reference that means the same in every KB: a ULID or a ``pnk://`` URI."""
+    ref = ref.strip()
+    if ref.startswith(SCHEME):
+        return parse_uri(ref).doc_id
+    if is_ulid(ref.upper()):
+        return ref.upper()
+    raise UriError(
+        f"--doc {ref!r} is a path, which names a document in one KB only.",
+        "With several KBs pass the document's ULID or pnk:// URI.",
+    )
+
+
+def fleet_search(
+    ctx: click.Context,
+    query: str,
+    refs: tuple[str, ...],
+    *,
+    use_fleet: bool,
+    docs: tuple[str, ...],
+    explain: bool,
+    fmt: str,
+    **filters: Any,
+) -> None:
+    """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
+    from pinakes_cli.main import _first_sync, _out
+
+    if use_fleet and refs:
+        raise click.UsageError("Pass --fleet (every registered KB) or --kb A --kb B, not both.")
+    members = Fleet.open(None if use_fleet else list(refs))
+    ctx.call_on_close(members.close)
+    for _, kb in members:
+        _first_sync(kb, quiet=fmt != "table")
+    result = members.search(query, doc_ids=[_doc_id(d) for d in docs], explain=explain, **filters)
+    render_fleet_search(_out(), result, explain=explain, fmt=fmt)
 
 
 @click.command("adopt")
@@ -221,7 +281,7 @@ def render_fleet_search(console: Console, result: FleetSearchResult) -> None:
 @click.option("--name", help="The KB name [default: the folder name].")
 @click.option("--dry-run", is_flag=True, help="Analyse and report only; write nothing.")
 @click.option("--sync", "then_sync", is_flag=True, help="Sync the new KB right away.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_json_option("Print the report as JSON.")
 def adopt_command(
     path: Path, name: str | None, dry_run: bool, then_sync: bool, as_json: bool
 ) -> None:
@@ -243,7 +303,7 @@ def adopt_command(
         data = report.model_dump(mode="json")
         if sync_report is not None:
             data["sync"] = sync_report.model_dump(mode="json", by_alias=True)
-        _print_data(out, data)
+        render.print_data(out, data)
         return
     render_adopt(out, report)
     if sync_report is not None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
-from pinakes_cli.fleet_commands import adopt_command, fleet
+from pinakes_cli.fleet_commands import adopt_command, fleet, fleet_search
 from pinakes_cli.plugins import plugins, register_plugin_commands
 from pinakes_cli.setup_commands import (
     hooks,
@@ -242,7 +242,16 @@ def _first_sync(kb: KB, quiet: bool) -> None:
 
 
 @cli.command()
-@_kb_option
+@click.option(
+    "--kb",
+    "kb_refs",
+    multiple=True,
+    help="The KB folder (or any folder inside it); repeat, with folders or fleet names, to "
+    "search several KBs as one.",
+)
+@click.option(
+    "--fleet", "use_fleet", is_flag=True, help="Search every KB in the fleet registry as one."
+)
 @click.argument("query")
 @click.option(
     "-k", type=click.IntRange(1, 200), default=None, help="Number of hits [default: [retrieval] k]."
@@ -303,6 +312,8 @@ def _first_sync(kb: KB, quiet: bool) -> None:
 @click.pass_context
 def search(
     ctx: click.Context,
+    kb_refs: tuple[str, ...],
+    use_fleet: bool,
     query: str,
     k: int | None,
     tags: tuple[str, ...],
@@ -319,10 +330,36 @@ def search(
     fmt: str,
     as_json: bool,
 ) -> None:
-    """Hybrid search (BM25 + embeddings, fused with RRF). Syncs first if the KB never was."""
+    """Hybrid search (BM25 + embeddings, fused with RRF). Syncs first if the KB never was.
+
+    With --fleet, or --kb given more than once, the KBs are searched as one: each with the
+    same filters, hits merged by score and labelled with their KB (docs/fleet.md).
+    """
     fmt = "json" if as_json else fmt
     if fmt == "json":
         ctx.meta[JSON_META] = True
+    if use_fleet or len(kb_refs) > 1:
+        fleet_search(
+            ctx,
+            query,
+            kb_refs,
+            use_fleet=use_fleet,
+            docs=docs,
+            explain=explain,
+            fmt=fmt,
+            k=k,
+            tags=tags,
+            path=path_prefix,
+            meta=meta,
+            modified_after=modified_after,
+            modified_before=modified_before,
+            entities=entities,
+            concepts=concepts,
+            channels=channels or None,
+        )
+        return
+    if kb_refs:
+        ctx.obj["kb"] = Path(kb_refs[0])
     kb = _kb(ctx)
     _first_sync(kb, quiet=fmt != "table")
     result = kb.search(
@@ -457,12 +494,26 @@ def links(
     help="The relation, e.g. depends-on; free text is matched to the schema's relation types.",
 )
 @click.option("--note", help="A free-text note stored with the link.")
+@click.option(
+    "--to-kb", "to_kb", help="The fleet KB holding DST (a name or KB id), when not this one."
+)
 @_json_option("Print the sidecar path and its text before and after as JSON.")
 @click.pass_context
-def link(ctx: click.Context, src: str, dst: str, rel: str, note: str | None, as_json: bool) -> None:
-    """Add a typed link SRC → DST to SRC's sidecar (comments and order kept) and show the diff."""
+def link(
+    ctx: click.Context,
+    src: str,
+    dst: str,
+    rel: str,
+    note: str | None,
+    to_kb: str | None,
+    as_json: bool,
+) -> None:
+    """Add a typed link SRC → DST to SRC's sidecar (comments and order kept) and show the diff.
+
+    DST may be in another KB of the fleet: a pnk://<kb>/<doc> URI, or any reference with --to-kb.
+    """
     kb = _kb(ctx)
-    path, before, after = kb.add_link(src, dst, rel, note)
+    path, before, after = kb.add_link(src, dst, rel, note, dst_kb=to_kb)
     if as_json:
         render.print_data(_out(), {"sidecar": path, "before": before, "after": after})
         return

@@ -379,9 +379,10 @@ def render_links(console: Console, result: LinksResult) -> None:
         _say(console, "no linked documents")
     for n in result.neighbours:
         arrow = "→" if n.direction == "out" else "←"
+        where = f"[{n.kb}] {n.path}" if n.kb else n.path  # a neighbour in another KB
         _say(
             console,
-            f"  {n.distance} {arrow} {n.rel:<14} {n.path}  ",
+            f"  {n.distance} {arrow} {n.rel:<14} {where}  ",
             (f"{n.title} · {n.score:g}", "dim"),
         )
     if result.frontier:

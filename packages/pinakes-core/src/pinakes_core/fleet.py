@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pinakes_core.config import load_config
 from pinakes_core.embedding import Embedder
 from pinakes_core.errors import ConfigError, PinakesError
-from pinakes_core.kb import KB, TimeLike, find_root
+from pinakes_core.kb import KB, find_root
 from pinakes_core.models import Hit, SearchResult, Status, SyncReport
 from pinakes_core.registry import FleetEntry, FleetRegistry
 from pinakes_core.sync import ProgressFn
@@ -61,6 +61,7 @@ class FleetKbResult(_Model):
 
     name: str
     kb_id: str
+    root: str = Field(description="the KB's folder")
     hits: int = Field(description="hits this KB returned before the merge")
     top_score: float | None = Field(description="its best hit's score")
     confidence: float | None
@@ -274,26 +275,9 @@ class Fleet:
 
     # -- search ---------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        tags: Sequence[str] = (),
-        path: str | None = None,
-        doc_ids: Sequence[str] = (),
-        modified_after: TimeLike = None,
-        modified_before: TimeLike = None,
-        entities: Sequence[str] = (),
-        concepts: Sequence[str] = (),
-        channels: Sequence[str] | None = None,
-        explain: bool = False,
-        **options: Any,
-    ) -> FleetSearchResult:
+    def search(self, query: str, *, k: int | None = None, **filters: Any) -> FleetSearchResult:
         """Search every member and merge the hits on their scores (see the module docstring).
 
-        Every filter applies inside each KB, as :meth:`KB.search` applies it (``path`` is
-        relative to each KB's root). ``options`` are passed to :meth:`KB.search` unchanged.
         A KB that fails (an unusable index, a missing plugin) is reported in ``kbs`` with its
         error; the others still answer.
 
@@ -301,16 +285,10 @@ class Fleet:
             query: any text.
             k: hits after the merge (default: the first member's ``[retrieval] k``); each KB
                 is asked for ``k`` so the top ``k`` may all come from one KB.
-            tags: documents must carry all of these tags.
-            path: KB-relative path prefix.
-            doc_ids: restrict to these document ULIDs.
-            modified_after: file modified at or after (UNIX time or datetime).
-            modified_before: file modified before (UNIX time or datetime).
-            entities: extra BM25 list over these names.
-            concepts: extra dense list over these phrases.
-            channels: run exactly these channels instead of each KB's configured ones.
-            explain: include each channel's raw score in every hit.
-            **options: further :meth:`KB.search` arguments.
+            **filters: any other :meth:`KB.search` argument (``tags``, ``path``, ``doc_ids``,
+                ``meta``, ``modified_after``, ``modified_before``, ``entities``, ``concepts``,
+                ``channels``, ``explain``…), applied inside each KB as that KB applies it
+                (``path`` is relative to each KB's root).
 
         Raises:
             ConfigError: if the fleet has no KB.
@@ -332,6 +310,7 @@ class Fleet:
             FleetKbResult(
                 name=entry.name,
                 kb_id=entry.kb_id,
+                root=str(entry.path),
                 hits=0,
                 top_score=None,
                 confidence=None,
@@ -343,25 +322,13 @@ class Fleet:
         timings: dict[str, float] = {}
         for name, kb in self._members.items():
             try:
-                result = kb.search(
-                    query,
-                    k=wanted,
-                    tags=tags,
-                    path=path,
-                    doc_ids=doc_ids,
-                    modified_after=modified_after,
-                    modified_before=modified_before,
-                    entities=entities,
-                    concepts=concepts,
-                    channels=channels,
-                    explain=explain,
-                    **options,
-                )
+                result = kb.search(query, k=wanted, **filters)
             except PinakesError as exc:
                 outcomes.append(
                     FleetKbResult(
                         name=name,
                         kb_id=kb.config.kb.id,
+                        root=str(kb.root),
                         hits=0,
                         top_score=None,
                         confidence=None,
@@ -376,6 +343,7 @@ class Fleet:
                 FleetKbResult(
                     name=name,
                     kb_id=kb.config.kb.id,
+                    root=str(kb.root),
                     hits=len(result.hits),
                     top_score=result.hits[0].score if result.hits else None,
                     confidence=result.confidence,

@@ -85,6 +85,12 @@ _kb_option = click.option(
     is_flag=True,
     help="HTTP: serve a non-loopback address without a PINAKES_MCP_TOKEN bearer token.",
 )
+@click.option(
+    "--fleet",
+    "fleet",
+    is_flag=True,
+    help="Serve every KB of the fleet registry (pnk fleet list) too, under its fleet name.",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -98,6 +104,7 @@ def mcp(
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
     allow_unauthenticated: bool,
+    fleet: bool,
 ) -> None:
     """Serve KBs over MCP: search, read, links, kbs tools for agents (pinakes-mcp)."""
     if ctx.invoked_subcommand is not None:
@@ -105,7 +112,8 @@ def mcp(
     from pinakes_mcp.server import serve  # fastmcp loads only when a server starts
 
     serve(
-        _kb_paths(ctx, kbs),
+        list(kbs) if fleet else _kb_paths(ctx, kbs),
+        fleet=fleet,
         transport="http" if transport == "http" else "stdio",
         host=host,
         port=port,
@@ -142,6 +150,7 @@ def mcp(
 @click.option("--name", default="pinakes", show_default=True, help="The server's entry name.")
 @click.option("--no-watch", is_flag=True, help="Start the server with --no-watch.")
 @click.option("--allow-write", is_flag=True, help="Start the server with --allow-write.")
+@click.option("--fleet", is_flag=True, help="Start the server with --fleet (every registered KB).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.pass_context
 def config(
@@ -153,6 +162,7 @@ def config(
     name: str,
     no_watch: bool,
     allow_write: bool,
+    fleet: bool,
     as_json: bool,
 ) -> None:
     """Print (or with --write, merge) the JSON that makes HOST start this server.
@@ -164,7 +174,8 @@ def config(
     from pinakes_mcp import hosts
 
     extra = [*(["--no-watch"] if no_watch else []), *(["--allow-write"] if allow_write else [])]
-    entry = hosts.server_entry(host, _kb_paths(ctx, kbs), extra)
+    extra += ["--fleet"] if fleet else []
+    entry = hosts.server_entry(host, list(kbs) if fleet else _kb_paths(ctx, kbs), extra)
     if not write:
         snippet = hosts.snippet(host, name, entry)
         if as_json:

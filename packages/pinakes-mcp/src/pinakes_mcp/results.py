@@ -1,7 +1,8 @@
 """Shaping core results for agents: merging KBs, token budgets, the search frontier.
 
-No ranking of its own happens here: several KBs' result lists are fused with core's
-:func:`~pinakes_core.fusion.rrf`, and each KB's ordering and confidence are kept as core made them.
+No ranking of its own happens here: several KBs' result lists are merged by core's fleet merge
+(:func:`~pinakes_core.fleet.merge_hits`, on comparable scores), and each KB's ordering and
+confidence are kept as core made them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from pinakes_core import DocumentNotFoundError, Hit, SearchResult
-from pinakes_core.fusion import RRF_K, rrf
+from pinakes_core.fleet import merge_hits
 from pinakes_core.sections import approx_tokens, truncate
 from pinakes_mcp.models import FrontierDoc, SearchHit
 from pinakes_mcp.served import Registry, ServedKB
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def _served_hit(hit: Hit, kb: str | None) -> SearchHit:
-    return SearchHit.model_validate({**hit.model_dump(), "kb": kb})
+    return SearchHit.model_validate({**hit.model_dump(exclude={"kb", "kb_id"}), "kb": kb})
 
 
 def merge(
@@ -32,12 +33,11 @@ def merge(
 ) -> tuple[list[SearchHit], float | None, bool | None]:
     """Merge per-KB results into one ranking of at most ``k`` hits.
 
-    One KB's result is passed through unchanged. Several are fused by RRF over each KB's hit
-    order, each hit keyed by (KB, document, chunk). Lists from different KBs never share a
-    key, so RRF interleaves them rank by rank; ties within a rank go to the KB whose own
-    confidence is highest (KBs with hits first, unknown confidence last). The merged
-    ``confidence``/``abstain`` are those of the KB holding the top hit, because core's
-    confidence is the probability that *its* top hit answers, and that hit is now on top.
+    One KB's result is passed through unchanged. Several are merged by core's fleet merge
+    (:func:`~pinakes_core.fleet.merge_hits`): on each hit's comparable ``score``, ties to the KB
+    whose own confidence is higher, each KB's own order kept. The merged ``confidence``/
+    ``abstain`` are those of the KB holding the top hit, because core's confidence is the
+    probability that *its* top hit answers, and that hit is now on top.
 
     Returns:
         The hits (``kb`` set on each when ``multi``), the confidence and the abstain flag.
@@ -46,28 +46,10 @@ def merge(
         served, result = results[0]
         hits = [_served_hit(h, served.name if multi else None) for h in result.hits]
         return hits, result.confidence, result.abstain
-    ordered = sorted(
-        results,
-        key=lambda pair: (
-            not pair[1].hits,
-            pair[1].confidence is None,
-            -(pair[1].confidence or 0.0),
-        ),
+    merged, confidence, abstain, _ = merge_hits(
+        [(served.name, served.kb_id, result) for served, result in results], k
     )
-    # rrf breaks ties by the smaller id, so ids are handed out in the order just chosen.
-    keyed: list[tuple[ServedKB, Hit]] = []
-    lists: dict[str, list[int]] = {}
-    for served, result in ordered:
-        lists[served.name] = []
-        for hit in result.hits:
-            lists[served.name].append(len(keyed))
-            keyed.append((served, hit))
-    fused = rrf(lists, k=RRF_K)[:k]
-    hits = [_served_hit(keyed[i][1], keyed[i][0].name) for i, _ in fused]
-    if not hits:
-        return [], None, None
-    top = next(result for served, result in ordered if served is keyed[fused[0][0]][0])
-    return hits, top.confidence, top.abstain
+    return [_served_hit(h, h.kb) for h in merged], confidence, abstain
 
 
 def _shorten_text(row: SearchHit, budget: int) -> SearchHit:

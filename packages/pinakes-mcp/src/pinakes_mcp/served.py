@@ -24,6 +24,7 @@ from pinakes_core import (
     SyncReport,
     parse_uri,
 )
+from pinakes_core.crosskb import Peers
 from pinakes_core.plugins import plugin_manager
 from pinakes_core.store import Store
 from pinakes_core.uri import SCHEME, is_ulid
@@ -57,15 +58,15 @@ class ServedKB:
 
     Attributes:
         kb: the open :class:`~pinakes_core.KB` (model, store connection and vectors stay loaded).
-        name: the KB's ``[kb] name``.
+        name: the KB's name on this server: its ``[kb] name``, or its fleet name.
         kb_id: the KB's ``[kb] id`` (ULID).
         lock: held while a tool uses ``kb``.
         watching: whether ``--watch`` re-syncs this KB on file changes.
     """
 
-    def __init__(self, kb: KB, *, watching: bool = False) -> None:
+    def __init__(self, kb: KB, *, watching: bool = False, name: str | None = None) -> None:
         self.kb = kb
-        self.name = kb.config.kb.name
+        self.name = name or kb.config.kb.name
         self.kb_id = kb.config.kb.id
         self.root = kb.root.resolve()
         self.lock = threading.Lock()
@@ -153,13 +154,19 @@ class Registry:
         ArgumentError: (from the constructor) if two KBs share a name or a KB id.
     """
 
-    def __init__(self, kbs: Sequence[KB], *, watching: bool = False) -> None:
+    def __init__(
+        self,
+        kbs: Sequence[KB],
+        *,
+        watching: bool = False,
+        names: Sequence[str | None] = (),
+    ) -> None:
         if not kbs:
-            raise ArgumentError("No KB to serve.", "Pass at least one --kb PATH.")
+            raise ArgumentError("No KB to serve.", "Pass at least one --kb PATH (or --fleet).")
         self._served: dict[str, ServedKB] = {}
         ids: dict[str, ServedKB] = {}
-        for kb in kbs:
-            served = ServedKB(kb, watching=watching)
+        for kb, name in zip(kbs, [*names, *[None] * (len(kbs) - len(names))], strict=True):
+            served = ServedKB(kb, watching=watching, name=name)
             for table, key, what in (
                 (self._served, served.name, "name"),
                 (ids, served.kb_id, "id"),
@@ -172,6 +179,10 @@ class Registry:
                     )
                 table[key] = served
         self._ids = ids
+        # Cross-KB links resolve among the served KBs only: the server never reads outside them.
+        members = [(s.name, s.kb_id, s.root) for s in self._served.values()]
+        for served in self._served.values():
+            served.kb.use_peers(Peers.of(served.kb_id, members))
         #: held by every sync the server runs (start-up, watcher, write tools): never two at once.
         self.sync_lock = threading.Lock()
 

@@ -23,6 +23,8 @@ from fastmcp.exceptions import FastMCPError
 from starlette.middleware import Middleware
 
 from pinakes_core import KB, PinakesError
+from pinakes_core.fleet import Fleet
+from pinakes_core.registry import registry_path
 from pinakes_mcp import __version__, tools
 from pinakes_mcp.errors import CallerErrors
 from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider
@@ -36,6 +38,7 @@ __all__ = [
     "TOKEN_ENV",
     "create_server",
     "main",
+    "open_fleet",
     "open_kbs",
     "serve",
 ]
@@ -68,6 +71,7 @@ def create_server(
     allow_write: bool = False,
     debounce_ms: int = DEFAULT_DEBOUNCE_MS,
     close_on_exit: bool = False,
+    names: Sequence[str | None] = (),
 ) -> FastMCP[Any]:
     """Return a FastMCP server serving ``kbs`` (already open; tests pass their own).
 
@@ -85,11 +89,13 @@ def create_server(
             ``pinakes_link``).
         debounce_ms: quiet time after the last file event before that sync starts.
         close_on_exit: close the KBs when the server stops (when the server opened them).
+        names: the name to serve each KB under (its fleet name), ``None`` for its
+            ``[kb] name``; cross-KB links resolve among the served KBs only.
 
     Raises:
         PinakesError: if no KB is given, or two share a name or an id.
     """
-    registry = Registry(kbs, watching=watch)
+    registry = Registry(kbs, watching=watch, names=names)
 
     @asynccontextmanager
     async def lifespan(server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -162,6 +168,35 @@ def open_kbs(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
     return [KB.open(path) for path in paths]
 
 
+def open_fleet(
+    paths: Sequence[str | os.PathLike[str]],
+) -> tuple[list[KB], list[str | None]]:
+    """Open every KB of the fleet registry, then those at ``paths`` it does not hold.
+
+    Registered KBs are served under their fleet names; one that cannot be opened (moved, a
+    broken ``pinakes.toml``) is left out with a warning.
+
+    Raises:
+        PinakesError: if a path holds no valid ``pinakes.toml``, or nothing is left to serve.
+    """
+    fleet = Fleet.open()
+    for entry, reason in fleet.unavailable:
+        log.warning("Fleet KB %r is not served: %s", entry.name, reason)
+    kbs: list[KB] = [kb for _, kb in fleet]
+    names: list[str | None] = [name for name, _ in fleet]
+    ids = {kb.config.kb.id for kb in kbs}
+    for kb in open_kbs(paths):
+        if kb.config.kb.id not in ids:
+            kbs.append(kb)
+            names.append(None)
+    if not kbs:
+        raise PinakesError(
+            f"No KB to serve: the fleet registry {registry_path()} holds none that opens.",
+            "Register one with `pnk fleet add PATH`, or pass --kb PATH.",
+        )
+    return kbs, names
+
+
 def _protect_stdout() -> None:
     """Keep stray native writes off the protocol stream (stdio transport).
 
@@ -187,8 +222,11 @@ def serve(
     allow_origins: Sequence[str] = (),
     token: str | None = None,
     allow_unauthenticated: bool = False,
+    fleet: bool = False,
 ) -> None:
     """Open the KBs at ``paths`` and serve them until the client (or Ctrl-C) stops the server.
+
+    With ``fleet``, every KB of the fleet registry is served too (see :func:`open_fleet`).
 
     Logs go to stderr at ``log_level``, unless the process configured logging already.
 
@@ -226,8 +264,9 @@ def serve(
         log.warning(
             "Serving on %s without a token: anyone who can reach it can read these KBs.", host
         )
+    kbs, names = open_fleet(paths) if fleet else (open_kbs(paths), [])
     server = create_server(
-        open_kbs(paths), watch=watch, allow_write=allow_write, close_on_exit=True
+        kbs, watch=watch, allow_write=allow_write, close_on_exit=True, names=names
     )
     if transport == "stdio":
         _protect_stdout()
@@ -263,10 +302,15 @@ def _parser() -> argparse.ArgumentParser:
         "--kb",
         dest="kbs",
         action="append",
-        required=True,
+        default=[],
         type=Path,
         metavar="PATH",
         help="a KB folder to serve (repeat for several; each needs a unique [kb] name)",
+    )
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="serve every KB of the fleet registry (pnk fleet list) too, under its fleet name",
     )
     parser.add_argument(
         "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
@@ -321,10 +365,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: parse arguments, serve; errors go to stderr with exit 1."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.kbs and not args.fleet:
+        parser.error("pass --kb PATH (repeatable) or --fleet")
     try:
         serve(
             args.kbs,
+            fleet=args.fleet,
             transport=args.transport,
             host=args.host,
             port=args.port,

@@ -249,8 +249,8 @@ def pinakes_search(
     Use it first for anything the user's notes might answer. Each hit is one passage (a chunk
     under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines`,
     `source_type` (markdown, text, pdf, code) and its fused `score`; a PDF hit also has
-    `page_start`/`page_end` (cite the page); `kb` names the KB when several are served. Omitting `kb` searches every
-    served KB and merges their rankings (reciprocal-rank fusion).
+    `page_start`/`page_end` (cite the page); `kb` names the KB when several are served.
+    Omitting `kb` searches every served KB and merges their hits by score.
 
     Reading the reply:
     - `confidence` is a calibrated probability (0-1) that the top hit answers the query;
@@ -477,7 +477,8 @@ def pinakes_links(
     """Follow a document's links: what it links to and what links to it.
 
     Returns `neighbours` (doc_id, title, path, rel, direction 'out' or 'in', distance in
-    hops, score, via = the previous hop), a `frontier` of next hops that were not expanded
+    hops, score, via = the previous hop; `kb` when the neighbour is in another served KB, a
+    hop that is never expanded further), a `frontier` of next hops that were not expanded
     (with the reason: depth, fanout, rows or tokens), `unresolved` link targets with the
     reason, `confidence`, `truncated` (rows dropped to keep the reply under about 8,000 tokens,
     characters / 4), `depth` served and `depth_asked`. With `query`, neighbours are ranked by
@@ -489,7 +490,8 @@ def pinakes_links(
 
     How to loop: take one hop (depth=1, the default) and look before asking for depth 3; depth
     is served at most 3 and `notes` says when it was lowered. Filter with `rel` and
-    `direction` rather than going deeper. Read a neighbour with pinakes_read(doc=<doc_id>).
+    `direction` rather than going deeper. Read a neighbour with pinakes_read(doc=<doc_id>,
+    kb=<its kb>), and call pinakes_links there to go on inside that KB.
     Needs the pinakes-graph plugin.
     """
     registry = _registry(ctx)
@@ -560,7 +562,12 @@ def pinakes_kbs(ctx: Context) -> KbsOutput:
                 status = handle.status()
             kbs.append(
                 KbInfo.model_validate(
-                    {**status.model_dump(), "graph": served.graph, "watching": served.watching}
+                    {
+                        **status.model_dump(),
+                        "name": served.name,  # the name to pass as `kb` (a fleet name, maybe)
+                        "graph": served.graph,
+                        "watching": served.watching,
+                    }
                 )
             )
     return KbsOutput(kbs=kbs)
