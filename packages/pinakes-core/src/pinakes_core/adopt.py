@@ -8,8 +8,8 @@ in ``.gitignore``) with
 - ``[sidecars] write = "when-needed"``, so the vault does not gain a sidecar per note: a note's
   frontmatter id becomes its doc id (a ULID as it is, anything else, like Dendron's
   ``id: ChcCM1Q2qrDTy7YnLUHiL``, a ULID derived from it, identical on every rebuild);
-- ``[frontmatter]`` keys for what the vault calls them (``tag``, ``alias``, ``uid``, Hugo's
-  ``categories``), and ``[sync]`` include/exclude rules for the vault's own folders (Logseq's
+- ``[frontmatter]`` keys for what the vault calls them (``tag``, ``alias``, ``uid``; the
+  ``categories`` of Hugo, Jekyll and VuePress sites count as tags), and ``[sync]`` include/exclude rules for the vault's own folders (Logseq's
   ``logseq/`` backups, Hugo's ``content/``, Foam's ``_layouts/``);
 
 and it reports what it mapped and what it could not (duplicate ids, notes without an id or a
@@ -171,9 +171,9 @@ def _plan(root: Path, flavour: str, census: Counter[str]) -> _Plan:
         "tags": [k for k in _TAG_KEYS if census[k]] or defaults.tags,
         "aliases": [k for k in _ALIAS_KEYS if census[k]] or defaults.aliases,
     }
+    if census["categories"]:  # Hugo, Jekyll, VuePress: a taxonomy, as good as tags
+        roles["tags"] = [*roles["tags"], "categories"]
     if flavour == "hugo":
-        if census["categories"]:
-            roles["tags"] = [*roles["tags"], "categories"]
         roles["aliases"] = []  # Hugo's aliases are URL redirects, not names
     for role, keys in roles.items():
         if keys != getattr(defaults, role):
