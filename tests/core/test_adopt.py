@@ -168,3 +168,13 @@ def test_derived_ids_are_ulids() -> None:
     assert is_ulid(frontmatter_id("01JAXR3T5W6Z8Q9N0P1R2S3T4V", "ChcCM1Q2qrDTy7YnLUHiL"))
     assert is_ulid(path_id("01JAXR3T5W6Z8Q9N0P1R2S3T4V", "a/b.md"))
     assert frontmatter_id("K", "01jaxr3t5w6z8q9n0p1r2s3t4v") == "01JAXR3T5W6Z8Q9N0P1R2S3T4V"
+
+
+def test_a_vocabulary_with_yaml_aliases_is_not_expanded(tmp_path: Path) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(20)
+    )
+    write_files(tmp_path / "v", {"vocab.yml": bomb, "n.md": "---\ntags: [x]\n---\nText.\n"})
+    report = adopt(tmp_path / "v", dry_run=True)
+    assert report.vocabulary is None  # refused, never expanded (3^20 items otherwise)

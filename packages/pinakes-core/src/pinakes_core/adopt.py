@@ -54,6 +54,7 @@ _VOCAB_NAMES = (
 )
 _VOCAB_DIRS = ("", "data", "_data", "meta")
 _VOCAB_MAX_BYTES = 1 << 20
+_YAML_ALIAS = re.compile(r"(?:^|[\s:\[{,-])\*[^\s,\]}]+")
 _LOGSEQ_PROPERTY = re.compile(r"^[A-Za-z][\w-]*:: ")
 # An inline tag: '#' after a space or line start, then a letter (a heading's '# ' never is).
 _INLINE_TAG = re.compile(r"(?:^|(?<=\s))#[A-Za-z][\w/.-]*")
@@ -214,7 +215,11 @@ def _parse_vocabulary(path: Path) -> dict[str, list[str]]:
     """Terms and their synonyms from a YAML or JSON vocabulary; ``{}`` if it makes no sense."""
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else YAML(typ="safe").load(text)
+        if path.suffix != ".json" and _YAML_ALIAS.search(text):
+            return {}  # aliases can expand without bound (a "billion laughs"); not worth it
+        data = (
+            json.loads(text) if path.suffix == ".json" else YAML(typ="safe", pure=True).load(text)
+        )
     except (OSError, UnicodeDecodeError, ValueError, YAMLError):
         return {}
     if isinstance(data, dict) and len(data) == 1:
