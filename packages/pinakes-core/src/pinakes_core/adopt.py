@@ -33,7 +33,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
-from pinakes_core.documents import FileEntry, decode, parse_frontmatter, scan
+from pinakes_core.documents import FileEntry, Frontmatter, decode, parse_frontmatter, scan
 from pinakes_core.errors import ConfigError
 from pinakes_core.identity import frontmatter_id, path_id
 from pinakes_core.sidecar import SIDECAR_SUFFIX, _atomic_write
@@ -111,7 +111,7 @@ class _Doc:
     rel: str
     lines: list[str]
     keys: tuple[str, ...] = ()
-    warning: str | None = None
+    front: Frontmatter | None = None  # parsed with the default keys (the census pass)
 
 
 @dataclass
@@ -328,8 +328,13 @@ def _analyse(
     used: Counter[str] = Counter()
     from pinakes_core.sync import _norm_tags
 
+    defaults = keys == FrontmatterConfig()
     for doc in docs:
-        front = parse_frontmatter(doc.rel, doc.lines, keys)
+        front = (
+            doc.front
+            if defaults and doc.front is not None
+            else parse_frontmatter(doc.rel, doc.lines, keys)
+        )
         if front.warning:
             malformed.append(front.warning)
         if front.id is None:
@@ -488,7 +493,8 @@ def adopt(path: str | Path, *, name: str | None = None, dry_run: bool = False) -
     docs = _read_docs(root, entries)
     census: Counter[str] = Counter()
     for doc in docs:
-        doc.keys = tuple(str(key) for key in parse_frontmatter(doc.rel, doc.lines).fields)
+        doc.front = parse_frontmatter(doc.rel, doc.lines)
+        doc.keys = tuple(str(key) for key in doc.front.fields)
         census.update(doc.keys)
     flavour = _flavour(root, docs)
     plan = _plan(root, flavour, census)
