@@ -338,45 +338,28 @@ def search(
     fmt = "json" if as_json else fmt
     if fmt == "json":
         ctx.meta[JSON_META] = True
+    filters: dict[str, Any] = {
+        "k": k,
+        "tags": tags,
+        "path": path_prefix,
+        "meta": meta,
+        "source_type": source_types,
+        "modified_after": modified_after,
+        "modified_before": modified_before,
+        "entities": entities,
+        "concepts": concepts,
+        "channels": channels or None,
+    }
     if use_fleet or len(kb_refs) > 1:
         fleet_search(
-            ctx,
-            query,
-            kb_refs,
-            use_fleet=use_fleet,
-            docs=docs,
-            explain=explain,
-            fmt=fmt,
-            k=k,
-            tags=tags,
-            path=path_prefix,
-            meta=meta,
-            modified_after=modified_after,
-            modified_before=modified_before,
-            entities=entities,
-            concepts=concepts,
-            channels=channels or None,
+            ctx, query, kb_refs, use_fleet=use_fleet, docs=docs, explain=explain, fmt=fmt, **filters
         )
         return
     if kb_refs:
         ctx.obj["kb"] = Path(kb_refs[0])
     kb = _kb(ctx)
     _first_sync(kb, quiet=fmt != "table")
-    result = kb.search(
-        query,
-        k=k,
-        tags=tags,
-        path=path_prefix,
-        doc_ids=[kb.resolve(doc) for doc in docs],
-        meta=meta,
-        source_type=source_types,
-        modified_after=modified_after,
-        modified_before=modified_before,
-        entities=entities,
-        concepts=concepts,
-        channels=channels or None,
-        explain=explain,
-    )
+    result = kb.search(query, doc_ids=[kb.resolve(doc) for doc in docs], explain=explain, **filters)
     render.render_search(_out(), result, explain=explain, fmt=fmt)
 
 
