@@ -141,3 +141,33 @@ def test_a_server_restricts_peers_to_what_it_serves(
         "KB 'papers' is not in the fleet",
         f"KB '{ids['papers_id']}' is not in the fleet",
     }
+
+
+def test_links_written_with_a_fleet_name_resolve_both_ways(
+    tmp_path: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    target = new_ulid()
+    papers = make_kb(
+        tmp_path / "papers",
+        {"raft.md": "# Raft\n\nConsensus.\n", "raft.md.pnk.yaml": f"id: {target}\n"},
+        name="papers",
+    )
+    notes = make_kb(
+        tmp_path / "notes",
+        {
+            "n.md": "# N\n\nNotes.\n",
+            "n.md.pnk.yaml": f"id: {new_ulid()}\nlinks:\n  - to: pnk://lit/{target}\n",
+        },
+        name="notes",
+    )
+    registry = FleetRegistry.load()
+    registry.add(papers, name="lit")  # a machine-local name, not the KB's [kb] name
+    registry.add(notes)
+    registry.save()
+    with KB.open(notes, embedder=fake_embedder) as a, KB.open(papers, embedder=fake_embedder) as b:
+        a.sync()
+        b.sync()
+        out = a.links("n.md", direction="out")
+        assert [(n.kb, n.doc_id) for n in out.neighbours] == [("lit", target)]
+        back = b.links("raft.md", direction="in")
+        assert [(n.kb, n.path) for n in back.neighbours] == [("notes", "n.md")]

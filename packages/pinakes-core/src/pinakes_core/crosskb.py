@@ -177,7 +177,10 @@ class Peers:
 
     def __init__(self, own_id: str, peers: Iterable[Peer], problem: str = "") -> None:
         self.own_id = own_id
-        self._peers = [p for p in peers if p.kb_id != own_id]
+        given = list(peers)
+        self._peers = [p for p in given if p.kb_id != own_id]
+        #: the names this KB itself goes by in the fleet (other KBs' links may use them).
+        self.own_names = {p.name for p in given if p.kb_id == own_id}
         self.problem = problem
 
     @classmethod
@@ -266,15 +269,15 @@ def _incoming(
     kb: KB, peer: Peer, targets: Sequence[str], rel: str | None
 ) -> list[sqlite3.Row] | None:
     """The peer's stored links whose target is one of ``targets`` in this KB."""
-    keys = {kb.config.kb.id, kb.config.kb.name}
+    keys = sorted({kb.config.kb.id, kb.config.kb.name, *kb.peers().own_names})
     rel_clause = " AND l.rel = ?" if rel else ""
     sql = (
         "SELECT l.src_doc, d.title, d.path, l.dst_doc, l.rel, l.origin FROM links l "
         "JOIN documents d ON d.doc_id = l.src_doc "
-        f"WHERE l.dst_doc IN ({_marks(targets)}) AND ((l.reason = ? AND l.dst_kb IN (?, ?)) "
-        f"OR (l.reason = ? AND l.dst_kb IS NULL)){rel_clause} ORDER BY d.path"
+        f"WHERE l.dst_doc IN ({_marks(targets)}) AND ((l.reason = ? AND l.dst_kb IN "
+        f"({_marks(keys)})) OR (l.reason = ? AND l.dst_kb IS NULL)){rel_clause} ORDER BY d.path"
     )
-    return peer.query(sql, [*targets, OTHER_KB, *sorted(keys), NO_SUCH_ID, *([rel] if rel else [])])
+    return peer.query(sql, [*targets, OTHER_KB, *keys, NO_SUCH_ID, *([rel] if rel else [])])
 
 
 def _scores(
