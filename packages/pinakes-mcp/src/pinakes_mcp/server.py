@@ -243,6 +243,7 @@ def serve(
         token: HTTP: require ``Authorization: Bearer <token>`` (default: the
             ``PINAKES_MCP_TOKEN`` environment variable, if set).
         allow_unauthenticated: HTTP: serve a non-loopback address without a token.
+        fleet: serve every KB of the fleet registry too, each under its fleet name.
 
     Raises:
         PinakesError: if a KB cannot be opened, two KBs share a name or id, or a non-loopback
