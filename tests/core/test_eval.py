@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb
@@ -19,6 +20,7 @@ from pinakes_core.eval import (
     ndcg_at,
     recall_at,
     reciprocal_rank,
+    reliability,
     score,
 )
 
@@ -74,6 +76,53 @@ def test_score_confidence_errors_by_hand() -> None:
     assert report.classes["none"].recall_5 is None
 
 
+def test_offtopic_counts_as_not_answerable_and_gets_its_own_row() -> None:
+    outcomes = [
+        _outcome("lookup", ["a"], ["a"], abstain=False),  # right and confident
+        _outcome("none", [], ["b"], abstain=True),  # right abstention
+        _outcome("offtopic", [], ["b"], abstain=False),  # confident on off-topic
+        _outcome("offtopic", [], ["c"], abstain=True),  # right abstention
+        _outcome("offtopic", [], ["c"], abstain=True),  # right abstention
+    ]
+    report = score(outcomes, ["bm25", "dense"])
+    assert report.overall.false_abstain == 0.0
+    # wrong top hits are the 4 unanswerable questions; 1 of them answered confidently
+    assert report.overall.false_confidence == pytest.approx(0.25)
+    assert report.overall.false_confidence_none == pytest.approx(0.25)
+    offtopic = report.classes["offtopic"]
+    assert offtopic.questions == 3 and offtopic.recall_1 is None
+    assert offtopic.abstained == pytest.approx(2 / 3, abs=1e-3)
+    assert report.classes["none"].abstained == 1.0
+    assert report.classes["lookup"].abstained == 0.0
+
+
+def test_auroc_and_reliability_of_confidence() -> None:
+    def scored(cls: str, relevant: list[str], top: str, confidence: float) -> Outcome:
+        q = Question.model_validate({"id": "q", "query": "q", "class": cls, "relevant": relevant})
+        return Outcome(q, [top], confidence, confidence < 0.5, None, 1.0)
+
+    outcomes = [
+        scored("lookup", ["a"], "a", 0.95),  # right, high
+        scored("lookup", ["a"], "a", 0.35),  # right, low
+        scored("lookup", ["a"], "x", 0.55),  # wrong top document
+        scored("offtopic", [], "x", 0.15),  # not answerable
+    ]
+    report = score(outcomes, ["bm25", "dense"])
+    # right tops {0.95, 0.35} vs wrong {0.55, 0.15}: 3 of 4 pairs ordered correctly
+    assert report.overall.auroc == pytest.approx(0.75)
+    bins = {(b.lower, b.upper): b for b in report.reliability}
+    assert len(report.reliability) == 10
+    assert bins[(0.9, 1.0)].count == 1 and bins[(0.9, 1.0)].observed == 1.0
+    assert bins[(0.5, 0.6)].observed == 0.0 and bins[(0.1, 0.2)].mean_confidence == 0.15
+    assert bins[(0.0, 0.1)].count == 0 and bins[(0.0, 0.1)].observed is None
+
+
+def test_reliability_puts_confidence_one_in_the_last_bin() -> None:
+    rows = reliability(np.array([1.0, 0.0]), np.array([1.0, 0.0]))
+    assert rows[-1].count == 1 and rows[0].count == 1
+    assert sum(r.count for r in rows) == 2
+
+
 def test_score_without_confidence_reports_none() -> None:
     report = score([_outcome("lookup", ["a"], ["a"], abstain=None)], ["bm25"])
     assert report.overall.false_abstain is None and report.overall.false_confidence is None
@@ -88,6 +137,29 @@ def test_load_questions_errors_name_file_and_line(tmp_path: Path) -> None:
         load_questions(path)
     path.write_text('{"id": "a", "query": "x", "class": "lookups", "relevant": []}\n')
     with pytest.raises(ConfigError, match="unknown class 'lookups'"):
+        load_questions(path)
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"id": "a", "query": "x", "class": "offtopic", "relevant": ["a.md"]}'], "no relevant"),
+        (['{"id": "a", "query": "x", "class": "lookup", "relevant": []}'], "list relevant"),
+        (
+            [
+                '{"id": "a", "query": "x", "class": "none", "relevant": []}',
+                '{"id": "a", "query": "y", "class": "offtopic", "relevant": []}',
+            ],
+            r"line 2: question id 'a' is used twice",
+        ),
+    ],
+)
+def test_load_questions_rejects_inconsistent_questions(
+    tmp_path: Path, lines: list[str], message: str
+) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=message):
         load_questions(path)
 
 
@@ -122,3 +194,9 @@ def test_eval_end_to_end_on_a_tiny_kb(tmp_path: Path) -> None:
     assert bm25.classes["filter"].recall_1 == 1.0  # the path filter changes the answer
     assert bm25.overall.questions == 4
     assert bm25.overall.latency_ms_p50 is not None
+
+    # a relevant path the KB does not hold is a mistake in the set, not a miss of the engine
+    rows[0]["relevant"] = ["ledgr.md"]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError, match=r"question l1 lists 'ledgr.md', which is not a document"):
+        evaluate(kb, questions, {"bm25": ["bm25"]})

@@ -296,7 +296,7 @@ def _table(title: str, columns: Iterable[str], left: Iterable[str]) -> Table:
 
 def render_eval(console: Console, report: EvalReport) -> None:
     """Per-class metrics, one row per class and configuration, then the whole-set figures."""
-    metrics = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
+    metrics = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "abstained")
     table = _table(
         f"pnk eval — {report.questions_file}",
         ("config", "class", "n", *metrics),
@@ -317,6 +317,7 @@ def render_eval(console: Console, report: EvalReport) -> None:
             "false-abstain",
             "false-confidence",
             "false-conf. (none)",
+            "AUROC",
             "p50 ms",
             "p95 ms",
         ),
@@ -330,6 +331,7 @@ def render_eval(console: Console, report: EvalReport) -> None:
             _fmt(o.false_abstain),
             _fmt(o.false_confidence),
             _fmt(o.false_confidence_none),
+            _fmt(o.auroc),
             _fmt(o.latency_ms_p50, 1),
             _fmt(o.latency_ms_p95, 1),
         )

@@ -7,15 +7,23 @@ A question set is JSONL, one object a line::
 
 Metrics are computed over the ranked list of distinct documents the hits come from. Recall@k is
 the share of a question's relevant documents found in the first k; MRR uses the first relevant
-document; nDCG@10 uses binary relevance. ``none`` questions (the KB does not answer them) have no
-recall; they count in the confidence metrics:
+document; nDCG@10 uses binary relevance. The KB does not answer ``none`` questions (near misses)
+nor ``offtopic`` ones (world knowledge, other domains); both count as *not answerable* in every
+metric, have no recall, and the correct behaviour on them is to abstain:
 
-- ``false_abstain``: answerable questions on which the search abstained (confidence below
-  ``[retrieval] abstain_below``), over all answerable questions;
-- ``false_confidence``: questions answered confidently although the top hit is wrong (a ``none``
-  question, or a top document that is not relevant), over all questions whose top hit is wrong;
-- ``false_confidence_none``: the same restricted to ``none`` questions (the original Pinakes'
-  metric).
+- ``abstained`` (per class): the share of the class's questions on which the search abstained
+  (confidence below ``[retrieval] abstain_below``): the correct-abstention rate of ``none`` and
+  ``offtopic``, the false-abstain rate of an answerable class;
+- ``false_abstain``: answerable questions on which the search abstained, over all answerable
+  questions;
+- ``false_confidence``: questions answered confidently although the top hit is wrong (a question
+  the KB does not answer, or a top document that is not relevant), over all questions whose top
+  hit is wrong;
+- ``false_confidence_none``: the same restricted to the questions the KB does not answer
+  (``none`` and ``offtopic``; the original Pinakes' metric);
+- ``auroc``: how well ``confidence`` ranks questions with a right top document above those with
+  a wrong one (0.5 is chance), and ``reliability``: the 10-bin reliability diagram of
+  ``confidence`` against "the top document is right".
 """
 
 from __future__ import annotations
@@ -41,23 +49,29 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLASSES",
+    "UNANSWERABLE",
     "ClassMetrics",
     "ConfigReport",
     "EvalReport",
     "Outcome",
     "Question",
+    "ReliabilityBin",
     "calibrate",
+    "check_relevant",
     "evaluate",
     "load_questions",
     "matrix_configs",
     "ndcg_at",
     "recall_at",
     "reciprocal_rank",
+    "reliability",
     "run_questions",
     "score",
 ]
 
-CLASSES = ("lookup", "paraphrase", "lexical", "filter", "multi-hop", "none")
+CLASSES = ("lookup", "paraphrase", "lexical", "filter", "multi-hop", "none", "offtopic")
+#: Classes of questions the KB does not answer: they list no relevant documents.
+UNANSWERABLE = frozenset({"none", "offtopic"})
 #: Chunks fetched per question: enough for ten distinct documents in practice.
 _FETCH = 50
 
@@ -91,8 +105,9 @@ def load_questions(path: Path) -> list[Question]:
     """Read a JSONL question set.
 
     Raises:
-        ConfigError: on a line that is not JSON or not a valid question; the message names the
-            file and line.
+        ConfigError: on a line that is not JSON or not a valid question (unknown class, an id used
+            twice, an answerable question without relevant documents or a none/offtopic one with
+            them); the message names the file and line.
     """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -101,6 +116,7 @@ def load_questions(path: Path) -> list[Question]:
             f"Cannot read question file {path}: {exc.strerror}.", "Pass --questions FILE."
         ) from None
     questions: list[Question] = []
+    seen: set[str] = set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -113,6 +129,19 @@ def load_questions(path: Path) -> list[Question]:
             raise ConfigError(
                 f"{path}, line {number}: unknown class {question.cls!r}; allowed: {', '.join(CLASSES)}."
             )
+        if (question.cls in UNANSWERABLE) == bool(question.relevant):
+            raise ConfigError(
+                f"{path}, line {number}: a {question.cls!r} question must "
+                + (
+                    "list no relevant documents."
+                    if question.relevant
+                    else "list relevant documents."
+                ),
+                "Give answerable questions their documents; none/offtopic questions get [].",
+            )
+        if question.id in seen:
+            raise ConfigError(f"{path}, line {number}: question id {question.id!r} is used twice.")
+        seen.add(question.id)
         questions.append(question)
     if not questions:
         raise ConfigError(f"{path} holds no questions.")
@@ -163,8 +192,8 @@ class Outcome:
 
     @property
     def answerable(self) -> bool:
-        """Whether the KB answers the question (it is not of class ``none``)."""
-        return self.question.cls != "none"
+        """Whether the KB answers the question (it is not ``none`` or ``offtopic``)."""
+        return self.question.cls not in UNANSWERABLE
 
     @property
     def top_correct(self) -> bool:
@@ -205,7 +234,11 @@ def run_questions(
 
 
 class ClassMetrics(BaseModel):
-    """Retrieval metrics of one question class (``None`` where undefined, e.g. for ``none``)."""
+    """Metrics of one question class.
+
+    ``None`` where undefined: recall of ``none``/``offtopic``, ``abstained`` without a
+    calibrated confidence.
+    """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 
@@ -215,6 +248,7 @@ class ClassMetrics(BaseModel):
     recall_10: float | None = Field(alias="recall@10")
     mrr: float | None
     ndcg_10: float | None = Field(alias="ndcg@10")
+    abstained: float | None = None
 
 
 class Overall(BaseModel):
@@ -226,8 +260,21 @@ class Overall(BaseModel):
     false_abstain: float | None
     false_confidence: float | None
     false_confidence_none: float | None
+    auroc: float | None = None
     latency_ms_p50: float | None
     latency_ms_p95: float | None
+
+
+class ReliabilityBin(BaseModel):
+    """One bin of the reliability (calibration) curve."""
+
+    model_config = ConfigDict(frozen=True)
+
+    lower: float
+    upper: float
+    count: int
+    mean_confidence: float | None
+    observed: float | None
 
 
 class ConfigReport(BaseModel):
@@ -238,6 +285,9 @@ class ConfigReport(BaseModel):
     channels: list[str]
     classes: dict[str, ClassMetrics]
     overall: Overall
+    #: Confidence against "the top document is right", 10 equal-width bins (empty without
+    #: a calibrated confidence).
+    reliability: list[ReliabilityBin] = []
 
 
 class EvalReport(BaseModel):
@@ -253,6 +303,38 @@ class EvalReport(BaseModel):
 
 def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
+
+
+def _auc(p: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> float | None:
+    pos, neg = p[y == 1], p[y == 0]
+    if not len(pos) or not len(neg):
+        return None
+    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return round(float(greater / (len(pos) * len(neg))), 4)
+
+
+def reliability(
+    confidence: np.ndarray[Any, Any], correct: np.ndarray[Any, Any], bins: int = 10
+) -> list[ReliabilityBin]:
+    """Return the reliability diagram of ``confidence`` against ``correct`` (0/1).
+
+    Per equal-width confidence bin: the mean confidence and the observed share of right top
+    documents (``None`` for an empty bin).
+    """
+    rows = []
+    edges = np.linspace(0, 1, bins + 1)
+    for lo, hi in itertools.pairwise(edges):
+        mask = (confidence >= lo) & ((confidence < hi) | (hi == 1.0))
+        rows.append(
+            ReliabilityBin(
+                lower=round(float(lo), 1),
+                upper=round(float(hi), 1),
+                count=int(mask.sum()),
+                mean_confidence=round(float(confidence[mask].mean()), 3) if mask.any() else None,
+                observed=round(float(correct[mask].mean()), 3) if mask.any() else None,
+            )
+        )
+    return rows
 
 
 def score(outcomes: Sequence[Outcome], channels: Sequence[str]) -> ConfigReport:
@@ -273,6 +355,7 @@ def score(outcomes: Sequence[Outcome], channels: Sequence[str]) -> ConfigReport:
                 ),
                 "mrr": _mean([reciprocal_rank(o.docs, o.question.relevant) for o in answerable]),
                 "ndcg@10": _mean([ndcg_at(o.docs, o.question.relevant, 10) for o in answerable]),
+                "abstained": _mean([float(o.abstain) for o in group if o.abstain is not None]),
             }
         )
     judged = [o for o in outcomes if o.abstain is not None]
@@ -284,15 +367,24 @@ def score(outcomes: Sequence[Outcome], channels: Sequence[str]) -> ConfigReport:
     def share(group: list[Outcome], abstained: bool) -> float | None:
         return round(sum(o.abstain is abstained for o in group) / len(group), 4) if group else None
 
+    scored = [o for o in outcomes if o.confidence is not None]
+    confidence = np.array([o.confidence for o in scored], dtype=np.float64)
+    correct = np.array([1.0 if o.top_correct else 0.0 for o in scored])
     overall = Overall(
         questions=len(outcomes),
         false_abstain=share(answerable, True),
         false_confidence=share(wrong, False),
         false_confidence_none=share(nones, False),
+        auroc=_auc(confidence, correct),
         latency_ms_p50=_percentile(latencies, 50),
         latency_ms_p95=_percentile(latencies, 95),
     )
-    return ConfigReport(channels=list(channels), classes=classes, overall=overall)
+    return ConfigReport(
+        channels=list(channels),
+        classes=classes,
+        overall=overall,
+        reliability=reliability(confidence, correct) if scored else [],
+    )
 
 
 def config_name(channels: Sequence[str]) -> str:
@@ -343,13 +435,42 @@ def select_configs(
     return {n: available[n] for n in names or ()}
 
 
+def check_relevant(kb: KB, questions: Sequence[Question], questions_file: Path) -> None:
+    """Check that every relevant document of ``questions`` is a document of ``kb``.
+
+    A KB that was never synced is synced first, as a search would.
+
+    Raises:
+        ConfigError: naming the first question and path that are missing, and how many more are.
+    """
+    kb._ensure_synced()  # as search would: a never-synced KB is synced first
+    known = {row[0] for row in kb.store().conn.execute("SELECT path FROM documents")}
+    missing = [(q.id, path) for q in questions for path in q.relevant if path not in known]
+    if missing:
+        first_id, first_path = missing[0]
+        more = f" ({len(missing) - 1} more are missing too)" if len(missing) > 1 else ""
+        raise ConfigError(
+            f"{questions_file}: question {first_id} lists {first_path!r}, which is not a "
+            f"document of the KB at {kb.root}{more}.",
+            "Relevant paths are relative to the KB root with '/' separators; fix the path or "
+            "pass the KB the set was written for with --kb.",
+        )
+
+
 def evaluate(
     kb: KB, questions_file: Path, configs: dict[str, list[str]] | None = None
 ) -> EvalReport:
-    """Run a question set against ``kb`` for each configuration (default: the KB's own)."""
+    """Run a question set against ``kb`` for each configuration (default: the KB's own).
+
+    Raises:
+        ConfigError: if the question file is invalid (see :func:`load_questions`) or a question
+            lists a relevant document the KB does not hold (a typo, or the set was written for
+            another folder), since such a question could never be found.
+    """
     from pinakes_core.retrieval import default_channels
 
     questions = load_questions(questions_file)
+    check_relevant(kb, questions, questions_file)
     if configs is None:
         channels = default_channels(kb.config.retrieval, entities=False, concepts=False)
         configs = {config_name(channels): channels}
@@ -365,18 +486,6 @@ def evaluate(
 
 
 # -- calibration -------------------------------------------------------------------------------
-
-
-class ReliabilityBin(BaseModel):
-    """One bin of the reliability (calibration) curve."""
-
-    model_config = ConfigDict(frozen=True)
-
-    lower: float
-    upper: float
-    count: int
-    mean_confidence: float | None
-    observed: float | None
 
 
 class ThresholdRow(BaseModel):
@@ -404,32 +513,6 @@ class CalibrationReport(BaseModel):
     auc: float | None
     reliability: list[ReliabilityBin]
     thresholds: list[ThresholdRow]
-
-
-def _auc(p: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> float | None:
-    pos, neg = p[y == 1], p[y == 0]
-    if not len(pos) or not len(neg):
-        return None
-    greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return round(float(greater / (len(pos) * len(neg))), 4)
-
-
-def reliability(p: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> list[ReliabilityBin]:
-    """The 10-bin reliability diagram of predictions ``p`` against outcomes ``y``."""
-    bins = []
-    edges = np.linspace(0, 1, 11)
-    for lo, hi in itertools.pairwise(edges):
-        mask = (p >= lo) & ((p < hi) | (hi == 1.0))
-        bins.append(
-            ReliabilityBin(
-                lower=round(float(lo), 1),
-                upper=round(float(hi), 1),
-                count=int(mask.sum()),
-                mean_confidence=round(float(p[mask].mean()), 3) if mask.any() else None,
-                observed=round(float(y[mask].mean()), 3) if mask.any() else None,
-            )
-        )
-    return bins
 
 
 def thresholds(
@@ -499,7 +582,7 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
     if len(set(y.tolist())) < 2:
         raise PinakesError(
             f"{questions_file}: calibration needs questions with both right and wrong top hits.",
-            "Add `none` questions (the KB does not answer them) to the set.",
+            "Add `none` or `offtopic` questions (the KB does not answer them) to the set.",
         )
     prior = prior_calibration()
     center = prior.coef if prior is not None else None
