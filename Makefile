@@ -25,3 +25,8 @@ check: lint typecheck test
 
 bench:
 	uv run python benchmarks/corpora.py --corpus ../shared/corpora/nushell-docs --corpus ../shared/corpora/dendron-site
+
+# pnk eval on golden and the held-out nushell / dendron sets (staged outside the repo).
+# `make eval EVAL_ARGS=--matrix` adds every channel configuration.
+eval:
+	uv run python benchmarks/eval_sets.py $(EVAL_ARGS)

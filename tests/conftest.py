@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -88,6 +91,17 @@ SMALL_KB: dict[str, str] = {
         "## Rollback\n\nIf error E-4012 appears, roll back with the previous image tag.\n"
     ),
 }
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """Import ``benchmarks/<name>.py`` (not a package) as module ``<name>_bench``."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_files(root: Path, files: dict[str, str | bytes]) -> None:

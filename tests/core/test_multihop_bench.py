@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multihop.py"
+from conftest import load_benchmark
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("multihop_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    return module
-
-
-mh = _load()
+mh = load_benchmark("multihop")
 
 
 def key(title: str, text: str) -> str:
