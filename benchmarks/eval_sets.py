@@ -94,11 +94,13 @@ def stage(src: Path, dst: Path) -> Staged:
     Only files whose size or modification time differ are copied; the copy keeps the source's
     modification time (so sync sees an unchanged file as unchanged) but is made writable (the
     shared corpora are read-only). Files ``src`` no longer has are deleted from ``dst``, except
-    the ``pinakes.toml`` / ``.gitignore`` that ``KB.init`` wrote when ``src`` has none, and the
-    ``.pinakes`` index.
+    what Pinakes wrote there itself: the ``pinakes.toml`` / ``.gitignore`` of ``KB.init`` when
+    ``src`` has none, the ``.pinakes`` index, and the sidecars sync writes for documents whose
+    source has no sidecar (they hold the minted ids; deleting them would re-mint every id).
     """
     from pinakes_core import KB
     from pinakes_core.config import CONFIG_FILE
+    from pinakes_core.sidecar import SIDECAR_SUFFIX
 
     dst.mkdir(parents=True, exist_ok=True)
     wanted = _files(src)
@@ -118,6 +120,11 @@ def stage(src: Path, dst: Path) -> Staged:
         os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
         copied += 1
     keep = {CONFIG_FILE, ".gitignore"} - wanted.keys()
+    keep |= {
+        rel
+        for rel in have.keys() - wanted.keys()
+        if rel.endswith(SIDECAR_SUFFIX) and rel.removesuffix(SIDECAR_SUFFIX) in wanted
+    }
     for rel in sorted(have.keys() - wanted.keys() - keep):
         (dst / rel).unlink()
         removed += 1

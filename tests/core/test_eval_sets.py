@@ -42,17 +42,23 @@ def test_stage_mirrors_incrementally_and_keeps_the_kb(tmp_path: Path) -> None:
     assert os.access(dst / "b.md", os.W_OK)  # the copy is writable although the source is not
     (dst / ".pinakes").mkdir()
     (dst / ".pinakes" / "index.db").write_text("x")
+    (dst / "b.md.pnk.yaml").write_text("id: 01J\n")  # sync mints ids into sidecars
+    (dst / "c.md.pnk.yaml").write_text("id: 01K\n")  # an orphan: c.md is not in the source
 
     again = es.stage(src, dst)
-    assert (again.copied, again.removed, again.unchanged) == (0, 0, 2)
+    assert (again.copied, again.removed, again.unchanged) == (0, 1, 2)
+    assert (dst / "b.md.pnk.yaml").is_file()  # the minted id survives a re-stage
+    assert not (dst / "c.md.pnk.yaml").exists()
 
     _writable(src)
     (src / "b.md").write_text("# B\n\nbeta, changed\n")
     (src / "book" / "a.md").unlink()
     (src / "book").rmdir()
     (src / "c.md").write_text("# C\n")
+    (src / "b.md.pnk.yaml").write_text("id: 01L\n")  # the source's own sidecar wins
     changed = es.stage(src, dst)
-    assert (changed.copied, changed.removed, changed.unchanged) == (2, 1, 0)
+    assert (changed.copied, changed.removed, changed.unchanged) == (3, 1, 0)
+    assert (dst / "b.md.pnk.yaml").read_text() == "id: 01L\n"
     assert (dst / "b.md").read_text() == "# B\n\nbeta, changed\n"
     assert not (dst / "book").exists()  # emptied folders go too
     assert (dst / ".pinakes" / "index.db").is_file()  # the index is never touched
