@@ -29,6 +29,7 @@ from rel_watchdog import Outcome, run_guarded
 
 from conftest import FakeHashEmbedder, make_kb, write_files
 from pinakes_core import KB
+from pinakes_core.sidecar import SIDECAR_SUFFIX
 from pinakes_core.store import Store
 
 # The KB before the sync that gets killed: synced once, with sidecars.
@@ -201,25 +202,46 @@ def differences(healed: dict[str, Any], rebuilt: dict[str, Any]) -> list[str]:
     return [name for name in rebuilt if healed.get(name) != rebuilt[name]]
 
 
+def _is_skeleton(rel: str, data: bytes) -> bool:
+    """Whether ``rel`` is a sidecar Pinakes wrote holding nothing but ``id: …``."""
+    return rel.endswith(SIDECAR_SUFFIX) and data.startswith(b"id: ") and data.count(b"\n") == 1
+
+
 def user_files(root: Path) -> dict[str, str]:
-    """Hash of every file outside ``.pinakes/`` (the truth layer)."""
+    """Hash of every file outside ``.pinakes/`` (the truth layer); skeletons are marked."""
     found = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if rel.parts[0] == ".pinakes" or not path.is_file():
             continue
-        found[rel.as_posix()] = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        data = path.read_bytes()
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        key = rel.as_posix()
+        found[key] = f"skeleton {digest}" if _is_skeleton(key, data) else digest
     return found
 
 
 def changed_user_bytes(before: dict[str, str], root: Path) -> list[str]:
-    """Files whose bytes changed or that went, and new files that are not sidecar skeletons."""
+    """Files whose bytes changed or that went, and new files that are not sidecar skeletons.
+
+    A skeleton whose document is gone may go too: sync removes a sidecar that held nothing but
+    the id of a deleted or moved document (issue 17), and nothing the user wrote is in it.
+    """
     after = user_files(root)
-    problems = [f"changed or removed: {rel}" for rel, h in before.items() if after.get(rel) != h]
-    for rel in sorted(after.keys() - before.keys()):
-        text = (root / rel).read_text("utf-8", errors="replace")
-        if not (rel.endswith(".pnk.yaml") and text.startswith("id: ") and text.count("\n") == 1):
-            problems.append(f"new file that is not a sidecar skeleton: {rel}")
+    problems = []
+    for rel, digest in before.items():
+        if after.get(rel) == digest:
+            continue
+        orphan = (
+            digest.startswith("skeleton ") and not (root / rel[: -len(SIDECAR_SUFFIX)]).exists()
+        )
+        if not (orphan and rel not in after):
+            problems.append(f"changed or removed: {rel}")
+    problems += [
+        f"new file that is not a sidecar skeleton: {rel}"
+        for rel in sorted(after.keys() - before.keys())
+        if not after[rel].startswith("skeleton ")
+    ]
     return problems
 
 
