@@ -46,7 +46,8 @@ def _passages(name: str, limit: int) -> list[str]:
 def candidate_pairs(texts: list[str], types: set[str]) -> list[tuple[str, str, str, str, str, str]]:
     """``(short key, long key, short label, long label, short type, long type)`` per pair."""
     from pinakes_ner import extract
-    from pinakes_ner.normalise import contains, entity_key
+    from pinakes_ner.layer import containment_candidates
+    from pinakes_ner.normalise import entity_key
 
     surfaces: dict[str, Counter[str]] = {}
     kinds: dict[str, Counter[str]] = {}
@@ -56,26 +57,19 @@ def candidate_pairs(texts: list[str], types: set[str]) -> list[tuple[str, str, s
             if key:
                 surfaces.setdefault(key, Counter())[surface] += n
                 kinds.setdefault(key, Counter())[kind] += n
-    keys = sorted(surfaces)
-    by_word: dict[str, list[str]] = {}
-    for key in keys:
-        for word in set(key.split()):
-            by_word.setdefault(word, []).append(key)
     pairs = []
-    for short in keys:
-        pool = min((by_word[w] for w in short.split()), key=len)
-        for long in pool:
-            if contains(short, long):
-                pairs.append(
-                    (
-                        short,
-                        long,
-                        surfaces[short].most_common(1)[0][0],
-                        surfaces[long].most_common(1)[0][0],
-                        kinds[short].most_common(1)[0][0],
-                        kinds[long].most_common(1)[0][0],
-                    )
+    for short, longer in containment_candidates(sorted(surfaces)).items():
+        for long in longer:
+            pairs.append(
+                (
+                    short,
+                    long,
+                    surfaces[short].most_common(1)[0][0],
+                    surfaces[long].most_common(1)[0][0],
+                    kinds[short].most_common(1)[0][0],
+                    kinds[long].most_common(1)[0][0],
                 )
+            )
     return pairs
 
 

@@ -253,7 +253,7 @@ def test_a_resync_with_one_chunk_changed_runs_ner_on_that_chunk_only(
 def test_a_full_graph_rebuild_keeps_the_entity_layer_without_rerunning_the_model(
     tmp_path: Path, extracted: list[str]
 ) -> None:
-    root = _ner_kb(tmp_path / "kb", LONG_DOC)
+    root = _ner_kb(tmp_path / "kb", LONG_DOC, "seed_mass = 0.3")
     with _open(root) as kb:
         kb.sync()
         before = _entities(root)
@@ -265,14 +265,59 @@ def test_a_full_graph_rebuild_keeps_the_entity_layer_without_rerunning_the_model
         assert extracted == []
         assert _entities(root) == before
         assert kb.status().mentions == edges_before
-        # Entity labels are embedded, as tag and heading labels are.
-        conn = kb.store().conn
-        labels = conn.execute(
-            "SELECT n.label, nv.embed_hash FROM nodes n JOIN node_vectors nv USING (node_id) "
+        # Entity labels are embedded, as tag and heading labels are: every one here, as the
+        # query side is on (see the next test for the default).
+        assert set(_label_vectors(root)) == set(before)
+
+
+def _label_vectors(root: Path) -> dict[str, bytes]:
+    """Entity key → its label's vector, for the entity nodes that have one."""
+    conn = db(root)
+    try:
+        rows = conn.execute(
+            "SELECT n.key, n.label, nv.embed_hash, v.vector FROM nodes n "
+            "JOIN node_vectors nv USING (node_id) JOIN vectors v USING (embed_hash) "
             "WHERE n.kind = 'entity'"
         ).fetchall()
-        assert len(labels) == len(before)
-        assert all(label_hash(label) == h for label, h in labels)
+    finally:
+        conn.close()
+    assert all(label_hash(label) == h for _, label, h, _ in rows)
+    return {key: vector for key, _, _, vector in rows}
+
+
+def test_only_labels_the_merge_compares_are_embedded_unless_queries_match_labels(
+    tmp_path: Path,
+) -> None:
+    from pinakes_ner.query import entities_in
+
+    files = {**NEAR_DUPLICATES, "consensus.md": SHARED_ONLY_ENTITY["consensus.md"]}
+    root = _ner_kb(tmp_path / "kb", files, "near_duplicate = 0.0")
+    with _open(root) as kb:
+        kb.sync()
+        entities = set(_entities(root))
+        assert {"barack obama", "diego ongaro", "stanford university"} <= entities
+        assert "obama" not in entities  # merged: its label was compared with "Barack Obama"
+        # Only the pair's labels were embedded; no other label is in the store at all.
+        assert set(_label_vectors(root)) == {"barack obama"}
+        conn = kb.store().conn
+        stored = {h for (h,) in conn.execute("SELECT embed_hash FROM vectors")}
+        assert label_hash("Barack Obama") in stored
+        assert label_hash("Diego Ongaro") not in stored and label_hash("Chicago") not in stored
+        aliases = dict(conn.execute("SELECT alias, node_id FROM entity_aliases"))
+        default_vector = _label_vectors(root)["barack obama"]
+    # Queries matching labels by embedding need every label: turning them on embeds the rest
+    # at the next sync, with the same merge.
+    set_config(root, "ner", "seed_mass = 0.3")
+    with _open(root) as kb:
+        kb.sync()
+        vectors = _label_vectors(root)
+        assert set(vectors) == set(_entities(root)) == entities
+        assert vectors["barack obama"] == default_vector
+        conn = kb.store().conn
+        assert dict(conn.execute("SELECT alias, node_id FROM entity_aliases")) == aliases
+        # A name that is no alias is matched to the closest label through those vectors.
+        found = [e.label for e in entities_in(kb, "Where did Diego Ongaro study, Stanford?")]
+        assert "Diego Ongaro" in found and "Stanford University" in found
 
 
 def test_turning_ner_off_removes_the_layer_and_on_again_reuses_the_extraction(

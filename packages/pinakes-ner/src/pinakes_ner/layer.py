@@ -10,7 +10,9 @@ Two steps, each cheap when nothing changed:
    rebuilt from ``ner_texts`` whenever documents changed, in one transaction. Rebuilding it
    whole keeps the near-duplicate merge consistent (a new "Michelle Obama" makes "Obama"
    ambiguous for every chunk that says it) and costs a fraction of a second per thousand
-   documents; only labels never seen before are embedded.
+   documents. Only the labels the near-duplicate merge compares are embedded (every label
+   when queries match labels by embedding, :func:`embeds_every_label`), and only those not
+   in the store yet.
 
 Entity nodes are keyed by the normalised surface form (:func:`~pinakes_ner.normalise.entity_key`).
 A mention edge runs from the entity node to the chunk node and weighs ``count / entity mentions
@@ -42,7 +44,15 @@ from pinakes_core.sync import stored_embed_text
 from pinakes_ner import extract
 from pinakes_ner.normalise import contains, entity_key
 
-__all__ = ["GLUE_SHARE", "derive_layer", "drop_layer", "label_hash", "merge_near_duplicates"]
+__all__ = [
+    "GLUE_SHARE",
+    "containment_candidates",
+    "derive_layer",
+    "drop_layer",
+    "embeds_every_label",
+    "label_hash",
+    "merge_near_duplicates",
+]
 
 log = logging.getLogger(__name__)
 
@@ -157,10 +167,32 @@ def _label_vectors(
     return np.stack([np.frombuffer(known[h], dtype=np.float32) for h in hashes])
 
 
+def containment_candidates(keys: Iterable[str]) -> dict[str, list[str]]:
+    """Map each key that longer keys contain as whole words to those keys, in ``keys`` order.
+
+    These are the only pairs :func:`merge_near_duplicates` ever compares, so they are the only
+    labels whose embeddings the merge needs ("obama" → ["barack obama", "michelle obama"]).
+    """
+    keys = list(keys)
+    by_word: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        for word in set(key.split()):
+            by_word[word].append(key)
+    found: dict[str, list[str]] = {}
+    for short in keys:
+        # The rarest word's keys hold every key containing ``short``.
+        pool = min((by_word[w] for w in short.split()), key=len)
+        longer = [k for k in pool if contains(short, k)]
+        if longer:
+            found[short] = longer
+    return found
+
+
 def merge_near_duplicates(
     keys: list[str],
     similarity: Callable[[str, list[str]], npt.NDArray[np.float64]],
     threshold: float,
+    candidates: dict[str, list[str]] | None = None,
 ) -> dict[str, str]:
     """Map each key to the key of the entity it is a near-duplicate of (itself if none).
 
@@ -172,20 +204,17 @@ def merge_near_duplicates(
 
     Args:
         keys: the entity keys.
-        similarity: ``similarity(key, others)`` → label cosine of ``key`` to each of ``others``.
+        similarity: ``similarity(key, others)`` → label cosine of ``key`` to each of ``others``;
+            called only for the pairs of ``candidates``.
         threshold: the minimum label cosine to merge.
+        candidates: :func:`containment_candidates` of ``keys`` when the caller has them.
     """
-    by_word: dict[str, list[str]] = defaultdict(list)
-    for key in keys:
-        for word in set(key.split()):
-            by_word[word].append(key)
+    if candidates is None:
+        candidates = containment_candidates(keys)
     parent: dict[str, str] = {}
     # Longest first, so a longer key's own merge is known before shorter keys resolve to it.
-    for short in sorted(keys, key=lambda k: (-len(k), k)):
-        pool = min((by_word[w] for w in short.split()), key=len)
-        longer = [k for k in pool if contains(short, k)]
-        if not longer:
-            continue
+    for short in sorted(candidates, key=lambda k: (-len(k), k)):
+        longer = candidates[short]
         scores = similarity(short, longer)
         targets = {_root(parent, k) for k, s in zip(longer, scores, strict=True) if s >= threshold}
         if len(targets) == 1:
@@ -222,7 +251,12 @@ def derive_layer(kb: Any, store: Any, changed: list[str], removed: list[str]) ->
     conn: sqlite3.Connection = store.conn
     serial = int(store.get_meta("sync_serial") or 0)
     settings = json.dumps(
-        {"types": sorted(cfg.types), "near_duplicate": cfg.near_duplicate, "v": LAYER_VERSION}
+        {
+            "types": sorted(cfg.types),
+            "near_duplicate": cfg.near_duplicate,
+            "every_label": embeds_every_label(cfg),
+            "v": LAYER_VERSION,
+        }
     )
     extracted = _extract_new(store, extract.model_id())
     nodes = conn.execute("SELECT COUNT(*) FROM nodes WHERE kind = 'entity'").fetchone()[0]
@@ -251,14 +285,16 @@ def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
     found = _mentions(conn, cfg.types)
     keys = sorted(found.surfaces)
     labels = {key: found.label(key) for key in keys}
-    vectors = _label_vectors(conn, [labels[k] for k in keys], lambda: kb.embedder)
-    row = {key: i for i, key in enumerate(keys)}
+    candidates = containment_candidates(keys)
+    embedded = keys if embeds_every_label(cfg) else _paired(keys, candidates)
+    vectors = _label_vectors(conn, [labels[k] for k in embedded], lambda: kb.embedder)
+    row = {key: i for i, key in enumerate(embedded)}
 
     def similarity(key: str, others: list[str]) -> npt.NDArray[np.float64]:
         rows = vectors[[row[o] for o in others]]
         return np.asarray(rows @ vectors[row[key]], dtype=np.float64)
 
-    canonical = merge_near_duplicates(keys, similarity, cfg.near_duplicate)
+    canonical = merge_near_duplicates(keys, similarity, cfg.near_duplicate, candidates)
     # Chunk nodes exist when the graph plugin derived them; otherwise this layer adds them.
     chunk_node = {
         key: int(node)
@@ -301,6 +337,22 @@ def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
     )
     conn.executemany(
         "INSERT INTO node_vectors(node_id, embed_hash) VALUES (?, ?)",
-        [(node, label_hash(labels[key])) for key, node in entity_node.items()],
+        [(node, label_hash(labels[key])) for key, node in entity_node.items() if key in row],
     )
     return len(entity_node)
+
+
+def embeds_every_label(cfg: Any) -> bool:
+    """Whether every entity label is embedded, not only those the near-duplicate merge compares.
+
+    Only the query side's embedding match (``query_model``, used when entities seed PPR or
+    become ``entities=``) looks for the closest of *all* labels; at the defaults nothing does,
+    and embedding each label of a large KB costs more than the rest of the layer together.
+    """
+    return bool(cfg.query_model and (cfg.seed_mass > 0 or cfg.auto_entities))
+
+
+def _paired(keys: list[str], candidates: dict[str, list[str]]) -> list[str]:
+    """The keys in at least one containment pair, in ``keys`` order."""
+    paired = set(candidates).union(*candidates.values())
+    return [key for key in keys if key in paired]
