@@ -124,6 +124,70 @@ def test_embed_text_prefixes_title_and_heading_path_without_repeating_the_h1() -
     assert embed_text("Consensus", chunk) == "Consensus › Raft › Safety\ntext"
 
 
+def _heading_only(chunk: Chunk) -> bool:
+    """Whether every non-blank line of a chunk is an ATX heading or a rule."""
+    lines = [line.strip() for line in chunk.text.split("\n") if line.strip()]
+    return all(line.startswith("#") or set(line) <= set("-*_= ") for line in lines)
+
+
+def test_a_heading_without_body_joins_the_next_chunk_under_the_deeper_path() -> None:
+    text = "# Guide\n\n## Commands\n\n### ls\n\nLists files.\n\n### cd\n\nChanges directory.\n"
+    out = chunks(text)
+    assert [(c.heading_path, c.text) for c in out] == [
+        (("Guide", "Commands", "ls"), "# Guide\n\n## Commands\n\n### ls\n\nLists files."),
+        (("Guide", "Commands", "cd"), "### cd\n\nChanges directory."),
+    ]
+    assert (out[0].start_line, out[0].end_line) == (1, 7)
+
+
+def test_body_less_headings_at_the_end_join_the_last_chunk() -> None:
+    out = chunks("# Notes\n\nSome text.\n\n## Todo\n\n---\n\n## Later\n")
+    assert len(out) == 1
+    assert out[0].heading_path == ("Notes",)
+    assert out[0].text.endswith("## Later") and (out[0].start_line, out[0].end_line) == (1, 9)
+
+
+def test_a_document_of_only_headings_has_no_chunks() -> None:
+    assert chunks("# Title\n\n## Part one\n\n## Part two\n") == []
+    assert chunks("##\n") == []
+
+
+def test_a_heading_is_not_left_alone_when_its_first_paragraph_fills_the_budget() -> None:
+    paragraph = " ".join(f"w{i}" for i in range(40))
+    budget = COUNT(paragraph) + 1  # the paragraph fits, the heading with it does not
+    out = chunks(f"## Section\n\n{paragraph}\n\n{paragraph}\n", budget=budget)
+    assert out[0].text.startswith("## Section\n\n" + paragraph)
+    assert not any(_heading_only(c) for c in out)
+
+
+def test_changelog_and_asset_pages_have_no_heading_only_chunks() -> None:
+    # The shapes that made 830 of 6,748 chunks bare headings in a real ~1,000-note vault: a
+    # changelog whose version headings hold only sub-headings, and an asset page whose
+    # headings hold only images or nothing.
+    changelog = "".join(
+        f"## 0.{v}.0\n\n### Fix\n\n- fix(lookup): item {v} handled (#{3000 + v})\n\n"
+        + ("### Features\n\n- feat(publish): page {v}\n\n" if v % 3 == 0 else "")
+        for v in range(120, 60, -1)
+    )
+    assets = "".join(
+        f"## Area {a}\n\n### View {a}\n\n#### Light\n\n![light {a}](https://x/{a}.png)\n\n"
+        f"#### Dark\n\n![dark {a}](https://x/{a}-dark.png)\n\n### Empty {a}\n\n"
+        for a in range(30)
+    )
+    for text in (changelog, assets, "---\ntitle: T\n---\n" + assets):
+        skip = 3 if text.startswith("---") else 0
+        out = chunks(text, budget=64, skip_lines=skip)
+        headings = sum(line.startswith("#") for line in text.split("\n"))
+        assert headings > 100 and len(out) > 5
+        assert not [c for c in out if _heading_only(c)]
+        # Nothing is lost: every heading line is in some chunk.
+        kept = "\n".join(c.text for c in out)
+        assert all(line in kept for line in text.split("\n")[skip:] if line.startswith("#"))
+    version = next(c for c in chunks(changelog) if "item 119" in c.text)
+    assert version.heading_path == ("0.119.0", "Fix")
+    assert version.text.startswith("## 0.119.0\n\n### Fix")
+
+
 # -- hypothesis: generated Markdown -----------------------------------------------------------
 
 _word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=9)
@@ -134,12 +198,14 @@ _words = st.lists(_word, min_size=1, max_size=14).map(" ".join)
 class _Doc:
     lines: list[str]
     headings: dict[int, tuple[int, str]]  # 0-based line -> (level, text)
+    underlines: set[int]  # 0-based lines of setext underlines (part of their heading)
 
 
 @st.composite
 def _markdown(draw: st.DrawFn) -> tuple[_Doc, int]:
     lines: list[str] = []
     headings: dict[int, tuple[int, str]] = {}
+    underlines: set[int] = set()
     front = draw(st.booleans())
     if front:
         lines += ["---", f"title: {draw(_words)}", "---"]
@@ -155,6 +221,7 @@ def _markdown(draw: st.DrawFn) -> tuple[_Doc, int]:
             text = draw(_words)
             level = draw(st.sampled_from([1, 2]))
             headings[len(lines)] = (level, text)
+            underlines.add(len(lines) + 1)
             lines += [text, ("=" if level == 1 else "-") * draw(st.integers(3, 8))]
         elif kind == "para":
             lines += draw(st.lists(_words, min_size=1, max_size=4))
@@ -177,7 +244,7 @@ def _markdown(draw: st.DrawFn) -> tuple[_Doc, int]:
         else:
             lines.append("")
         lines.append("")  # blocks are separated, so each keeps its generated meaning
-    return _Doc(lines, headings), skip
+    return _Doc(lines, headings, underlines), skip
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -194,15 +261,28 @@ def test_chunking_properties(doc_skip: tuple[_Doc, int], budget: int) -> None:
         assert (a.start_line, a.end_line) <= (b.start_line, b.end_line)
         assert a.end_line <= b.start_line
 
+    heading_lines = {i + 1 for i in doc.headings} | {i + 1 for i in doc.underlines}
+    content_lines = {
+        n for n in range(skip + 1, len(lines) + 1) if lines[n - 1].strip()
+    } - heading_lines
+
+    # A document with no content line (nothing but headings) has no chunks.
+    if not content_lines:
+        assert out == []
+        return
+
     # Every non-blank body line lies in exactly one chunk range; a line lies in several only
-    # when it was a single long line split into word pieces.
+    # when it was a single long line split into word pieces (the first piece may start at
+    # body-less headings carried onto it, the last may end at trailing ones).
+    split: set[int] = set()
     for number in range(skip + 1, len(lines) + 1):
         covering = [c for c in out if c.start_line <= number <= c.end_line]
         if not lines[number - 1].strip():
             continue
         assert covering, f"line {number} {lines[number - 1]!r} is in no chunk"
         if len(covering) > 1:
-            assert all(c.start_line == c.end_line == number for c in covering)
+            assert all(number in (c.start_line, c.end_line) for c in covering)
+            split.add(number)
     assert all(c.start_line > skip for c in out)  # frontmatter is never chunk text
 
     # Expected heading path of every line, from the generator's own knowledge.
@@ -216,15 +296,36 @@ def test_chunking_properties(doc_skip: tuple[_Doc, int], budget: int) -> None:
             stack.append((level, title))
         path_at.append(tuple(t for _, t in stack))
 
-    heading_lines = {i + 1 for i in doc.headings}
+    last_content = max(content_lines)
     for c in out:
-        # No chunk crosses a heading: only its first line may be one.
-        assert not [h for h in heading_lines if c.start_line < h <= c.end_line], c
-        assert all(path_at[n - 1] == c.heading_path for n in range(c.start_line, c.end_line + 1))
-        # Tokens within budget, unless the chunk is a single over-long word.
-        assert c.tokens <= budget or len(c.text.split()) == 1
-        # Multi-line chunks are verbatim slices of the source.
-        if c.start_line != c.end_line or c.text == lines[c.start_line - 1].strip():
+        span = range(c.start_line, c.end_line + 1)
+        body = [n for n in span if n in content_lines]
+        heads = [n for n in span if n in heading_lines]
+        # No chunk is only headings: each holds text a reader can use.
+        assert body, c
+        # Headings inside a chunk lead it (body-less headings carried forward) or trail the
+        # document's last content (body-less headings at the end): never between its text.
+        assert all(h < body[0] or (h > body[-1] and h > last_content) for h in heads), c
+        # The path is the one of the chunk's text; the text never crosses a heading.
+        assert all(path_at[n - 1] == c.heading_path for n in body), c
+        # Tokens within budget (plus carried headings), unless a single over-long word.
+        carried = sum(COUNT(lines[n - 1]) for n in heads)
+        assert c.tokens <= budget + carried or len(c.text.split()) == 1
+        # Multi-line chunks are verbatim slices of the source; a word piece of a split line
+        # keeps the heading lines carried before or after it verbatim.
+        pieces = [n for n in span if n in split]
+        if pieces:
+            before = "\n".join(lines[c.start_line - 1 : pieces[0] - 1])
+            after = "\n".join(lines[pieces[0] : c.end_line])
+            assert c.text.startswith(before) and c.text.endswith(after)
+        elif c.start_line != c.end_line or c.text == lines[c.start_line - 1].strip():
             assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
-    for h in heading_lines:  # every heading starts a chunk
-        assert any(c.start_line == h for c in out)
+    # Every heading lands in a chunk together with the first text after it, if there is any.
+    for h in sorted(heading_lines):
+        after = min((n for n in content_lines if n > h), default=None)
+        holder = [c for c in out if c.start_line <= h <= c.end_line]
+        assert len(holder) == 1
+        if after is not None:
+            assert holder[0].start_line <= after <= holder[0].end_line
+        else:
+            assert holder[0] is out[-1]

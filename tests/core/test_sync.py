@@ -359,3 +359,41 @@ def test_sidecar_edit_updates_metadata_and_reembeds_only_on_title_change(
     assert report.chunks_embedded == kb.read(raft_id).chunks == 3  # the title prefixes every chunk
     assert kb.read(raft_id).title == "Totally New"
     assert doc_ids(kb.root)["raft.md"] == raft_id
+
+
+OUTLINE_DOC = (
+    "# Handbook\n\n## Setup\n\n### Install\n\nRun the installer.\n\n### Configure\n\n"
+    "Edit the config file.\n\n## Reference\n\n### Commands\n\n#### ls\n\nLists files.\n\n"
+    "## Appendix\n"
+)
+
+
+def test_no_heading_only_chunk_is_stored_and_a_new_chunker_rechunks_old_stores(
+    kb: KB, fake_embedder
+) -> None:
+    (kb.root / "handbook.md").write_text(OUTLINE_DOC, encoding="utf-8")
+    kb.sync()
+    conn = db(kb.root)
+    try:
+        texts = [r[0] for r in conn.execute("SELECT text FROM chunks")]
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'chunking'").fetchone()[0]
+        # Pretend the store was chunked by an older chunker with a heading-only chunk.
+        conn.execute("UPDATE meta SET value = '1:256' WHERE key = 'chunking'")
+        conn.commit()
+    finally:
+        conn.close()
+    assert stored.endswith(":256")
+    for text in texts:
+        lines = [line for line in text.split("\n") if line.strip()]
+        assert not all(line.startswith("#") for line in lines), text
+    handbook = [t for t in texts if "Lists files." in t]
+    assert handbook == ["## Reference\n\n### Commands\n\n#### ls\n\nLists files.\n\n## Appendix"]
+
+    fake_embedder.reset()
+    report = kb.sync()
+    # Every document is re-chunked; unchanged chunk texts keep their vectors.
+    assert sorted(report.changed) == sorted([*SMALL_KB, "handbook.md"])
+    assert report.chunks_embedded == 0 and report.chunks_reused > 0
+    assert scalar(kb.root, "SELECT value FROM meta WHERE key = 'chunking'") == stored
+    _assert_store_consistent(kb.root)
+    assert kb.sync().changed == []  # and only once

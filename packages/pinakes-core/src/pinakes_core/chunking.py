@@ -2,12 +2,19 @@
 
 Markdown is parsed with a CommonMark parser (markdown-it-py), so fenced code whose lines start
 with ``#``, setext headings and frontmatter are handled by the grammar rather than by regular
-expressions. A chunk never crosses a heading; a section longer than the token budget is split
-at block (paragraph, list, code, table) boundaries, then at line boundaries, and a single line
-longer than the budget at sentence, then word boundaries; text with no boundary at all (a
-pasted blob) is cut by tokens as a last resort. Every non-blank line of the body lands in
+expressions. A chunk never crosses a heading that has a body; a section longer than the token
+budget is split at block (paragraph, list, code, table) boundaries, then at line boundaries, and
+a single line longer than the budget at sentence, then word boundaries; text with no boundary at
+all (a pasted blob) is cut by tokens as a last resort. Every non-blank line of the body lands in
 exactly one chunk, in order. Inline ``data:`` URIs (pasted images) are shortened to their media
 type first: their payload is not text anyone searches.
+
+No chunk is only headings or rules (issue 9): a reader shown ``## Details`` alone learns nothing,
+and such a chunk matches any query that names the heading. A heading with no body of its own
+(``## Commands`` directly followed by ``### ls``) joins the chunk that follows it, which keeps
+the heading path of the section that has the text; body-less headings at the very end join the
+chunk before them; a document that is nothing but headings has no chunks (like one that is
+only frontmatter: its title is all there is, and every chunk carries the title anyway).
 """
 
 from __future__ import annotations
@@ -20,7 +27,21 @@ from markdown_it import MarkdownIt
 
 from pinakes_core.tokens import TokenCounter
 
-__all__ = ["Chunk", "chunk_document", "chunk_sections", "embed_text", "first_heading"]
+__all__ = [
+    "CHUNKER_VERSION",
+    "Chunk",
+    "chunk_document",
+    "chunk_sections",
+    "chunking_id",
+    "embed_text",
+    "first_heading",
+    "heading_trail",
+]
+
+#: Bump whenever a change to this module changes the chunks it makes: a store chunked by another
+#: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
+#: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
+CHUNKER_VERSION = 2
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -61,15 +82,25 @@ class Chunk:
     page_end: int | None = None
 
 
+def chunking_id(budget: int) -> str:
+    """The store's record of how its chunks were made: chunker version and token budget."""
+    return f"{CHUNKER_VERSION}:{budget}"
+
+
+def heading_trail(title: str, heading_path: Sequence[str]) -> list[str]:
+    """The document title followed by the heading path, without repeating an H1 equal to it."""
+    path = list(heading_path)
+    if path and path[0].strip().lower() == title.strip().lower():
+        path = path[1:]
+    return [title, *path]
+
+
 def embed_text(title: str, chunk: Chunk) -> str:
     """Return the text that is embedded for ``chunk``: ``title › heading path`` then the text.
 
     A leading heading equal to the title (the usual H1) is not repeated.
     """
-    path = list(chunk.heading_path)
-    if path and path[0].strip().lower() == title.strip().lower():
-        path = path[1:]
-    return _TITLE_SEP.join([title, *path]) + "\n" + chunk.text
+    return _TITLE_SEP.join(heading_trail(title, chunk.heading_path)) + "\n" + chunk.text
 
 
 _PARSER = MarkdownIt("commonmark").enable("table")
@@ -80,6 +111,7 @@ class _Block:
     start: int  # body line, 0-based inclusive
     end: int  # body line, exclusive
     heading: tuple[int, str] | None = None  # (level, text) for heading blocks
+    content: bool = True  # False for headings and thematic breaks: no text a reader can use
 
 
 def _markdown_blocks(lines: list[str]) -> list[_Block]:
@@ -101,7 +133,8 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
             if len(text) > MAX_HEADING_CHARS:
                 text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
             heading = (int(tok.tag[1]), text)
-        blocks.append(_Block(tok.map[0], tok.map[1], heading))
+        content = heading is None and tok.type != "hr"
+        blocks.append(_Block(tok.map[0], tok.map[1], heading, content))
     return blocks
 
 
@@ -129,9 +162,21 @@ def first_heading(text: str) -> str | None:
 
 
 class _Packer:
-    """Greedy packing of line ranges into windows of at most ``budget`` tokens."""
+    """Greedy packing of line ranges into windows of at most ``budget`` tokens.
 
-    def __init__(self, lines: list[str], offset: int, budget: int, count: TokenCounter) -> None:
+    A window that holds no content line (only headings and rules) is never a chunk: its lines
+    are carried onto the next chunk, or, at the end of the document, onto the last one. The
+    carried lines may take that chunk over the budget by their own (few) tokens.
+    """
+
+    def __init__(
+        self,
+        lines: list[str],
+        offset: int,
+        budget: int,
+        count: TokenCounter,
+        content: list[bool] | None = None,
+    ) -> None:
         self.lines = lines
         self.offset = offset
         self.budget = budget
@@ -139,6 +184,10 @@ class _Packer:
         measured = [self.measure(line) if line.strip() else (0, 0) for line in lines]
         self.costs = [cost for cost, _ in measured]
         self.tokens = [tokens for _, tokens in measured]
+        self.content = content if content is not None else [bool(line.strip()) for line in lines]
+        # Body-less headings waiting for a chunk: [carry, carry_end) in body lines.
+        self.carry: int | None = None
+        self.carry_end = 0
         self.out: list[tuple[tuple[str, ...], str, int, int, int]] = []
 
     def measure(self, text: str) -> tuple[int, int]:
@@ -162,6 +211,13 @@ class _Packer:
             hi -= 1
         if lo == hi:
             return
+        if not any(self.content[lo:hi]):
+            if self.carry is None:
+                self.carry = lo
+            self.carry_end = hi
+            return
+        if self.carry is not None:
+            lo, self.carry = self.carry, None
         text = "\n".join(self.lines[lo:hi])
         self.out.append(
             (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.tokens[lo:hi]))
@@ -220,16 +276,30 @@ class _Packer:
 
     def _piece(self, path: tuple[str, ...], line: int, words: list[str], tokens: int) -> None:
         number = line + 1 + self.offset
-        self.out.append((path, " ".join(words), number, number, tokens))
+        text = " ".join(words)
+        start = number
+        if self.carry is not None:  # body-less headings lead the first piece
+            text = "\n".join([*self.lines[self.carry : line], text])
+            tokens += sum(self.tokens[self.carry : line])
+            start, self.carry = self.carry + 1 + self.offset, None
+        self.out.append((path, text, start, number, tokens))
 
     def pack(self, path: tuple[str, ...], units: list[tuple[int, int]]) -> None:
         """Pack consecutive units (line ranges) into windows, splitting oversize units."""
         win_start: int | None = None
         win_end = 0
         used = 0
+        if self.carry is not None:  # headings carried from a body-less section open the window
+            win_start, win_end, self.carry = self.carry, self.carry_end, None
+            used = sum(self.costs[win_start:win_end])
         for start, end in units:
             cost = sum(self.costs[start:end])
-            if win_start is not None and used + cost > self.budget and cost <= self.budget:
+            if (
+                win_start is not None
+                and used + cost > self.budget
+                and cost <= self.budget
+                and any(self.content[win_start:win_end])
+            ):
                 self.emit(path, win_start, win_end)
                 win_start, used = None, 0
             if cost <= self.budget:
@@ -244,12 +314,12 @@ class _Packer:
             win_start = None
             for line in range(start, end):
                 line_cost = self.costs[line]
-                if line_cost > self.budget:
+                if line_cost > self.budget and self.content[line]:
                     self.emit(path, line_start, line)
                     self.emit_long_line(path, line)
                     line_start, line_used = line + 1, 0
                     continue
-                if line_used + line_cost > self.budget:
+                if line_used + line_cost > self.budget and any(self.content[line_start:line]):
                     self.emit(path, line_start, line)
                     line_start, line_used = line, 0
                 line_used += line_cost
@@ -259,6 +329,18 @@ class _Packer:
                 used = 0
         if win_start is not None:
             self.emit(path, win_start, win_end)
+
+    def finish(self) -> None:
+        """Attach body-less headings left at the end of the document to the last chunk."""
+        if self.carry is None or not self.out:
+            self.carry = None  # a document of nothing but headings has no chunks
+            return
+        path, text, start, end, tokens = self.out[-1]
+        tail = range(end - self.offset, self.carry_end)  # body lines after the last chunk
+        text = "\n".join([text, *(self.lines[i] for i in tail)])
+        tokens += sum(self.tokens[i] for i in tail)
+        self.out[-1] = (path, text, start, self.carry_end + self.offset, tokens)
+        self.carry = None
 
 
 def _char_cost(text: str) -> int:
@@ -278,15 +360,20 @@ def chunk_document(
         skip_lines: number of leading lines (frontmatter) that are not body text.
 
     Returns:
-        The chunks in document order; none is over the budget, and none is longer than
-        16 characters per budgeted token.
+        The chunks in document order; none is longer than 16 characters per budgeted token,
+        and none is over the budget but by the tokens of body-less headings carried onto it.
     """
     all_lines = text.split("\n")
     lines = [
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
     blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
-    packer = _Packer(lines, skip_lines, budget, count)
+    content = [False] * len(lines)
+    for block in blocks:
+        if block.content:
+            for i in range(block.start, block.end):
+                content[i] = bool(lines[i].strip())
+    packer = _Packer(lines, skip_lines, budget, count, content)
 
     stack: list[tuple[int, str]] = []
     path: tuple[str, ...] = ()
@@ -309,6 +396,7 @@ def chunk_document(
         units.append((start, unit_end))
     if units:
         packer.pack(path, units)
+    packer.finish()
     return [
         Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
         for i, (p, t, s, e, c) in enumerate(packer.out)

@@ -26,6 +26,7 @@ from pinakes_core.chunking import (
     Chunk,
     chunk_document,
     chunk_sections,
+    chunking_id,
     embed_text,
     first_heading,
 )
@@ -188,6 +189,9 @@ class _Syncer:
         self.embedder_factory = embedder_factory
         self._embedder: _Embedder | None = None
         self.progress = progress or (lambda stage, done, total: None)
+        # Chunked by another chunker version or budget: every document is re-chunked (vectors
+        # of unchanged chunk texts are reused by hash).
+        self.rechunk = store.get_meta("chunking") != chunking_id(config.sync.chunk_tokens)
         self.count = token_counter()
         self.embedded = 0
         self.reused = 0
@@ -289,8 +293,10 @@ class _Syncer:
         candidates: list[FileEntry] = []
         for entry in entries:
             row = rows.get(entry.rel)
-            if row is not None and (
-                row["mtime_ns"] == entry.mtime_ns
+            if (
+                row is not None
+                and not self.rechunk
+                and row["mtime_ns"] == entry.mtime_ns
                 and row["size"] == entry.size
                 and row["sidecar_mtime_ns"] == entry.sidecar_mtime_ns
                 and row["sidecar_size"] == entry.sidecar_size
@@ -371,6 +377,7 @@ class _Syncer:
         claimed[doc_id] = entry.rel
         if (
             row is not None
+            and not self.rechunk
             and row["content_hash"] == content_hash
             and row["sidecar_hash"] == sidecar_hash
             and row["doc_id"] == doc_id
@@ -887,6 +894,7 @@ def run_sync(
                     "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
                 )
                 store.set_meta(conn, "last_sync", str(time.time()))
+                store.set_meta(conn, "chunking", chunking_id(config.sync.chunk_tokens))
             # A rebuild was written beside the store readers use; now it becomes theirs.
             store.publish()
             syncer.collect_cache()
