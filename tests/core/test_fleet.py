@@ -193,11 +193,6 @@ def test_fleet_sync_goes_on_when_one_kb_fails(tmp_path: Path, fake_embedder) -> 
 
 
 @pytest.mark.model
-@pytest.mark.xfail(
-    strict=True,
-    reason="Hit.score is still rank-based (RRF / PPR 1/rank), not comparable across KBs, "
-    "until the retrieval-quality issue 9 lands; strict: remove this mark when it passes",
-)
 def test_a_kb_with_nothing_relevant_contributes_no_top_hit(tmp_path: Path) -> None:
     """Acceptance (issue 17): the merge is on comparable scores, not interleaved ranks."""
     example = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"

@@ -10,7 +10,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, make_kb, set_config, write_files
 from pinakes_core import KB
-from pinakes_graph.mentions import _mentioned, _titles
+from pinakes_graph.mentions import mentioned, title_index
 
 
 def _mention_edges(root: Path) -> dict[tuple[str, str], float]:
@@ -68,7 +68,36 @@ def test_matching_is_on_whole_word_sequences(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", FILES)
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
-        titles = _titles(kb.store().conn)
+        titles = title_index(kb.store().conn)
     ids = {t: d for d, t in [(next(iter(v)), " ".join(k)) for k, v in titles.items()]}
-    assert _mentioned("about lothair iii and ermengarde", titles) == set()
-    assert _mentioned("LOTHAIR II, again", titles) == {ids["lothair ii"]}
+    assert mentioned("about lothair iii and ermengarde", titles) == set()
+    assert mentioned("LOTHAIR II, again", titles) == {ids["lothair ii"]}
+
+
+def test_the_gated_ppr_stage_runs_for_two_named_titles_or_relational_phrasing(
+    tmp_path: Path,
+) -> None:
+    root = make_kb(tmp_path / "kb", FILES)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+
+        def stage(query: str) -> str:
+            ranking = kb.search(query, explain=True).ranking
+            assert ranking is not None
+            return ranking.stages["ppr-auto"]
+
+        # Two titles named, no relational phrasing: a comparison between documents.
+        assert (
+            stage("Lothair I Ermengarde of Tours dates")
+            == "ran: multi-hop phrasing: 2 titles named"
+        )
+        assert stage("When did Lothair II's mother die?").startswith(
+            "ran: multi-hop phrasing: possessive"
+        )
+        assert stage("Ermengarde of Tours death").startswith("skipped: single-hop")
+        # Whatever the gate decides, hits stay sorted by score and the second hop is reachable.
+        result = kb.search("When did Lothair II's mother die?", k=3)
+        assert [h.score for h in result.hits] == sorted(
+            (h.score for h in result.hits), reverse=True
+        )
+        assert "ermengarde.md" in {h.path for h in result.hits}

@@ -198,9 +198,12 @@ async def test_search_filters_pass_through(client: Client[Any]) -> None:
 
 
 async def test_search_caps_the_reply_by_tokens(tmp_path: Path, embedder: FakeHashEmbedder) -> None:
-    paragraph = " ".join(f"alpha{j} beta{j % 7}" for j in range(90))
     files: dict[str, str | bytes] = {
-        f"d{i:02d}.md": f"# Doc {i}\n\n{paragraph}\n" for i in range(60)
+        # Distinct texts (identical ones would be folded into one hit as duplicates).
+        f"d{i:02d}.md": "# Doc {i}\n\n{text}\n".format(
+            i=i, text=" ".join(f"alpha{j} beta{j % 7} doc{i}w{j}" for j in range(90))
+        )
+        for i in range(60)
     }
     kb = KB.open(make_kb(tmp_path / "big", files, name="big"), embedder=embedder)
     async with Client(create_server([kb])) as client:
@@ -273,11 +276,17 @@ async def test_search_all_kbs_merges_by_score_and_names_the_kb(two_kbs: list[KB]
     async with Client(create_server(two_kbs)) as client:
         merged = await call(client, "pinakes_search", query="leader", k=6)
         only_ops = await call(client, "pinakes_search", query="leader", kb="ops", k=6)
+        only_notes = await call(client, "pinakes_search", query="leader", kb="notes", k=6)
     kbs = [hit["kb"] for hit in merged["hits"]]
     assert set(kbs) == {"notes", "ops"}
-    # Core's fleet merge: by score, highest first (each KB's own order kept, checked below).
+    # Scores are comparable across KBs: the merge is the union's best six by score.
     scores = [hit["score"] for hit in merged["hits"]]
     assert scores == sorted(scores, reverse=True)
+    union = sorted(
+        [h["score"] for h in only_ops["hits"]] + [h["score"] for h in only_notes["hits"]],
+        reverse=True,
+    )
+    assert scores == union[:6]
     assert set(merged["timings_ms"]) >= {"kb:notes", "kb:ops", "frontier", "server_total"}
     assert {hit["kb"] for hit in only_ops["hits"]} == {"ops"}
     ops_paths = [hit["path"] for hit in only_ops["hits"]]

@@ -299,7 +299,23 @@ def _first_sync(kb: KB, quiet: bool) -> None:
 @click.option(
     "--channel", "channels", multiple=True, help="Run exactly these channels (repeatable)."
 )
-@click.option("--explain", is_flag=True, help="Show each hit's rank and score in every channel.")
+@click.option(
+    "--per-doc/--per-chunk",
+    default=True,
+    show_default=True,
+    help="k documents, each with its best passages (default), or k passages.",
+)
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Leave out hits scoring below this relevance (0-1).",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each hit's rank and score in every channel, and how the query was ranked.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -326,11 +342,13 @@ def search(
     entities: tuple[str, ...],
     concepts: tuple[str, ...],
     channels: tuple[str, ...],
+    per_doc: bool,
+    min_score: float | None,
     explain: bool,
     fmt: str,
     as_json: bool,
 ) -> None:
-    """Hybrid search (BM25 + embeddings, fused with RRF). Syncs first if the KB never was.
+    """Hybrid search (BM25 + embeddings, fused by score). Syncs first if the KB never was.
 
     With --fleet, or --kb given more than once, the KBs are searched as one: each with the
     same filters, hits merged by score and labelled with their KB (docs/fleet.md).
@@ -349,6 +367,8 @@ def search(
         "entities": entities,
         "concepts": concepts,
         "channels": channels or None,
+        "group_by": "document" if per_doc else "chunk",
+        "min_score": min_score,
     }
     if use_fleet or len(kb_refs) > 1:
         fleet_search(

@@ -191,7 +191,7 @@ def render_search(
         _say(console, f"confidence {result.confidence:.2f}{verdict}")
     pattern = _terms(result.query)
     for i, hit in enumerate(result.hits, 1):
-        where = " › ".join(hit.heading_path) or hit.title
+        where = hit.location
         _say(
             console,
             (f"{i:>2}. {cite(hit)}", "bold"),
@@ -212,6 +212,21 @@ def render_search(
         if pattern is not None:
             snippet.highlight_regex(pattern, style="bold yellow")
         console.print(snippet, soft_wrap=True)
+        for passage in hit.passages or ():
+            _say(
+                console,
+                (
+                    f"     + {' › '.join(passage.heading_path) or '(top)'}  lines "
+                    f"{passage.lines[0]}-{passage.lines[1]}  score {passage.score:.4f}",
+                    "dim",
+                ),
+            )
+        if hit.duplicates:
+            _say(console, ("     same text in: " + ", ".join(hit.duplicates), "dim"))
+    if explain and result.ranking is not None:
+        weights = ", ".join(f"{n} {w:.2f}" for n, w in result.ranking.weights.items())
+        stages = "; ".join(f"{n}: {why}" for n, why in result.ranking.stages.items())
+        _say(console, ("ranking: weights " + weights + (f"; {stages}" if stages else ""), "cyan"))
 
 
 def _render_search_md(console: Console, result: SearchResult) -> None:
@@ -224,7 +239,7 @@ def _render_search_md(console: Console, result: SearchResult) -> None:
     if not result.hits:
         out.append(f"No hits. {result.note or ''}".rstrip())
     for i, hit in enumerate(result.hits, 1):
-        where = " › ".join(hit.heading_path) or hit.title
+        where = hit.location
         out += [f"## {i}. {cite(hit)} — {where}", ""]
         out += ["> " + row if row else ">" for row in hit.text.strip("\n").split("\n")]
         out.append("")

@@ -19,9 +19,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.arguments import clean_path, clean_text, clean_time
+from pinakes_core.fusion import BM25_K1, bm25_idf
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
-from pinakes_core.query import build_fts_query, query_terms
+from pinakes_core.query import build_fts_query, fts_phrases, query_terms
 from pinakes_core.store import VectorMatrix
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
@@ -33,6 +34,9 @@ Ranked = list[tuple[int, float]]
 # heading or title is stronger evidence of topic than one in running text; the parts of a code
 # identifier (issue 18; empty for every other source) count like running text.
 _BM25_WEIGHTS = (2.0, 1.5, 1.0, 1.0)
+_BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
+#: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).
+EVIDENCE_POOL = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
 
@@ -133,9 +137,11 @@ class QueryContext:
         self._vectors = vectors
         self._embed_query = embed_query
         self.kb = kb
-        #: The first-stage fusion ``(chunk_id, rrf score)``, set before after-fusion channels run.
+        #: The first-stage fusion ``(chunk_id, score)``, set before after-fusion channels run.
         self.seeds: list[tuple[int, float]] = []
         self.timings_ms: dict[str, float] = {}
+        self._doc_freq: dict[str, int] = {}
+        self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
 
     @functools.cached_property
     def vectors(self) -> VectorMatrix:
@@ -166,6 +172,77 @@ class QueryContext:
     def dense_scores(self) -> npt.NDArray[np.float32]:
         """Cosine of the query to every chunk row (filtered-out rows set to -1)."""
         return self.cosine(self.query_vector)
+
+    @functools.cached_property
+    def concept_scores(self) -> npt.NDArray[np.float32]:
+        """Per chunk row, the best cosine to any of the concept phrases (-1 without concepts)."""
+        if not self.concepts or len(self.vectors) == 0:
+            return np.full(len(self.vectors), -1.0, dtype=np.float32)
+        best: npt.NDArray[np.float32] = np.max(
+            np.stack([self.cosine(self._embed_query(c)) for c in self.concepts]), axis=0
+        )
+        return best
+
+    def cosine_evidence(
+        self, scores: npt.NDArray[np.float32], chunk_ids: list[int]
+    ) -> dict[int, float]:
+        """Semantic evidence of each chunk: its row of ``scores`` clipped to [0, 1]."""
+        if not chunk_ids or scores.size == 0:
+            return {}
+        ids = np.asarray(chunk_ids, dtype=np.int64)
+        rows = self.rows_of(ids)
+        values = np.where(rows >= 0, scores[np.clip(rows, 0, None)], 0.0)
+        return {int(c): float(min(v, 1.0)) for c, v in zip(ids, values, strict=True) if v > 0}
+
+    @functools.cached_property
+    def chunk_total(self) -> int:
+        """Number of chunks (rows of the FTS table) in the KB."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def doc_freq(self, phrase: str) -> int:
+        """Number of chunks matching one quoted FTS phrase (whatever the filters), cached."""
+        if phrase not in self._doc_freq:
+            self._doc_freq[phrase] = int(
+                self.conn.execute(
+                    "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+                ).fetchone()[0]
+            )
+        return self._doc_freq[phrase]
+
+    def lexical_ceiling(self, text: str) -> float:
+        """The most BM25 could give ``text``: Σ over its FTS phrases of (k1 + 1) × IDF.
+
+        FTS5 scores a phrase IDF × f·(k1 + 1) / (f + k1·(1 − b + b·len/avglen)), which tends to
+        (k1 + 1) × IDF as its (column-weighted) frequency f grows, so no chunk reaches the sum.
+        """
+        total = self.chunk_total
+        return math.fsum(
+            (BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in fts_phrases(text)
+        )
+
+    def lexical_evidence(self, text: str, chunk_ids: list[int]) -> dict[int, float]:
+        """Lexical evidence of each chunk: its BM25 score for ``text`` over the ceiling, in [0, 1].
+
+        Scores are exact for the :data:`EVIDENCE_POOL` × ``candidates`` best BM25 matches, which
+        :meth:`bm25` keeps; a chunk below them gets the last one's score when the pool is full
+        (an upper bound), and 0 when it is not (the chunk does not match at all).
+        """
+        ceiling = self.lexical_ceiling(text)
+        pool = self._bm25_pool.get(text)
+        if pool is None:
+            self.bm25(text)
+            pool = self._bm25_pool.get(text, ([], False))
+        ranked, full = pool
+        if ceiling <= 0 or not ranked:
+            return {}
+        raw = dict(ranked)
+        floor = ranked[-1][1] if full else 0.0
+        evidence = {}
+        for chunk in chunk_ids:
+            score = raw.get(chunk, floor)
+            if score > 0:
+                evidence[chunk] = min(score / ceiling, 1.0)
+        return evidence
 
     def cosine(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Cosine of ``vector`` to every chunk row, with filtered-out rows set to -1."""
@@ -202,15 +279,11 @@ class QueryContext:
         Used by the confidence features.
         """
         terms = query_terms(self.query)[:_MAX_EVIDENCE_TERMS]
-        total = int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        total = self.chunk_total
         evidence = []
         for term in terms:
             phrase = f'"{term}"'
-            df = int(
-                self.conn.execute(
-                    "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
-                ).fetchone()[0]
-            )
+            df = self.doc_freq(phrase)  # shared with the lexical ceiling: counted once
             inside = (
                 chunk_id is not None
                 and df > 0
@@ -237,11 +310,16 @@ class QueryContext:
             else ""
         )
         sql = (
-            f"SELECT chunks_fts.rowid, bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))}) AS s "
+            f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s "
             f"FROM chunks_fts WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
         )
-        rows = self.conn.execute(sql, [match, *params, self.candidates]).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows]
+        limit = self.candidates * EVIDENCE_POOL
+        rows = self.conn.execute(sql, [match, *params, limit]).fetchall()
+        ranked = [(int(r[0]), -float(r[1])) for r in rows]
+        # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
+        # extra rows give exact lexical evidence to chunks other channels bring in.
+        self._bm25_pool[text] = (ranked, len(ranked) == limit)
+        return ranked[: self.candidates]
 
 
 @runtime_checkable
@@ -249,7 +327,16 @@ class Channel(Protocol):
     """A retrieval channel: a name and a function from a query context to a ranked list.
 
     A channel whose ``after_fusion`` attribute is true runs after the others, with their fused
-    ranking in ``ctx.seeds`` (graph channels start from it).
+    ranking in ``ctx.seeds`` (graph channels start from it). A channel may also have an
+    ``evidence(ctx, ranked, chunk_ids)`` method returning, for any of ``chunk_ids``, evidence in
+    [0, 1] that means the same across queries (see :mod:`pinakes_core.fusion`); a channel
+    without one contributes by rank only. A ``kind`` attribute (``"lexical"`` or
+    ``"semantic"``) lets the query's shape weigh it.
+
+    A *reranker* is registered the same way but has ``rerank(ctx, fused)``: it takes the fused
+    ``(chunk_id, score)`` ranking and returns a new one, best first, with scores in the same
+    units (relevance in [0, 1]). A reranker with ``gated = True`` also has ``wanted(ctx,
+    fused) -> (bool, reason)`` and runs only when it says it can help the query.
     """
 
     @property
@@ -263,29 +350,48 @@ class Channel(Protocol):
 
 
 @dataclass(frozen=True)
-class _FnChannel:
+class _Lexical:
+    """A BM25 list over some text of the query context (the query, or the entity names)."""
+
     name: str
-    fn: Callable[[QueryContext], Ranked]
+    text: Callable[[QueryContext], str]
+    kind: str = "lexical"
 
     def run(self, ctx: QueryContext) -> Ranked:
-        return self.fn(ctx)
+        text = self.text(ctx)
+        return ctx.bm25(text) if text.strip() else []
+
+    def evidence(self, ctx: QueryContext, ranked: Ranked, chunk_ids: list[int]) -> dict[int, float]:
+        text = self.text(ctx)
+        return ctx.lexical_evidence(text, chunk_ids) if text.strip() else {}
 
 
-def _concepts(ctx: QueryContext) -> Ranked:
-    if not ctx.concepts or len(ctx.vectors) == 0:
-        return []
-    scores = np.max(np.stack([ctx.cosine(ctx._embed_query(c)) for c in ctx.concepts]), axis=0)
-    return ctx.top_dense(scores)
+@dataclass(frozen=True)
+class _Semantic:
+    """A cosine list over a score vector of the query context (the query, or the concepts)."""
+
+    name: str
+    scores: Callable[[QueryContext], npt.NDArray[np.float32]]
+    active: Callable[[QueryContext], bool]
+    kind: str = "semantic"
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        return ctx.top_dense(self.scores(ctx)) if self.active(ctx) else []
+
+    def evidence(self, ctx: QueryContext, ranked: Ranked, chunk_ids: list[int]) -> dict[int, float]:
+        return ctx.cosine_evidence(self.scores(ctx), chunk_ids) if self.active(ctx) else {}
 
 
 @hookimpl
 def register_channels() -> list[Channel]:
     """Core's own channels, registered through the plugin hook like any other."""
     return [
-        _FnChannel("bm25", lambda ctx: ctx.bm25(ctx.query)),
-        _FnChannel("dense", lambda ctx: ctx.top_dense(ctx.dense_scores)),
-        _FnChannel(
-            "entities", lambda ctx: ctx.bm25(" ".join(ctx.entities)) if ctx.entities else []
+        _Lexical("bm25", lambda ctx: ctx.query),
+        _Semantic("dense", lambda ctx: ctx.dense_scores, lambda ctx: len(ctx.vectors) > 0),
+        _Lexical("entities", lambda ctx: " ".join(ctx.entities)),
+        _Semantic(
+            "concepts",
+            lambda ctx: ctx.concept_scores,
+            lambda ctx: bool(ctx.concepts) and len(ctx.vectors) > 0,
         ),
-        _FnChannel("concepts", _concepts),
     ]

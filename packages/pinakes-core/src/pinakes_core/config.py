@@ -174,14 +174,16 @@ class RetrievalConfig(_Section):
     candidates: Annotated[int, Field(ge=1, le=1000)] = 50
     rrf_k: Annotated[int, Field(ge=1)] = 60
     channels: list[str] = ["bm25", "dense"]
-    #: "auto": ppr-rerank when the graph plugin is installed, else off (the gate in
-    #: docs/graph.md chose it: multi-hop recall up, lookup unchanged).
-    graph_channel: Literal["auto", "off", "expand", "ppr", "ppr-rerank", "ppr-rank"] = "auto"
+    #: "auto": ppr-auto when the graph plugin is installed (PPR reranking on the queries that
+    #: look multi-hop, plain hybrid on the rest), else off (docs/ranking.md).
+    graph_channel: Literal["auto", "off", "expand", "ppr", "ppr-auto", "ppr-rerank", "ppr-rank"] = (
+        "auto"
+    )
     #: Per-channel RRF weights (default 1.0 each); e.g. ``{ expand = 0.5 }``.
     weights: dict[str, Annotated[float, Field(ge=0.0, le=10.0)]] = {}
     # Chosen from the cross-validated threshold table of the self-calibration (docs/evaluation.md):
     # the highest value keeping golden false-abstain at or under 0.10.
-    abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.15
+    abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.25
 
 
 class ConfidenceConfig(_Section):

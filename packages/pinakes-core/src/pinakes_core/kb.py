@@ -41,6 +41,7 @@ from pinakes_core.errors import (
     PluginMissingError,
     UnsafeFileError,
 )
+from pinakes_core.hits import GroupBy
 from pinakes_core.identity import frontmatter_id
 from pinakes_core.intake import read_limited
 from pinakes_core.links import resolver
@@ -397,10 +398,13 @@ class KB:
         concepts: Sequence[str] = (),
         channels: Sequence[str] | None = None,
         explain: bool = False,
+        group_by: GroupBy = "chunk",
+        min_score: float | None = None,
     ) -> SearchResult:
-        """Hybrid search: BM25 + dense (+ plugin channels) fused with RRF.
+        """Hybrid search: BM25 + dense (+ plugin channels and rerankers), fused by score.
 
-        A KB that was never synced is synced first. Filters apply inside every channel.
+        A KB that was never synced is synced first. Filters apply inside every channel. Each
+        hit's ``score`` is its relevance in [0, 1] (see :mod:`pinakes_core.fusion`).
 
         Args:
             query: any text; it is never parsed as FTS syntax.
@@ -418,7 +422,12 @@ class KB:
             entities: extra BM25 list over these names.
             concepts: extra dense list over these phrases.
             channels: run exactly these channels instead of the configured ones.
-            explain: include each channel's raw score in every hit.
+            explain: include each channel's raw score in every hit, the confidence features
+                and how the query was ranked.
+            group_by: ``"document"``: ``k`` distinct documents, each hit its document's best
+                passage with the next best in ``passages``; ``"chunk"`` (default): ``k``
+                passages.
+            min_score: leave out hits whose score is below this (0-1).
 
         An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
 
@@ -428,7 +437,8 @@ class KB:
                 refused (lone surrogates are replaced, over 100,000 characters it is cut).
             PluginMissingError: if a requested channel is not installed.
             MetaFilterError: if a field condition is not understood.
-            PinakesError: if a source type is not one of the four.
+            PinakesError: if a source type is not one of the four, ``group_by`` is not
+                ``"chunk"`` or ``"document"``, or ``min_score`` is not a number in 0-1.
         """
         cfg = self.config.retrieval
         query = clean_query(query)
@@ -442,6 +452,20 @@ class KB:
             raise PinakesError(
                 f"meta must be a list of field conditions, got the single string {meta[:60]!r}.",
                 f"Wrap it in a list: meta=[{meta[:60]!r}].",
+            )
+        if group_by not in ("chunk", "document"):
+            raise PinakesError(
+                f"group_by {str(group_by)[:60]!r} is not one of chunk, document.",
+                "Use group_by='document' for one hit per document.",
+            )
+        if min_score is not None and (
+            isinstance(min_score, bool)
+            or not isinstance(min_score, int | float)
+            or not 0.0 <= min_score <= 1.0
+        ):
+            raise PinakesError(
+                f"min_score {str(min_score)[:60]!r} is not a number in 0-1.",
+                "Scores are relevance values in [0, 1]; pass e.g. min_score=0.4.",
             )
         filters = Filters(
             tags=tags,
@@ -474,7 +498,8 @@ class KB:
             query=query,
             conn=self.store().conn,
             filters=filters,
-            candidates=max(cfg.candidates, k),
+            # Per document, several chunks may come from one document: fetch more of them.
+            candidates=max(cfg.candidates, k * (3 if group_by == "document" else 1)),
             vectors=self.vectors,
             embed_query=self.embedder.embed_query,
             entities=tuple(entities),
@@ -491,6 +516,8 @@ class KB:
             calibration=self.calibration(),
             abstain_below=cfg.abstain_below,
             offtopic=self.offtopic_vectors(),
+            min_score=min_score,
+            group_by=group_by,
         )
         if found:
             result.timings_ms["query_entities"] = entity_ms

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pinakes_core.chunking import heading_trail
+
 __all__ = [
     "DoctorFinding",
     "DoctorReport",
@@ -19,6 +21,8 @@ __all__ = [
     "LinkView",
     "LinksResult",
     "Neighbour",
+    "Passage",
+    "RankingInfo",
     "RenamedPath",
     "SearchResult",
     "SkippedFile",
@@ -32,12 +36,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class Passage(_Model):
+    """Another passage of a hit's document (``group_by="document"``)."""
+
+    chunk: int = Field(description="chunk ordinal within the document")
+    heading_path: list[str]
+    text: str
+    lines: tuple[int, int]
+    score: float = Field(description="relevance in [0, 1], as Hit.score")
+
+
 class Hit(_Model):
     """One retrieved chunk.
 
     ``ranks`` holds the chunk's 1-based rank in every channel that ran (``None`` where the chunk
     was not in that channel's list); ``channel_scores`` holds each channel's raw score and is
     present (in the model and in its JSON) only when the search asked for ``explain``.
+    ``duplicates`` and ``passages`` appear only when they have something to say.
     """
 
     doc_id: str
@@ -47,8 +62,9 @@ class Hit(_Model):
     heading_path: list[str]
     text: str
     score: float = Field(
-        description="fused RRF score; after a reranker (ppr-rerank, the default with the graph "
-        "plugin) its own score, which falls with the hit's rank"
+        description="relevance in [0, 1]: the weighted mean of the hit's evidence from every "
+        "channel that ran (lexical: share of the query's best possible BM25; semantic: cosine), "
+        "after any reranker; comparable across queries and KBs, and never rising with rank"
     )
     lines: tuple[int, int]
     source_type: str = Field(default="markdown", description="markdown | text | pdf | code")
@@ -64,6 +80,45 @@ class Hit(_Model):
     )
     ranks: dict[str, int | None]
     channel_scores: dict[str, float] | None = Field(default=None, exclude_if=lambda v: v is None)
+    duplicates: list[str] | None = Field(
+        default=None,
+        description="paths of other documents holding a near-identical passage, folded into "
+        "this hit instead of taking places of their own",
+        exclude_if=lambda v: v is None,
+    )
+    passages: list[Passage] | None = Field(
+        default=None,
+        description="with group_by='document': the document's next-best passages, best first",
+        exclude_if=lambda v: v is None,
+    )
+
+    @property
+    def location(self) -> str:
+        """Where the hit is, for a reader: ``document title › heading path``.
+
+        A leading heading that says what the title says (the usual H1, or a frontmatter title
+        that extends it) is not repeated.
+        """
+        trail = heading_trail(self.title, self.heading_path)
+        if len(trail) > 1:
+            title, first = trail[0].strip().lower(), trail[1].strip().lower()
+            if first and (title.startswith(first) or first.startswith(title)):
+                del trail[1]
+        return " › ".join(trail)
+
+
+class RankingInfo(_Model):
+    """How one query was ranked (returned with ``explain``)."""
+
+    shape: dict[str, object] = Field(
+        description="what the query looks like: identifiers, quoted phrases, code, the share "
+        "of its words that are exact tokens, and whether it reads as a question"
+    )
+    weights: dict[str, float] = Field(description="each channel's weight in the fused score")
+    stages: dict[str, str] = Field(
+        default_factory=dict,
+        description="gated stages (the adaptive graph reranker) and why each ran or not",
+    )
 
 
 class SearchResult(_Model):
@@ -88,6 +143,11 @@ class SearchResult(_Model):
         default=None,
         description="why the result is empty (an unknown tag, a filter matching no document, "
         "a sync still running …); present only when there are no hits",
+        exclude_if=lambda v: v is None,
+    )
+    ranking: RankingInfo | None = Field(
+        default=None,
+        description="how the query was ranked; only with explain",
         exclude_if=lambda v: v is None,
     )
 

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 #: Channels that ship in plugins, with the distribution that provides them.
 _PROVIDERS = {
     name: "pinakes-graph"
-    for name in ("expand", "ppr", "ppr-rerank", "ppr-rank", "link-rerank", "salience")
+    for name in ("expand", "ppr", "ppr-auto", "ppr-rerank", "ppr-rank", "link-rerank", "salience")
 }
 
 

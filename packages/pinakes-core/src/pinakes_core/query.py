@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "build_fts_query", "query_terms"]
+__all__ = ["STOPWORDS", "build_fts_query", "fts_phrases", "query_terms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 32
@@ -168,11 +168,11 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(content or words))
 
 
-def build_fts_query(text: str) -> str | None:
-    """Turn arbitrary user text into a safe FTS5 MATCH expression, or ``None`` if it has no words.
+def fts_phrases(text: str) -> list[str]:
+    """Return the phrases :func:`build_fts_query` ORs together, each a double-quoted string.
 
-    Never raises, whatever the input: every term is a double-quoted string of word characters,
-    so quotes, ``NEAR(``, ``*``, ``-``, ``^`` and column filters in the input are inert.
+    Identifier-like tokens (``E-4012``) become one phrase of their words, then every content
+    word is a phrase of its own; at most 32, no repeats.
     """
     parts: list[str] = []
     for raw in text.split():
@@ -180,5 +180,14 @@ def build_fts_query(text: str) -> str | None:
         if len(pieces) > 1 and len(raw) <= 64:
             parts.append('"' + " ".join(p.lower() for p in pieces) + '"')
     parts.extend(f'"{term}"' for term in query_terms(text))
-    parts = list(dict.fromkeys(parts))[:_MAX_TERMS]
+    return list(dict.fromkeys(parts))[:_MAX_TERMS]
+
+
+def build_fts_query(text: str) -> str | None:
+    """Turn arbitrary user text into a safe FTS5 MATCH expression, or ``None`` if it has no words.
+
+    Never raises, whatever the input: every term is a double-quoted string of word characters,
+    so quotes, ``NEAR(``, ``*``, ``-``, ``^`` and column filters in the input are inert.
+    """
+    parts = fts_phrases(text)
     return " OR ".join(parts) if parts else None

@@ -1,11 +1,16 @@
-"""Hybrid retrieval: run the selected channels, fuse them with RRF, build the hits (DESIGN §5)."""
+"""Hybrid retrieval, as a recipe: channels → evidence → weighted fusion → rerankers → hits.
+
+DESIGN §5 with issue 9's changes: channels' scores become comparable evidence and are fused by
+a weighted mean whose weights follow the query's shape (:mod:`pinakes_core.fusion`); rerankers
+(the graph plugin's) reorder that ranking in the same score units, and a *gated* reranker runs
+only on queries it says it can help, so every other query costs nothing extra.
+"""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -13,15 +18,25 @@ import numpy.typing as npt
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.confidence import Calibration, Ranking, evidence_for, extract_features
 from pinakes_core.config import RetrievalConfig
-from pinakes_core.fusion import rrf
-from pinakes_core.models import Hit, SearchResult
+from pinakes_core.fusion import QueryShape, combine, lexical_share, query_shape, rank_evidence
+from pinakes_core.hits import GroupBy, build_hits
+from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
 
-__all__ = ["default_channels", "fuse_and_build"]
+__all__ = [
+    "AUTO_GRAPH_CHANNEL",
+    "RANK_ONLY_WEIGHT",
+    "channel_weights",
+    "default_channels",
+    "fuse_and_build",
+]
 
 
-#: The graph channel ``graph_channel = "auto"`` adds when a plugin provides it.
-AUTO_GRAPH_CHANNEL = "ppr-rerank"
+#: The graph stage ``graph_channel = "auto"`` adds when a plugin provides it: PPR reranking gated
+#: per query (it runs only where the query and the first-stage ranking look multi-hop).
+AUTO_GRAPH_CHANNEL = "ppr-auto"
+#: Weight of a channel that only ranks (no calibrated evidence), against bm25 + dense's 1.0.
+RANK_ONLY_WEIGHT = 0.25
 
 
 def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
@@ -39,54 +54,39 @@ def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool)
     return list(dict.fromkeys(names))
 
 
-def _hits(
-    conn: sqlite3.Connection,
-    fused: list[tuple[int, float]],
-    lists: dict[str, Ranked],
-    explain: bool,
-) -> list[Hit]:
-    if not fused:
-        return []
-    ids = [cid for cid, _ in fused]
-    marks = ",".join("?" * len(ids))
-    rows = {
-        r["chunk_id"]: r
-        for r in conn.execute(
-            "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.start_line, c.end_line, "
-            "c.page_start, c.page_end, d.source_type, "
-            f"d.path, d.title FROM chunks c JOIN documents d USING (doc_id) WHERE c.chunk_id IN ({marks})",
-            ids,
-        )
-    }
-    ranks = {
-        name: {cid: i for i, (cid, _) in enumerate(ranked, 1)} for name, ranked in lists.items()
-    }
-    raw = {name: dict(ranked) for name, ranked in lists.items()}
-    hits = []
-    for cid, score in fused:
-        row = rows.get(cid)
-        if row is None:  # deleted by a concurrent sync between ranking and fetch
-            continue
-        hits.append(
-            Hit(
-                doc_id=row["doc_id"],
-                chunk=row["ordinal"],
-                path=row["path"],
-                title=row["title"],
-                heading_path=json.loads(row["heading_path"]),
-                text=row["text"],
-                score=round(score, 6),
-                lines=(row["start_line"], row["end_line"]),
-                source_type=row["source_type"],
-                page_start=row["page_start"],
-                page_end=row["page_end"],
-                ranks={name: r.get(cid) for name, r in ranks.items()},
-                channel_scores={name: round(s[cid], 6) for name, s in raw.items() if cid in s}
-                if explain
-                else None,
-            )
-        )
-    return hits
+def channel_weights(
+    shape: QueryShape, channels: Mapping[str, Any], user: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """Each channel's weight in the fused score for a query of this ``shape``.
+
+    Lexical channels share :func:`~pinakes_core.fusion.lexical_share` of the weight, semantic
+    ones the rest, rank-only channels :data:`RANK_ONLY_WEIGHT`; ``user`` weights (``[retrieval]
+    weights``) multiply these.
+    """
+    lexical = lexical_share(shape)
+    weights = {}
+    for name, channel in channels.items():
+        kind = getattr(channel, "kind", None)
+        base = lexical if kind == "lexical" else 1.0 - lexical if kind == "semantic" else None
+        if base is None:
+            base = RANK_ONLY_WEIGHT
+        weights[name] = round(base * (1.0 if user is None else user.get(name, 1.0)), 6)
+    return weights
+
+
+def _evidence(
+    ctx: QueryContext, channels: Mapping[str, Any], lists: Mapping[str, Ranked], rrf_k: int
+) -> dict[str, dict[int, float]]:
+    """Per channel, evidence in [0, 1] for every candidate any list holds."""
+    candidates = sorted({c for ranked in lists.values() for c, _ in ranked})
+    evidence: dict[str, dict[int, float]] = {}
+    for name, ranked in lists.items():
+        channel = channels[name]
+        if hasattr(channel, "evidence"):
+            evidence[name] = channel.evidence(ctx, ranked, candidates)
+        else:
+            evidence[name] = {c: rank_evidence(r, rrf_k) for r, (c, _) in enumerate(ranked, 1)}
+    return evidence
 
 
 def _features(
@@ -140,13 +140,31 @@ def fuse_and_build(
     calibration: Calibration | None = None,
     abstain_below: float = 0.0,
     offtopic: npt.NDArray[np.float32] | None = None,
+    min_score: float | None = None,
+    group_by: GroupBy = "chunk",
 ) -> SearchResult:
-    """Run ``channels`` on ``ctx``, fuse with RRF and return the top ``k`` hits.
+    """Run ``channels`` on ``ctx``, fuse their evidence and return the top ``k`` hits.
 
-    ``confidence`` is computed with ``calibration`` when one is given and the features' inputs
-    exist (the bm25 and dense channels both ran and found something); otherwise it is ``None``.
-    ``offtopic`` holds the embedded off-topic reference queries the off-topic feature compares
-    the query with. With ``explain`` the result also carries the confidence features.
+    Each hit's ``score`` is the weighted mean of its evidence in [0, 1] (see
+    :mod:`pinakes_core.fusion`), after any reranker; hits are sorted by it. ``confidence`` is
+    computed with ``calibration`` when one is given and the features' inputs exist (the bm25
+    and dense channels both ran and found something); otherwise it is ``None``. With
+    ``explain`` the result also carries the confidence features and how the query was ranked
+    (``ranking``).
+
+    Args:
+        ctx: the query context.
+        channels: channel and reranker names to run.
+        k: number of hits.
+        rrf_k: the RRF constant used for the evidence of rank-only lists.
+        explain: add per-channel scores, features and the ranking decisions.
+        weights: per-channel multipliers of the adaptive weights (``[retrieval] weights``).
+        calibration: the confidence calibration, if any.
+        abstain_below: confidence under which the result says ``abstain``.
+        offtopic: the embedded off-topic reference queries the off-topic feature compares the
+            query with.
+        min_score: drop hits scoring below this.
+        group_by: ``"document"`` for k distinct documents, each with its best passages.
 
     Raises:
         PluginMissingError: if a channel is not installed.
@@ -155,47 +173,46 @@ def fuse_and_build(
     registry = channel_registry(list(channels))
     lists: dict[str, Ranked] = {}
     timings: dict[str, float] = {}
+    shape = query_shape(ctx.query)
     # Channels that start from the fused result of the others (graph expansion, PPR) run in a
-    # second stage, with the first stage's fusion as their seeds.
+    # second stage, with the first stage's fusion as their seeds; rerankers reorder at the end.
     rerankers = {n: c for n, c in registry.items() if hasattr(c, "rerank")}
-    stages = [
-        {
-            n: c
-            for n, c in registry.items()
-            if n not in rerankers and not getattr(c, "after_fusion", False)
-        },
-        {
-            n: c
-            for n, c in registry.items()
-            if n not in rerankers and getattr(c, "after_fusion", False)
-        },
-    ]
-    for number, stage in enumerate(stages):
-        if number == 1 and stage:
-            ctx.seeds = rrf(
-                {name: [cid for cid, _ in ranked] for name, ranked in lists.items()},
-                k=rrf_k,
-                weights=weights,
-            )
+    listing = {n: c for n, c in registry.items() if n not in rerankers}
+    first = {n: c for n, c in listing.items() if not getattr(c, "after_fusion", False)}
+    second = {n: c for n, c in listing.items() if getattr(c, "after_fusion", False)}
+    mix = channel_weights(shape, listing, weights)
+    fused: list[tuple[int, float]] = []
+    for stage in (first, second):
+        if not stage and fused:
+            continue
+        if stage is second:
+            ctx.seeds = fused
         for name, channel in stage.items():
             t0 = time.perf_counter()
             lists[name] = channel.run(ctx)
             timings[name] = round((time.perf_counter() - t0) * 1000, 3)
-    t0 = time.perf_counter()
-    fused = rrf(
-        {name: [cid for cid, _ in ranked] for name, ranked in lists.items()},
-        k=rrf_k,
-        weights=weights,
-    )
+        t0 = time.perf_counter()
+        fused = combine(_evidence(ctx, registry, lists, rrf_k), mix)
+        timings["fuse"] = round(timings.get("fuse", 0.0) + (time.perf_counter() - t0) * 1000, 3)
 
-    # Rerankers (a registered name whose object has ``rerank``) reorder the fused list.
-    for name in rerankers:
+    stages: dict[str, str] = {}
+    for name, reranker in rerankers.items():
         t1 = time.perf_counter()
-        fused = rerankers[name].rerank(ctx, fused)
+        # A gated reranker (``gated = True``) has ``wanted(ctx, fused) -> (bool, reason)`` and
+        # runs only when it says it can help this query.
+        gate = getattr(reranker, "wanted", None) if getattr(reranker, "gated", False) else None
+        if gate is not None:
+            wanted, why = gate(ctx, fused)
+            stages[name] = ("ran: " if wanted else "skipped: ") + why
+            if not wanted:
+                continue
+        fused = reranker.rerank(ctx, fused)
         timings[name] = round((time.perf_counter() - t1) * 1000, 3)
-    fused = fused[:k]
-    hits = _hits(ctx.conn, fused, lists, explain)
-    timings["fuse"] = round((time.perf_counter() - t0) * 1000, 3)
+    t0 = time.perf_counter()
+    if min_score is not None:
+        fused = [(c, s) for c, s in fused if round(s, 6) >= min_score]  # as hits show it
+    hits = build_hits(ctx.conn, fused, lists, k=k, explain=explain, group_by=group_by)
+    timings["hits"] = round((time.perf_counter() - t0) * 1000, 3)
     features = _features(
         ctx, lists, hits[0] if hits else None, fused[0][0] if hits else None, offtopic
     )
@@ -210,4 +227,17 @@ def fuse_and_build(
         abstain=None if confidence is None else confidence < abstain_below,
         timings_ms=timings,
         features=features if explain else None,
+        ranking=RankingInfo(
+            shape={
+                "identifiers": list(shape.identifiers),
+                "quoted": list(shape.quoted),
+                "code": shape.code,
+                "exact_share": shape.exact_share,
+                "question": shape.question,
+            },
+            weights={n: w for n, w in mix.items() if n in lists},
+            stages=stages,
+        )
+        if explain
+        else None,
     )

@@ -68,6 +68,8 @@ class Graph:
     node_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     _transition_t: Any = field(default=None, repr=False)
     _member_layout: Any = field(default=None, repr=False)
+    #: Title word sequences → doc ids (``mentions.title_index``), filled on first use.
+    titles: dict[tuple[str, ...], set[str]] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])

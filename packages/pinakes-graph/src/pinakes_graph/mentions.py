@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from pinakes_core.query import STOPWORDS
 
-__all__ = ["derive_mentions"]
+__all__ = ["derive_mentions", "mentioned", "title_index"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TITLE_WORDS = 8
@@ -29,7 +29,12 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def _titles(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
+def title_index(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
+    """Lower-cased title word sequences → ids of the documents with that title.
+
+    Titles of 1-8 words and at least 4 characters, not all stopwords, shared by at most three
+    documents (a title such as "Overview" or "README" names no one document).
+    """
     titles: dict[tuple[str, ...], set[str]] = defaultdict(set)
     for doc_id, title in conn.execute("SELECT doc_id, title FROM documents"):
         key = tuple(_words(title))
@@ -41,7 +46,8 @@ def _titles(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
     return {key: docs for key, docs in titles.items() if len(docs) <= MAX_SHARED_TITLE}
 
 
-def _mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
+def mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
+    """Ids of the documents whose title (from :func:`title_index`) ``text`` names."""
     words = _words(text)
     found: set[str] = set()
     for i in range(len(words)):
@@ -60,7 +66,7 @@ def derive_mentions(
     The caller passes ``everything`` when the set of titles changed (a document was added,
     removed or retitled), since unchanged documents may now mention a new title.
     """
-    titles = _titles(conn)
+    titles = title_index(conn)
     docs = (
         [r[0] for r in conn.execute("SELECT doc_id FROM documents")]
         if everything
@@ -87,7 +93,7 @@ def derive_mentions(
                 "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
             )
         )
-        targets = [node[t] for t in _mentioned(text, titles) - {doc_id} if t in node]
+        targets = [node[t] for t in mentioned(text, titles) - {doc_id} if t in node]
         conn.executemany(
             "INSERT OR IGNORE INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0)",
             [(src, t) for t in targets],

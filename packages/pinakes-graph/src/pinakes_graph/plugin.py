@@ -19,14 +19,15 @@ __all__ = ["after_sync", "doctor_checks", "kb_links", "register_channels"]
 def register_channels() -> list[Any]:
     """The graph channels: bounded expansion and Personalized PageRank."""
     from pinakes_graph.expand import ExpandChannel
-    from pinakes_graph.ppr import PprChannel, PprRerank
+    from pinakes_graph.ppr import HEAD_DOCUMENTS, PprChannel, PprRerank
     from pinakes_graph.rerank import LinkRerank, Salience
 
     return [
         ExpandChannel(),
         PprChannel(),
-        PprRerank("ppr-rerank", interleave=True),
-        PprRerank("ppr-rank", interleave=False),
+        PprRerank("ppr-auto", head=HEAD_DOCUMENTS, gated=True),
+        PprRerank("ppr-rerank", head=HEAD_DOCUMENTS),
+        PprRerank("ppr-rank", head=0),
         LinkRerank(),
         Salience(),
     ]

@@ -16,14 +16,19 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
+from pinakes_core.fusion import query_shape
 from pinakes_graph.cache import Graph, GraphChannel, graph_for
+from pinakes_graph.mentions import mentioned, title_index
 
 __all__ = [
     "DAMPING",
+    "HEAD_DOCUMENTS",
     "PASSAGE_WEIGHT",
     "PprChannel",
+    "PprRerank",
     "personalized_pagerank",
     "seed_vector",
+    "seeded_mass",
     "with_plugin_seeds",
 ]
 
@@ -129,56 +134,120 @@ class PprChannel(GraphChannel):
         return [(int(graph.chunk_id[i]), float(scores[i])) for i in top]
 
 
-#: Fused hits that seed the PPR rerank, and the share of seed mass they carry (the rest goes to
-#: every chunk by cosine, as in the channel).
+#: Fused hits that seed the PPR rerank (the best hit of each of the first two documents), and the
+#: share of seed mass they carry (the rest goes to every chunk by cosine, as in the channel).
+#: Chosen on 2Wiki dev (docs/benchmarks.md).
 RERANK_SEEDS = 2
 RERANK_SEED_MASS = 0.8
+#: Documents whose best hits keep their fused places when ``ppr-rerank`` / ``ppr-auto`` rerank:
+#: the graph decides what follows the strongest direct evidence, never what leads. 2Wiki dev
+#: recall@5: 91.1 with 0-2, 91.5 with 3; on the golden set 3 keeps every single-hop class as
+#: plain hybrid has it (docs/ranking.md).
+HEAD_DOCUMENTS = 3
+
+
+def seeded_mass(
+    graph: Graph, ctx: QueryContext, seeds: list[tuple[int, float]]
+) -> npt.NDArray[np.float64]:
+    """PPR mass per node, seeded by ``seeds`` (chunk id, weight) and every chunk by cosine.
+
+    The seeds carry :data:`RERANK_SEED_MASS` of the personalisation in proportion to their
+    weights; the rest is :func:`seed_vector`'s. Plugin seeds (pinakes-ner's entities, through the
+    ``graph_seeds`` hook) take their share on top (:func:`with_plugin_seeds`). This is the one
+    place the rerankers compute PPR, so a faster local PPR can replace it.
+    """
+    vector = seed_vector(graph, ctx)
+    vector /= max(vector.sum(), 1e-12)
+    nodes = [graph.node_of_chunk[c] for c, _ in seeds if c in graph.node_of_chunk]
+    if nodes:
+        weights = np.array([w for c, w in seeds if c in graph.node_of_chunk], dtype=np.float64)
+        total = weights.sum()
+        weights = weights / total if total > 0 else np.full(len(nodes), 1.0 / len(nodes))
+        vector *= 1.0 - RERANK_SEED_MASS
+        vector[nodes] += RERANK_SEED_MASS * weights
+    return personalized_pagerank(graph.transition_t(), with_plugin_seeds(graph, ctx, vector))
+
+
+def _best_per_document(
+    graph: Graph, fused: list[tuple[int, float]], count: int
+) -> list[tuple[int, float]]:
+    """The best hit of each of the first ``count`` distinct documents in ``fused``."""
+    best: list[tuple[int, float]] = []
+    docs: set[int] = set()
+    for chunk, score in fused:
+        if len(best) == count:
+            break
+        node = graph.node_of_chunk.get(chunk)
+        doc = int(graph.doc_of[node]) if node is not None else -chunk - 1
+        if doc not in docs:
+            docs.add(doc)
+            best.append((chunk, score))
+    return best
 
 
 class PprRerank:
-    """Rerank by PPR mass seeded from the fused top hits.
+    """Rerank the fused hits by PPR mass flowing from the best hits through the graph.
 
     HippoRAG ranks passages by PPR score directly rather than fusing PPR as one more list; here
-    the first-stage top hits play the part of its query-entity seeds, so mass flows from them to
-    the documents they link to or name. ``ppr-rank`` returns that PPR order as is (strongest on
-    multi-hop sets, but it can push a direct answer out of the top 5); ``ppr-rerank`` interleaves
-    it with the fused order — fused 1, PPR 1, fused 2, PPR 2, … — so the fused head keeps its
-    places and the graph's best candidates take the slots in between.
+    the first-stage best hits play the part of its query-entity seeds, so mass flows from them
+    to the documents they link to or name. The best hits of the first ``head`` documents keep
+    their places and scores; every other candidate (the fused ones and the graph's best) is
+    ordered by its PPR mass and scored ``last head score × mass / largest mass among them``, so
+    scores stay in [0, 1] and fall with rank. ``ppr-rank`` (head 0) is the PPR order alone;
+    ``ppr-rerank`` and the gated ``ppr-auto`` keep a head of :data:`HEAD_DOCUMENTS`.
+    ``ppr-auto`` runs only when :meth:`wanted` finds the query multi-hop, so a single-hop query
+    keeps the plain hybrid ranking and pays no PPR.
     """
 
-    def __init__(self, name: str, *, interleave: bool) -> None:
+    def __init__(self, name: str, *, head: int, gated: bool = False) -> None:
         self.name = name
-        self.interleave = interleave
+        self.head = head
+        self.gated = gated
 
     def run(self, ctx: QueryContext) -> Ranked:
         """A reranker produces no list of its own."""
         return []
 
+    def wanted(self, ctx: QueryContext, fused: list[tuple[int, float]]) -> tuple[bool, str]:
+        """Whether the query looks multi-hop, and why.
+
+        Multi-hop: relational phrasing (``QueryShape.relations``: a relative clause, a
+        participle, a possessive or role of something, two questions in one, a comparison) or
+        at least two document titles named in the query.
+        """
+        if ctx.kb is None or not fused:
+            return False, "no graph or no hits"
+        reasons = list(query_shape(ctx.query).relations)
+        graph = graph_for(ctx.kb)
+        if graph.titles is None:
+            graph.titles = title_index(ctx.kb.store().conn)
+        named = len(mentioned(ctx.query, graph.titles))
+        if named >= 2:
+            reasons.append(f"{named} titles named")
+        if reasons:
+            return True, "multi-hop phrasing: " + ", ".join(reasons)
+        return False, "single-hop: no relational phrasing and fewer than two titles named"
+
     def rerank(self, ctx: QueryContext, fused: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """Rerank ``fused`` plus the graph's best chunks by PPR mass."""
+        """Keep the head, order everything else by PPR mass from the two best documents."""
         if ctx.kb is None or not fused:
             return fused
         graph = graph_for(ctx.kb)
         if len(graph) == 0:
             return fused
-        seeds = seed_vector(graph, ctx)
-        seeds /= max(seeds.sum(), 1e-12)
-        top = [graph.node_of_chunk[c] for c, _ in fused[:RERANK_SEEDS] if c in graph.node_of_chunk]
-        if top:
-            weights = np.array([s for c, s in fused[:RERANK_SEEDS] if c in graph.node_of_chunk])
-            seeds *= 1.0 - RERANK_SEED_MASS
-            seeds[top] += RERANK_SEED_MASS * weights / weights.sum()
-        scores = personalized_pagerank(graph.transition_t(), with_plugin_seeds(graph, ctx, seeds))
-        chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
-        best = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
-        ranked = [(int(graph.chunk_id[i]), float(scores[i])) for i in best]
-        if not self.interleave:
-            return ranked
-        merged: dict[int, float] = {}
-        for pair in zip(fused, ranked, strict=False):
-            for chunk, _ in pair:
-                merged.setdefault(chunk, 1.0 / (len(merged) + 1))  # rank-based score
-        tail = [c for c, _ in [*fused, *ranked] if c not in merged]
-        for chunk in tail:
-            merged.setdefault(chunk, 1.0 / (len(merged) + 1))
-        return list(merged.items())
+        mass = seeded_mass(graph, ctx, _best_per_document(graph, fused, RERANK_SEEDS))
+        chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (mass > 0)))
+        best = chunk_nodes[np.argsort(-mass[chunk_nodes], kind="stable")[: ctx.candidates]]
+        pool = {int(graph.chunk_id[i]): float(mass[i]) for i in best}
+        for chunk, _ in fused:
+            node = graph.node_of_chunk.get(chunk)
+            pool.setdefault(chunk, float(mass[node]) if node is not None else 0.0)
+        head = _best_per_document(graph, fused, self.head)
+        for chunk, _ in head:
+            pool.pop(chunk, None)
+        peak = max(pool.values(), default=0.0)
+        floor = head[-1][1] if head else fused[0][1]
+        # Just under the last head score, so the head stays ahead even at equal mass.
+        scale = floor * (1.0 - 1e-6) / peak if peak > 0 else 0.0
+        ranked = [*head, *((chunk, m * scale) for chunk, m in pool.items())]
+        return sorted(ranked, key=lambda kv: (-kv[1], kv[0]))

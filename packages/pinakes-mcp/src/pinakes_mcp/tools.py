@@ -243,14 +243,28 @@ def pinakes_search(
             description="Only these documents (doc_id, pnk:// URI or KB-relative path).",
         ),
     ] = None,
+    per_doc: Annotated[
+        bool,
+        Field(
+            description="One hit per document: k distinct documents, each with its best "
+            "passage and up to two more in `passages`."
+        ),
+    ] = False,
+    min_score: Annotated[
+        float | None,
+        Field(ge=0.0, le=1.0, description="Leave out hits whose score is below this (0-1)."),
+    ] = None,
 ) -> SearchOutput:
     """Search the knowledge bases (keywords + meaning, fused) and get ranked passages.
 
     Use it first for anything the user's notes might answer. Each hit is one passage (a chunk
     under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines`,
-    `source_type` (markdown, text, pdf, code) and its fused `score`; a PDF hit also has
-    `page_start`/`page_end` (cite the page); `kb` names the KB when several are served.
-    Omitting `kb` searches every served KB and merges their hits by score.
+    `source_type` (markdown, text, pdf, code) and its `score`: its relevance in [0, 1] (the
+    weighted mean of keyword and meaning evidence, comparable across queries and KBs; around
+    0.5 and above is a strong match); a PDF hit also has `page_start`/`page_end` (cite the
+    page); `kb` names the KB when several are served. Omitting `kb` searches every served KB
+    and merges their hits by score. `per_doc: true` returns k distinct documents instead of k
+    passages; `min_score` drops weak hits.
 
     Reading the reply:
     - `confidence` is a calibrated probability (0-1) that the top hit answers the query;
@@ -297,6 +311,8 @@ def pinakes_search(
                     modified_before=before,
                     entities=entities or (),
                     concepts=concepts or (),
+                    group_by="document" if per_doc else "chunk",
+                    min_score=min_score,
                 )
             results.append((served, result))
         merged, confidence, abstain = merge(results, k=k, multi=registry.multi)

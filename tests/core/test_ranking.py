@@ -1,0 +1,282 @@
+"""Ranking (issue 9): scores that mean something, query-adaptive fusion, per-document results,
+near-duplicates, titles in hits, and the adaptive choices shown by ``explain``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import FakeHashEmbedder, make_kb
+from pinakes_core import KB, PinakesError
+from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.fusion import (
+    LEXICAL_EXACT,
+    LEXICAL_PROSE,
+    combine,
+    lexical_share,
+    query_shape,
+)
+from pinakes_core.models import Hit
+
+FILES: dict[str, str | bytes] = {
+    "services/ledger.md": (
+        "---\ntitle: Ledger service\n---\n# Ledger service\n\n"
+        "The ledger records every payment as a double-entry journal.\n\n"
+        "## Configuration\n\n`ledger.retry.max_attempts` is 5; `ledger.pool.size` is 40.\n\n"
+        "## Error codes\n\nLED-4009 means the journal entry does not balance.\n"
+    ),
+    "services/payouts.md": (
+        "# Payouts\n\nPayouts send money to carriers every night through the bank file.\n\n"
+        "## Configuration\n\n`payouts.retry.max_attempts` is 6.\n"
+    ),
+    "runbooks/stuck-payouts.md": (
+        "# Stuck payouts\n\nWhen carriers were not paid this morning, log in to the settlement "
+        "host and read the worker log before re-running the batch.\n"
+    ),
+    "notes/copy-of-stuck-payouts.md": (
+        "# Stuck payouts (copy)\n\nWhen carriers were not paid this morning, log in to the "
+        "settlement host and read the worker log before re-running the batch.\n"
+    ),
+    "glossary/journal.md": "# Journal entry\n\nA journal entry is a balanced set of postings.\n",
+}
+
+
+@pytest.fixture
+def kb(tmp_path: Path):
+    handle = KB.open(make_kb(tmp_path / "kb", FILES), embedder=FakeHashEmbedder())
+    handle.sync()
+    yield handle
+    handle.close()
+
+
+def _context(kb: KB, query: str) -> QueryContext:
+    return QueryContext(
+        query=query,
+        conn=kb.store().conn,
+        filters=Filters(),
+        candidates=50,
+        vectors=kb.vectors,
+        embed_query=kb.embedder.embed_query,
+        kb=kb,
+    )
+
+
+# -- query shape and weights -------------------------------------------------------------------
+
+
+def test_query_shape_finds_identifiers_but_not_plain_compounds_or_years() -> None:
+    shape = query_shape("what is ledger.retry.max_attempts set to in 2024 for on-call?")
+    assert shape.identifiers == ("ledger.retry.max_attempts",)
+    assert query_shape("LED-4009").exact_share == 1.0
+    assert query_shape("E-4012 v2 --force $HOME fooBar a/b").identifiers == (
+        "E-4012",
+        "v2",
+        "--force",
+        "$HOME",
+        "fooBar",
+        "a/b",
+    )
+    assert query_shape('find "exact phrase here" please').quoted == ("exact phrase here",)
+    assert query_shape("ls | where size > 10kb").code
+    plain = query_shape("why did we write our own toggle system instead of buying one?")
+    assert plain.identifiers == () and plain.exact_share == 0.0 and plain.question
+
+
+@given(st.text(max_size=200))
+def test_query_shape_never_raises_and_shares_stay_in_range(text: str) -> None:
+    shape = query_shape(text)
+    assert 0.0 <= shape.exact_share <= 1.0
+    assert LEXICAL_PROSE <= lexical_share(shape) <= LEXICAL_EXACT
+
+
+def test_lexical_share_grows_with_the_exact_part_of_the_query() -> None:
+    prose = lexical_share(query_shape("how do carriers get paid"))
+    mixed = lexical_share(query_shape("what does the code GW-429 mean for a request?"))
+    exact = lexical_share(query_shape("GW-429"))
+    assert prose == LEXICAL_PROSE < mixed < exact == LEXICAL_EXACT
+
+
+def test_relational_phrasings_are_recognised() -> None:
+    def rel(query: str) -> tuple[str, ...]:
+        return query_shape(query).relations
+
+    assert "relative clause" in rel("who leads the team that owns the ledger?")
+    assert "possessive" in rel("When did Lothair II's mother die?")
+    assert "role of" in rel("Where was the director of film Billy Elliot born?")
+    assert "two questions" in rel("who owns the policy, and who does that person report to?")
+    assert "comparison" in rel("Which film came out first, Dying God or 3 Dots?")
+    assert "participle" in rel("which acquirers does the router owned by Aiko's team use?")
+    for single in (
+        "what port does the ledger service listen on?",
+        "how do I make a variable that I can change later",
+        "how do I sort a table by one of its columns",
+        "LED-4009",
+    ):
+        assert rel(single) == (), single
+
+
+def test_combine_is_a_weighted_mean_in_unit_range_and_order_invariant() -> None:
+    evidence = {"bm25": {1: 0.8, 2: 0.1}, "dense": {2: 0.9, 3: 0.4}}
+    fused = combine(evidence, {"bm25": 0.25, "dense": 0.75})
+    scores = dict(fused)
+    assert scores[1] == pytest.approx(0.25 * 0.8)
+    assert scores[2] == pytest.approx(0.25 * 0.1 + 0.75 * 0.9)
+    assert scores[3] == pytest.approx(0.75 * 0.4)
+    assert [c for c, _ in fused] == [2, 3, 1]
+    assert combine(dict(reversed(evidence.items())), {"dense": 0.75, "bm25": 0.25}) == fused
+    assert combine({"bm25": {5: 0.5, 4: 0.5}}, {"bm25": 1.0}) == [(4, 0.5), (5, 0.5)]
+    assert combine(evidence, {}) == []
+
+
+# -- scores -----------------------------------------------------------------------------------
+
+
+def test_score_is_the_channel_evidence_in_every_mode_and_falls_with_rank(kb: KB) -> None:
+    query = "ledger retry attempts"
+    ctx = _context(kb, query)
+    lexical = kb.search(query, channels=["bm25"], k=10, explain=True)
+    semantic = kb.search(query, channels=["dense"], k=10, explain=True)
+    hybrid = kb.search(query, channels=["bm25", "dense"], k=10, explain=True)
+    ceiling = ctx.lexical_ceiling(query)
+    for hit in lexical.hits:  # bm25 alone: the share of the query's best possible BM25
+        assert hit.channel_scores is not None
+        assert hit.score == pytest.approx(hit.channel_scores["bm25"] / ceiling, abs=1e-6)
+    for hit in semantic.hits:  # dense alone: the cosine
+        assert hit.channel_scores is not None
+        assert hit.score == pytest.approx(hit.channel_scores["dense"], abs=1e-6)
+    assert hybrid.ranking is not None
+    w = hybrid.ranking.weights
+    assert w["bm25"] + w["dense"] == pytest.approx(1.0)
+    by_chunk = {(h.doc_id, h.chunk): h.score for h in semantic.hits}
+    lex = {(h.doc_id, h.chunk): h.score for h in lexical.hits}
+    for hit in hybrid.hits:  # hybrid: their weighted mean
+        key = (hit.doc_id, hit.chunk)
+        if key in by_chunk and key in lex:
+            expected = w["bm25"] * lex[key] + w["dense"] * by_chunk[key]
+            assert hit.score == pytest.approx(expected, abs=1e-5)
+    for result in (lexical, semantic, hybrid):
+        scores = [h.score for h in result.hits]
+        assert scores == sorted(scores, reverse=True)
+        assert all(0.0 <= s <= 1.0 for s in scores)
+        assert len(set(scores)) > 1  # never 1, 1/2, 1/3 …: values, not ranks
+        assert not all(math.isclose(s, 1 / i) for i, s in enumerate(scores, 1))
+
+
+def test_scores_are_monotone_with_every_graph_reranker(kb: KB) -> None:
+    pytest.importorskip("pinakes_graph")
+    for graph in ("ppr-rerank", "ppr-rank", "ppr-auto", "link-rerank", "salience"):
+        result = kb.search(
+            "who runs the service that pays carriers?", channels=["bm25", "dense", graph], k=8
+        )
+        scores = [h.score for h in result.hits]
+        assert scores == sorted(scores, reverse=True), graph
+        assert all(0.0 <= s <= 1.0 for s in scores), graph
+
+
+def test_min_score_drops_weak_hits_and_is_validated(kb: KB) -> None:
+    everything = kb.search("ledger retry attempts", k=10)
+    cut = everything.hits[2].score
+    strong = kb.search("ledger retry attempts", k=10, min_score=cut)
+    assert [h.score for h in strong.hits] == [h.score for h in everything.hits if h.score >= cut]
+    assert kb.search("ledger retry attempts", min_score=1.0).hits == []
+    with pytest.raises(PinakesError, match="min_score"):
+        kb.search("ledger", min_score=1.5)
+    with pytest.raises(PinakesError, match="group_by"):
+        kb.search("ledger", group_by="page")  # type: ignore[arg-type]
+
+
+# -- explain shows the adaptive choices --------------------------------------------------------
+
+
+def test_explain_shows_the_shape_the_weights_and_the_graph_gate(kb: KB) -> None:
+    exact = kb.search("ledger.retry.max_attempts", explain=True)
+    prose = kb.search("how do carriers get paid at night", explain=True)
+    assert exact.ranking is not None and prose.ranking is not None
+    assert exact.ranking.shape["identifiers"] == ["ledger.retry.max_attempts"]
+    assert exact.ranking.weights["bm25"] == LEXICAL_EXACT
+    assert prose.ranking.weights["bm25"] == LEXICAL_PROSE
+    assert exact.ranking.weights["bm25"] > prose.ranking.weights["bm25"]
+    assert kb.search("ledger").ranking is None  # only with explain
+    if "ppr-auto" in exact.ranking.stages:  # the graph plugin is installed
+        assert exact.ranking.stages["ppr-auto"].startswith("skipped: single-hop")
+        multi = kb.search("who leads the team that owns the ledger?", explain=True)
+        assert multi.ranking is not None
+        assert multi.ranking.stages["ppr-auto"].startswith("ran: multi-hop phrasing")
+        assert "ppr-auto" in multi.timings_ms and "ppr-auto" not in exact.timings_ms
+
+
+def test_a_skipped_graph_stage_leaves_the_plain_hybrid_ranking(kb: KB) -> None:
+    pytest.importorskip("pinakes_graph")
+    query = "ledger.retry.max_attempts"
+    auto = kb.search(query, channels=["bm25", "dense", "ppr-auto"], k=8)
+    plain = kb.search(query, channels=["bm25", "dense"], k=8)
+    assert [(h.path, h.chunk, h.score) for h in auto.hits] == [
+        (h.path, h.chunk, h.score) for h in plain.hits
+    ]
+
+
+# -- documents --------------------------------------------------------------------------------
+
+
+def test_near_duplicate_passages_fold_into_one_hit(kb: KB) -> None:
+    result = kb.search("carriers not paid this morning settlement host", k=5)
+    paths = [h.path for h in result.hits]
+    pair = {"runbooks/stuck-payouts.md", "notes/copy-of-stuck-payouts.md"}
+    assert len(pair & set(paths)) == 1
+    top = next(h for h in result.hits if h.path in pair)
+    assert top.duplicates == list(pair - {top.path})
+    assert all(h.duplicates is None for h in result.hits if h is not top)
+
+
+def test_per_document_search_returns_k_distinct_documents_with_their_passages(kb: KB) -> None:
+    chunks = kb.search("ledger configuration retry error journal", k=4)
+    per_doc = kb.search("ledger configuration retry error journal", k=4, group_by="document")
+    assert len(per_doc.hits) == 4
+    assert len({h.doc_id for h in per_doc.hits}) == 4
+    assert len({h.doc_id for h in chunks.hits}) < 4  # k chunks came from fewer documents
+    ledger = next(h for h in per_doc.hits if h.path == "services/ledger.md")
+    assert ledger.passages  # the ledger's other matching sections ride along
+    assert all(p.score <= ledger.score for p in ledger.passages)
+    assert len({ledger.chunk, *(p.chunk for p in ledger.passages)}) == 1 + len(ledger.passages)
+    assert all(h.passages is None for h in chunks.hits)
+    scores = [h.score for h in per_doc.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+# -- titles -----------------------------------------------------------------------------------
+
+
+def test_hit_location_puts_the_title_before_the_heading_path() -> None:
+    def hit(title: str, path: list[str]) -> Hit:
+        return Hit(
+            doc_id="X",
+            chunk=0,
+            path="a.md",
+            title=title,
+            heading_path=path,
+            text="t",
+            score=0.5,
+            lines=(1, 1),
+            ranks={},
+        )
+
+    assert hit("Ledger service", ["Ledger service", "Configuration"]).location == (
+        "Ledger service › Configuration"
+    )
+    assert hit("Changelog", ["0.119.0", "Fix"]).location == "Changelog › 0.119.0 › Fix"
+    assert hit("Postmortem: outage (2025-01-14)", ["Postmortem: outage", "Timeline"]).location == (
+        "Postmortem: outage (2025-01-14) › Timeline"
+    )
+    assert hit("Notes", []).location == "Notes"
+
+
+def test_every_hit_carries_its_document_title(kb: KB) -> None:
+    result = kb.search("configuration retry", k=6)
+    titles = {h.path: h.title for h in result.hits}
+    assert titles["services/ledger.md"] == "Ledger service"
+    assert all(h.location.startswith(h.title) for h in result.hits)
+    assert all("title" in h.model_dump() for h in result.hits)
