@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,6 +114,21 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
+
+
+def query_context(kb: Any, query: str) -> Any:
+    """A ``QueryContext`` over ``kb`` with no filters and 50 candidates (channel-level tests)."""
+    from pinakes_core.channels import Filters, QueryContext
+
+    return QueryContext(
+        query=query,
+        conn=kb.store().conn,
+        filters=Filters(),
+        candidates=50,
+        vectors=kb.vectors,
+        embed_query=kb.embedder.embed_query,
+        kb=kb,
+    )
 
 
 def make_kb(root: Path, files: dict[str, str | bytes] | None = None, name: str = "t") -> Path:

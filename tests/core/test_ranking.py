@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FakeHashEmbedder, make_kb
+from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB, PinakesError
-from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.channels import QueryContext
 from pinakes_core.fusion import (
     LEXICAL_EXACT,
     LEXICAL_PROSE,
@@ -54,15 +54,8 @@ def kb(tmp_path: Path):
 
 
 def _context(kb: KB, query: str) -> QueryContext:
-    return QueryContext(
-        query=query,
-        conn=kb.store().conn,
-        filters=Filters(),
-        candidates=50,
-        vectors=kb.vectors,
-        embed_query=kb.embedder.embed_query,
-        kb=kb,
-    )
+    ctx: QueryContext = query_context(kb, query)
+    return ctx
 
 
 # -- query shape and weights -------------------------------------------------------------------
@@ -114,6 +107,7 @@ def test_relational_phrasings_are_recognised() -> None:
         "what port does the ledger service listen on?",
         "how do I make a variable that I can change later",
         "how do I sort a table by one of its columns",
+        "In Nu, how do I read a file line by line?",  # a fronted phrase asks no second question
         "LED-4009",
     ):
         assert rel(single) == (), single

@@ -81,23 +81,45 @@ def test_the_gated_ppr_stage_runs_for_two_named_titles_or_relational_phrasing(
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
 
-        def stage(query: str) -> str:
-            ranking = kb.search(query, explain=True).ranking
-            assert ranking is not None
-            return ranking.stages["ppr-auto"]
-
         # Two titles named, no relational phrasing: a comparison between documents.
         assert (
-            stage("Lothair I Ermengarde of Tours dates")
+            _stage(kb, "Lothair I Ermengarde of Tours dates")
             == "ran: multi-hop phrasing: 2 titles named"
         )
-        assert stage("When did Lothair II's mother die?").startswith(
+        assert _stage(kb, "When did Lothair II's mother die?").startswith(
             "ran: multi-hop phrasing: possessive"
         )
-        assert stage("Ermengarde of Tours death").startswith("skipped: single-hop")
+        assert _stage(kb, "Ermengarde of Tours death").startswith("skipped: single-hop")
         # Whatever the gate decides, hits stay sorted by score and the second hop is reachable.
         result = kb.search("When did Lothair II's mother die?", k=3)
         assert [h.score for h in result.hits] == sorted(
             (h.score for h in result.hits), reverse=True
         )
         assert "ermengarde.md" in {h.path for h in result.hits}
+
+
+def test_titles_made_of_everyday_words_do_not_open_the_graph_stage(tmp_path: Path) -> None:
+    # Pages titled "where" and "sort" (a command reference) are named by nearly every question
+    # about tables: two of them in a query do not make it multi-hop. Rare titles still do.
+    pages = {
+        f"page{i}.md": f"# Page {i}\n\nUse where to filter and sort to order rows.\n"
+        for i in range(30)
+    }
+    pages["where.md"] = "# where\n\nKeep the rows that match a condition.\n"
+    pages["sort.md"] = "# sort\n\nOrder the rows of a table.\n"
+    root = make_kb(tmp_path / "kb", {**FILES, **pages})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+
+        assert _stage(kb, "where rows match then sort them").startswith("skipped: single-hop")
+        assert (
+            _stage(kb, "Lothair I Ermengarde of Tours dates")
+            == "ran: multi-hop phrasing: 2 titles named"
+        )
+
+
+def _stage(kb: KB, query: str) -> str:
+    """What the gated graph stage did for ``query`` (from ``explain``)."""
+    ranking = kb.search(query, explain=True).ranking
+    assert ranking is not None
+    return ranking.stages["ppr-auto"]

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("pinakes_graph")
 
-from conftest import FakeHashEmbedder, make_kb
+from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB
-from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.channels import QueryContext
 from pinakes_graph import rerank as rerank_mod
 from pinakes_graph.rerank import LINK_BONUS, SALIENCE, TOP_DOCS, LinkRerank, Salience
 
@@ -46,15 +46,8 @@ def kb(tmp_path: Path):
 
 
 def _ctx(kb: KB, query: str = "zeta") -> QueryContext:
-    return QueryContext(
-        query=query,
-        conn=kb.store().conn,
-        filters=Filters(),
-        candidates=50,
-        vectors=kb.vectors,
-        embed_query=kb.embedder.embed_query,
-        kb=kb,
-    )
+    ctx: QueryContext = query_context(kb, query)
+    return ctx
 
 
 def _chunk(kb: KB) -> dict[str, int]:

@@ -227,24 +227,30 @@ class _Packer:
         # Sentences first, words only for a sentence that alone exceeds the budget, and a cut
         # by tokens only for a word that alone exceeds it. Parts are joined again with single
         # spaces, where the tokenizer splits words anyway, so a piece's tokens are the sum of
-        # its parts' tokens.
+        # its parts' tokens. Body-less headings carried onto the first piece take their room
+        # from the budget of this line's pieces (with one unit per joining newline), so no
+        # piece goes over the budget or the characters-per-token cap.
+        budget = self.budget
+        if self.carry is not None:
+            budget -= sum(self.costs[self.carry : line]) + (line - self.carry)
+            budget = max(budget, 1)
         parts: list[tuple[str, int, int]] = []
         for sentence in _SENTENCE_END.split(self.lines[line].strip()):
             cost, tokens = self.measure(sentence)
-            if cost <= self.budget:
+            if cost <= budget:
                 if sentence:
                     parts.append((sentence, cost, tokens))
                 continue
             for word in sentence.split():
                 cost, tokens = self.measure(word)
-                if cost <= self.budget:
+                if cost <= budget:
                     parts.append((word, cost, tokens))
                 else:
-                    parts.extend(self.hard_split(word))
+                    parts.extend(self.hard_split(word, budget))
         piece: list[str] = []
         used = counted = 0
         for part, cost, tokens in parts:
-            if piece and used + cost > self.budget:
+            if piece and used + cost > budget:
                 self._piece(path, line, piece, counted)
                 piece, used, counted = [], 0, 0
             piece.append(part)
@@ -253,24 +259,26 @@ class _Packer:
         if piece:
             self._piece(path, line, piece, counted)
 
-    def hard_split(self, text: str) -> list[tuple[str, int, int]]:
-        """Cut text that has no word boundary into pieces within the budget (last resort).
+    def hard_split(self, text: str, budget: int | None = None) -> list[tuple[str, int, int]]:
+        """Cut text that has no word boundary into pieces within ``budget`` (last resort).
 
         Each piece is sized from the last one's characters per token, so a long blob costs
-        about one token count per piece. Returns ``(piece, cost, tokens)`` triples.
+        about one token count per piece. ``budget`` defaults to the packer's. Returns
+        ``(piece, cost, tokens)`` triples.
         """
-        widest = self.budget * _CHARS_PER_TOKEN_CAP
+        budget = self.budget if budget is None else budget
+        widest = budget * _CHARS_PER_TOKEN_CAP
         pieces = []
         start, width = 0, widest
         while start < len(text):
             piece = text[start : start + width]
             cost, tokens = self.measure(piece)
-            if cost > self.budget and width > 1:
-                width = max(1, min(width // 2 + 1, int(width * self.budget / cost * 0.95)))
+            if cost > budget and width > 1:
+                width = max(1, min(width // 2 + 1, int(width * budget / cost * 0.95)))
                 continue
             pieces.append((piece, cost, tokens))
             start += len(piece)
-            if cost < self.budget * 0.8:
+            if cost < budget * 0.8:
                 width = min(widest, width + width // 4 + 1)
         return pieces
 

@@ -157,6 +157,20 @@ def _identifier(token: str) -> bool:
     return (digit and alpha) or bool(_JOINED.search(word)) or word.startswith(("--", "$"))
 
 
+#: Words a clause needs before ", and who…" to be a question of its own: a short fronted phrase
+#: ("In Nu, how do I…", "On Windows, where…") introduces one question, it does not ask another.
+_FIRST_QUESTION_WORDS = 4
+
+
+def _relation(name: str, pattern: re.Pattern[str], query: str) -> bool:
+    match = pattern.search(query)
+    if match is None:
+        return False
+    if name == "two questions":
+        return len(_WORD.findall(query[: match.start()])) >= _FIRST_QUESTION_WORDS
+    return True
+
+
 def query_shape(query: str) -> QueryShape:
     """Describe the query's shape (see :class:`QueryShape`); never raises."""
     words = _WORD.findall(query)
@@ -176,7 +190,9 @@ def query_shape(query: str) -> QueryShape:
         words=len(words),
         exact_share=round(share, 4),
         question=bool(_QUESTION.match(query)) and not identifiers and len(words) >= 4,
-        relations=tuple(name for name, pattern in _RELATIONAL.items() if pattern.search(query)),
+        relations=tuple(
+            name for name, pattern in _RELATIONAL.items() if _relation(name, pattern, query)
+        ),
     )
 
 

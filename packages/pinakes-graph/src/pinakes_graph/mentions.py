@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from pinakes_core.query import STOPWORDS
 
-__all__ = ["derive_mentions", "mentioned", "title_index"]
+__all__ = ["derive_mentions", "mentioned", "mentioned_titles", "title_index"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TITLE_WORDS = 8
@@ -46,15 +46,22 @@ def title_index(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:
     return {key: docs for key, docs in titles.items() if len(docs) <= MAX_SHARED_TITLE}
 
 
+def mentioned_titles(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[tuple[str, ...]]:
+    """The titles (keys of :func:`title_index`) that ``text`` names."""
+    words = _words(text)
+    return {
+        key
+        for i in range(len(words))
+        for n in range(1, MAX_TITLE_WORDS + 1)
+        if (key := tuple(words[i : i + n])) in titles
+    }
+
+
 def mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
     """Ids of the documents whose title (from :func:`title_index`) ``text`` names."""
-    words = _words(text)
     found: set[str] = set()
-    for i in range(len(words)):
-        for n in range(1, MAX_TITLE_WORDS + 1):
-            docs = titles.get(tuple(words[i : i + n]))
-            if docs:
-                found |= docs
+    for key in mentioned_titles(text, titles):
+        found |= titles[key]
     return found
 
 

@@ -10,6 +10,7 @@ simple lookups from regressing). Power iteration with scipy.sparse to tolerance.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy.typing as npt
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.fusion import query_shape
 from pinakes_graph.cache import Graph, GraphChannel, graph_for
-from pinakes_graph.mentions import mentioned, title_index
+from pinakes_graph.mentions import mentioned_titles, title_index
 
 __all__ = [
     "DAMPING",
@@ -33,6 +34,10 @@ __all__ = [
 ]
 
 DAMPING = 0.5
+#: A title names something specific when its phrase is in at most this share of the chunks…
+SPECIFIC_TITLE_SHARE = 0.01
+#: … or in at most this many (small KBs).
+SPECIFIC_TITLE_MIN = 5
 PASSAGE_WEIGHT = 0.05
 MAX_METADATA_SEEDS = 5
 #: A tag/heading label must match the query at least this well to seed (all-MiniLM-L6-v2 cosine).
@@ -185,6 +190,27 @@ def _best_per_document(
     return best
 
 
+def _specific(ctx: QueryContext, titles: set[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The titles among ``titles`` that name something specific: rare in the KB's text.
+
+    A title such as "Lothair II" or "Ledger service" is written in a few passages; in a docs
+    vault whose pages are titled with everyday words ("where", "sort", "table", "List") the
+    same words run through hundreds of passages, and naming two of them says nothing about
+    the question needing two documents. A title counts when its phrase occurs in at most
+    :data:`SPECIFIC_TITLE_SHARE` of the chunks (at least :data:`SPECIFIC_TITLE_MIN`).
+    """
+    limit = max(SPECIFIC_TITLE_MIN, SPECIFIC_TITLE_SHARE * ctx.chunk_total)
+    out = []
+    for key in titles:
+        try:
+            count = ctx.doc_freq('"' + " ".join(key) + '"')
+        except sqlite3.Error:  # a phrase FTS cannot parse names nothing it could count
+            continue
+        if count <= limit:
+            out.append(key)
+    return out
+
+
 class PprRerank:
     """Rerank the fused hits by PPR mass flowing from the best hits through the graph.
 
@@ -213,7 +239,7 @@ class PprRerank:
 
         Multi-hop: relational phrasing (``QueryShape.relations``: a relative clause, a
         participle, a possessive or role of something, two questions in one, a comparison) or
-        at least two document titles named in the query.
+        at least two *specific* document titles named in the query (:func:`_specific`).
         """
         if ctx.kb is None or not fused:
             return False, "no graph or no hits"
@@ -221,7 +247,7 @@ class PprRerank:
         graph = graph_for(ctx.kb)
         if graph.titles is None:
             graph.titles = title_index(ctx.kb.store().conn)
-        named = len(mentioned(ctx.query, graph.titles))
+        named = len(_specific(ctx, mentioned_titles(ctx.query, graph.titles)))
         if named >= 2:
             reasons.append(f"{named} titles named")
         if reasons:
