@@ -1,23 +1,44 @@
-"""Search latency at scale: hybrid vs the graph channels on a ~50k-chunk KB (DESIGN §14).
+"""Search latency and cost at scale (DESIGN §14, issue 14).
 
-The KB is N copies of a corpus in sibling folders. Copies have the same embedded texts, so
-vectors are embedded once and reused by text hash; FTS, chunks, nodes and edges are real and N
-times larger. Latency is the warm ``KB.search`` call (median and p95 over the queries, after
-warm-up), measured for each channel configuration on the same KB object.
+Two modes.
+
+``--copies N`` (the graph at ~50k chunks): the KB is N copies of a corpus in sibling folders,
+each synced for real. Copies have the same embedded texts, so vectors are embedded once and
+reused by text hash; FTS, chunks, nodes and edges are real and N times larger. Latency is the
+warm ``KB.search`` call (median and p95 over the queries, after warm-up), for each channel
+configuration on the same KB object.
 
     uv run python benchmarks/scale.py --corpus ../shared/corpora/nushell-docs --copies 7
+
+``--chunks 50000,1000000`` (the cost curve up to a million chunks): one copy of the corpus is
+synced for real (the base); a KB of each size is then made by cloning the base's rows in SQL —
+documents, chunks, FTS rows, links — once per extra copy of the files (copied with their
+mtimes, so a sync sees them unchanged). Each clone's vectors are the base's plus Gaussian noise
+(σ = ``--noise`` per unit vector, renormalised) under their own text hash, so every chunk has a
+distinct vector, as in a real KB, and near-duplicates make the approximate index's job harder,
+not easier. The graph is not cloned (hybrid only). Per size, in fresh processes: the first sync
+(builds the ANN index past ``[scale] ann_min_chunks`` and the vector snapshot), a no-change
+sync (library and ``pnk sync``), warm hybrid search with and without the ANN index, recall@10
+of the dense channel against exact search, and resident memory; plus disk per file.
+
+    uv run python benchmarks/scale.py --chunks 50000,1000000 --workdir /tmp/pinakes-scale
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shutil
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pinakes_core import KB
 
@@ -52,7 +73,8 @@ GATED_QUERIES = [
     "which flags does the command that opens a url accept",
     "what is the type of the value returned by the command that parses json",
 ]
-CONFIGS = {
+CONFIGS: dict[str, list[str] | None] = {
+    "default (KB config)": None,
     "hybrid": ["bm25", "dense"],
     "hybrid+expand": ["bm25", "dense", "expand"],
     "hybrid+ppr": ["bm25", "dense", "ppr"],
@@ -70,10 +92,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=Path("../shared/corpora/nushell-docs"))
     parser.add_argument("--copies", type=int, default=7)
+    parser.add_argument("--chunks", help="comma-separated KB sizes for the cost curve (clones)")
+    parser.add_argument("--noise", type=float, default=0.3, help="clone vector noise (σ)")
+    parser.add_argument(
+        "--ann-min-chunks", type=int, help="[scale] ann_min_chunks for the clones (default: KB's)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="passes over the queries")
     parser.add_argument("--workdir", type=Path, help="keep the KB here (default: a temp dir)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--worker", nargs=2, metavar=("KIND", "KB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        worker(args.worker[0], Path(args.worker[1]), args.rounds)
+        return
+    if args.chunks:
+        curve(args)
+        return
     work = args.workdir or Path(tempfile.mkdtemp(prefix="pinakes-scale-"))
     root = work / "kb"
     if not (root / "pinakes.toml").exists():
@@ -119,7 +153,7 @@ def main() -> None:
             "p50_ms": round(statistics.median(latencies), 1),
             "p95_ms": round(percentile(latencies, 95), 1),
         }
-        if "ppr-auto" in channels:
+        if channels and "ppr-auto" in channels:
             gated = []
             for _ in range(args.rounds):
                 for q in GATED_QUERIES:
@@ -130,12 +164,14 @@ def main() -> None:
                 "p50_ms": round(statistics.median(gated), 1),
                 "p95_ms": round(percentile(gated, 95), 1),
             }
+    push = ppr_versus_push(kb)
     out = {
         "documents": status.documents,
         "chunks": status.chunks,
         "store_mb": round(status.store_bytes / 1048576, 1),
         "sync_seconds": timings,
         "latency": results,
+        "push": push,
     }
     if args.json:
         print(json.dumps(out))
@@ -144,6 +180,382 @@ def main() -> None:
     print("| configuration | p50 ms | p95 ms |\n|---|---:|---:|")
     for name, r in results.items():
         print(f"| {name} | {r['p50_ms']} | {r['p95_ms']} |")
+    print(
+        f"\nPPR on the {push['nodes']:,}-node graph, rerank seeds, {push['queries']} queries: "
+        f"power iteration p50 {push['power_ms']} ms, forward push p50 {push['push_ms']} ms; "
+        f"top-10 identical in {push['top10_identical']} of {push['queries']}, mean top-50 "
+        f"overlap {push['top50_overlap']}, mean L1 distance {push['l1']:.2e}."
+    )
+
+
+def ppr_versus_push(kb: KB) -> dict[str, Any]:
+    """Exact PPR (power iteration) against forward push on the KB's graph, rerank-style seeds.
+
+    Seeds as ``ppr-rerank`` builds them: every chunk by cosine (the passage weight) plus 0.8 of
+    the mass on the two best dense hits. Times exclude building the transition matrix.
+    """
+    import numpy as np
+
+    from pinakes_core.channels import Filters, QueryContext
+    from pinakes_graph.cache import graph_for
+    from pinakes_graph.ppr import DAMPING, personalized_pagerank, seed_vector
+    from pinakes_graph.push import push_pagerank
+
+    graph = graph_for(kb)
+    transition = graph.transition_t()
+    chunks = np.flatnonzero(graph.chunk_id >= 0)
+    power_ms, push_ms, identical, overlap, l1 = [], [], 0, [], []
+    for q in QUERIES:
+        ctx = QueryContext(
+            query=q,
+            conn=kb.store().conn,
+            filters=Filters(),
+            candidates=50,
+            vectors=kb.vectors,
+            embed_query=kb.embedder.embed_query,
+            kb=kb,
+        )
+        seeds = seed_vector(graph, ctx)
+        seeds /= max(seeds.sum(), 1e-12)
+        seeds *= 0.2
+        top = [graph.node_of_chunk[c] for c, _ in ctx.dense()[:2] if c in graph.node_of_chunk]
+        for node in top:
+            seeds[node] += 0.8 / len(top)
+        t0 = time.perf_counter()
+        exact = personalized_pagerank(transition, seeds)
+        t1 = time.perf_counter()
+        pushed = push_pagerank(graph, seeds, damping=DAMPING)
+        t2 = time.perf_counter()
+        power_ms.append((t1 - t0) * 1000)
+        push_ms.append((t2 - t1) * 1000)
+        order_exact = chunks[np.argsort(-exact[chunks], kind="stable")]
+        order_push = chunks[np.argsort(-pushed[chunks], kind="stable")]
+        identical += int(list(order_exact[:10]) == list(order_push[:10]))
+        overlap.append(len(set(order_exact[:50]) & set(order_push[:50])) / 50)
+        l1.append(float(np.abs(exact - pushed).sum()))
+    return {
+        "nodes": len(graph),
+        "queries": len(QUERIES),
+        "power_ms": round(statistics.median(power_ms), 2),
+        "push_ms": round(statistics.median(push_ms), 2),
+        "top10_identical": identical,
+        "top50_overlap": round(float(np.mean(overlap)), 3),
+        "l1": float(np.mean(l1)),
+    }
+
+
+# -- the cost curve (--chunks) ---------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def rss_mb(kind: str = "VmRSS") -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{kind}:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def worker(kind: str, root: Path, rounds: int) -> None:
+    """One measurement in a fresh process; prints a JSON object."""
+    out: dict[str, Any] = {}
+    if kind == "sync":
+        t0 = time.perf_counter()
+        kb = KB.open(root)
+        report = kb.sync()
+        out = {
+            "seconds": round(time.perf_counter() - t0, 3),
+            "unchanged": report.unchanged,
+            "changed": len(report.added) + len(report.changed) + len(report.removed),
+            "peak_rss_mb": rss_mb("VmHWM"),
+        }
+    elif kind == "search":
+        import numpy as np
+
+        from pinakes_core.config import ScaleConfig
+
+        kb = KB.open(root)
+        t0 = time.perf_counter()
+        kb.search(QUERIES[0], channels=["bm25", "dense"])
+        out["first_search_s"] = round(time.perf_counter() - t0, 3)
+        out["ann"] = kb.ann() is not None
+        latencies = []
+        for _ in range(rounds):
+            for q in QUERIES:
+                start = time.perf_counter()
+                kb.search(q, channels=["bm25", "dense"])
+                latencies.append((time.perf_counter() - start) * 1000)
+        out["hybrid_p50_ms"] = round(statistics.median(latencies), 1)
+        out["hybrid_p95_ms"] = round(percentile(latencies, 95), 1)
+        out["rss_mb"] = rss_mb()
+        out["peak_rss_mb"] = rss_mb("VmHWM")
+        if out["ann"]:
+            # Recall@10 of the dense channel (ANN candidates, scored exactly) against exact.
+            exact = KB.open(root)
+            exact.config = exact.config.model_copy(update={"scale": ScaleConfig(ann_min_chunks=0)})
+            recalls, exact_ms = [], []
+            for q in QUERIES:
+                got = [h.chunk_id for h in _dense_hits(kb, q)]
+                start = time.perf_counter()
+                want = [h.chunk_id for h in _dense_hits(exact, q)]
+                exact_ms.append((time.perf_counter() - start) * 1000)
+                recalls.append(len(set(got) & set(want)) / max(len(want), 1))
+            out["recall_at_10"] = round(float(np.mean(recalls)), 4)
+            out["exact_dense_p50_ms"] = round(statistics.median(exact_ms), 1)
+            exact_latencies = []
+            for q in QUERIES:
+                start = time.perf_counter()
+                exact.search(q, channels=["bm25", "dense"])
+                exact_latencies.append((time.perf_counter() - start) * 1000)
+            out["exact_hybrid_p50_ms"] = round(statistics.median(exact_latencies), 1)
+    print(json.dumps(out))
+
+
+class _Hit:
+    def __init__(self, chunk_id: int) -> None:
+        self.chunk_id = chunk_id
+
+
+def _dense_hits(kb: KB, query: str) -> list[_Hit]:
+    """The dense channel's top 10 chunk ids for ``query`` (ANN or exact, as ``kb`` is set)."""
+    from pinakes_core.channels import Filters, QueryContext
+
+    ctx = QueryContext(
+        query=query,
+        conn=kb.store().conn,
+        filters=Filters(),
+        candidates=kb.config.retrieval.candidates,
+        vectors=kb.vectors,
+        embed_query=kb.embedder.embed_query,
+        ann=kb.ann,
+        ann_oversample=kb.config.scale.ann_oversample,
+    )
+    return [_Hit(chunk_id) for chunk_id, _ in ctx.dense()[:10]]
+
+
+def run_worker(kind: str, root: Path, rounds: int = 1) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, str(root), "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"worker {kind} failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["process_s"] = round(time.perf_counter() - t0, 3)
+    return result
+
+
+def disk_mb(root: Path) -> dict[str, float]:
+    sizes: dict[str, float] = {}
+    for path in (root / ".pinakes").iterdir():
+        name = path.name
+        if name.startswith("vectors-"):
+            name = "vector snapshot"
+        elif name.startswith("index.db"):
+            name = "index.db"
+        elif name.startswith("ann"):
+            name = "ann index"
+        sizes[name] = round(sizes.get(name, 0.0) + path.stat().st_size / 1048576, 1)
+    return sizes
+
+
+def build_base(work: Path, corpus: Path) -> Path:
+    """One real, fully synced copy of the corpus (the only embedding the curve does)."""
+    base = work / "base"
+    if (base / ".pinakes" / "index.db").exists():
+        return base
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    KB.init(base, name="scale")
+    config = (base / "pinakes.toml").read_text()
+    (base / "pinakes.toml").write_text(
+        config.replace("[sync]\n", "[sync]\nwrite_sidecars = false\n", 1)
+    )
+    shutil.copytree(corpus, base / "copy0", ignore=shutil.ignore_patterns(".pinakes", "*.pnk.yaml"))
+    log("base: real sync of one copy (embeds every chunk)")
+    t0 = time.perf_counter()
+    KB.open(base).sync()
+    log(f"base synced in {time.perf_counter() - t0:.0f}s")
+    return base
+
+
+def clone(
+    base: Path, corpus: Path, root: Path, copies: int, noise: float, ann_min: int | None
+) -> float:
+    """Make ``root`` a KB of ``copies`` copies of the base; returns seconds spent."""
+    import numpy as np
+
+    from pinakes_core.uri import new_ulid
+
+    t0 = time.perf_counter()
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    shutil.copy2(base / "pinakes.toml", root / "pinakes.toml")
+    if ann_min is not None:
+        with (root / "pinakes.toml").open("a") as handle:
+            handle.write(f"\n[scale]\nann_min_chunks = {ann_min}\n")
+    (root / ".pinakes").mkdir()
+    src = sqlite3.connect(base / ".pinakes" / "index.db")
+    dst = sqlite3.connect(root / ".pinakes" / "index.db")
+    src.backup(dst)
+    src.close()
+    shutil.copytree(base / "copy0", root / "copy0")
+    conn = dst
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")
+    docs = conn.execute("SELECT * FROM documents").fetchall()
+    columns = [d[0] for d in conn.execute("SELECT * FROM documents LIMIT 0").description]
+    chunks = conn.execute(
+        "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.embed_hash, "
+        "c.start_line, c.end_line, c.tokens, f.title, f.heading, f.text, v.vector "
+        "FROM chunks c JOIN chunks_fts f ON f.rowid = c.chunk_id "
+        "JOIN vectors v ON v.embed_hash = c.embed_hash ORDER BY c.chunk_id"
+    ).fetchall()
+    tags = conn.execute("SELECT doc_id, tag FROM doc_tags").fetchall()
+    meta = conn.execute("SELECT doc_id, key, value_text, value_num FROM doc_meta").fetchall()
+    links = conn.execute(
+        "SELECT src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason FROM links"
+    ).fetchall()
+    step = int(conn.execute("SELECT MAX(chunk_id) FROM chunks").fetchone()[0]) + 1
+    rng = np.random.default_rng(14)
+    base_vectors = np.stack([np.frombuffer(c[12], dtype=np.float32) for c in chunks])
+    dim = base_vectors.shape[1]
+    for copy in range(1, copies):
+        shutil.copytree(
+            corpus, root / f"copy{copy}", ignore=shutil.ignore_patterns(".pinakes", "*.pnk.yaml")
+        )
+        ids = {d[0]: new_ulid() for d in docs}
+        prefix = f"copy{copy}/"
+        rows = []
+        for d in docs:
+            row = dict(zip(columns, d, strict=True))
+            row["doc_id"] = ids[row["doc_id"]]
+            row["path"] = prefix + row["path"].split("/", 1)[1]
+            rows.append(tuple(row[c] for c in columns))
+        marks = ",".join("?" * len(columns))
+        noisy = base_vectors + rng.normal(scale=noise / math.sqrt(dim), size=base_vectors.shape)
+        noisy = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+        with conn:
+            conn.executemany(f"INSERT INTO documents({','.join(columns)}) VALUES ({marks})", rows)
+            conn.executemany(
+                "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(ids[t[0]], t[1]) for t in tags]
+            )
+            conn.executemany(
+                "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (?, ?, ?, ?)",
+                [(ids[m[0]], *m[1:]) for m in meta],
+            )
+            conn.executemany(
+                "INSERT INTO links(src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(ids[x[0]], x[1], x[2], x[3], ids.get(x[4], x[4]), *x[5:]) for x in links],
+            )
+            offset = copy * step
+            conn.executemany(
+                "INSERT INTO chunks(chunk_id, doc_id, ordinal, heading_path, text, embed_hash, "
+                "start_line, end_line, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (c[0] + offset, ids[c[1]], c[2], c[3], c[4], f"{c[5][:24]}{copy:08x}", *c[6:9])
+                    for c in chunks
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO chunks_fts(rowid, title, heading, text) VALUES (?, ?, ?, ?)",
+                [(c[0] + offset, c[9], c[10], c[11]) for c in chunks],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
+                [(f"{c[5][:24]}{copy:08x}", noisy[i].tobytes()) for i, c in enumerate(chunks)],
+            )
+        if copy % 10 == 0:
+            log(f"  cloned {copy + 1}/{copies} copies")
+    with conn:
+        conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    conn.close()
+    return round(time.perf_counter() - t0, 1)
+
+
+def pnk_sync_seconds(root: Path, runs: int = 3) -> float:
+    pnk = str(Path(sys.executable).parent / "pnk")
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([pnk, "--kb", str(root), "sync", "--json"], capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times), 3)
+
+
+def curve(args: argparse.Namespace) -> None:
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="pinakes-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = args.corpus.resolve()
+    load_before = os.getloadavg()[0]
+    base = build_base(work, corpus)
+    base_chunks = KB.open(base).status().chunks
+    rows = []
+    for target in (int(x) for x in args.chunks.split(",")):
+        copies = max(1, math.ceil(target / base_chunks))
+        root = work / f"kb-{target}"
+        log(f"{target} chunks: cloning {copies} copies")
+        clone_s = clone(base, corpus, root, copies, args.noise, args.ann_min_chunks)
+        log(f"  cloned in {clone_s}s; first sync (ANN index, snapshot)")
+        first = run_worker("sync", root)
+        log(f"  first sync {first['seconds']}s; no-change syncs")
+        again = [run_worker("sync", root) for _ in range(3)]
+        cli = pnk_sync_seconds(root)
+        log("  search")
+        search = run_worker("search", root, args.rounds)
+        status = KB.open(root).status()
+        rows.append(
+            {
+                "target": target,
+                "documents": status.documents,
+                "chunks": status.chunks,
+                "copies": copies,
+                "clone_s": clone_s,
+                "first_sync": first,
+                "nochange_sync_s": statistics.median(a["seconds"] for a in again),
+                "nochange_sync_process_s": statistics.median(a["process_s"] for a in again),
+                "nochange_sync_peak_rss_mb": max(a["peak_rss_mb"] for a in again),
+                "pnk_sync_s": cli,
+                "search": search,
+                "disk_mb": disk_mb(root),
+            }
+        )
+        log(f"  {json.dumps(rows[-1])}")
+    out = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "base_chunks": base_chunks,
+        "noise": args.noise,
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(f"{out['date']}, load average (1 min) before/after {out['load_1min']}\n")
+    print(
+        "| chunks | documents | first sync (ANN + snapshot) | its peak RSS | no-change sync "
+        "(library / process / `pnk sync`) | hybrid p50 / p95 | exact hybrid p50 | recall@10 "
+        "| search RSS (peak) | disk: index.db / snapshot / ANN |"
+    )
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        s, d = r["search"], r["disk_mb"]
+        print(
+            f"| {r['chunks']:,} | {r['documents']:,} | {r['first_sync']['seconds']} s "
+            f"| {r['first_sync']['peak_rss_mb']:.0f} MB "
+            f"| {r['nochange_sync_s']:.2f} / {r['nochange_sync_process_s']:.2f} / {r['pnk_sync_s']:.2f} s "
+            f"| {s['hybrid_p50_ms']} / {s['hybrid_p95_ms']} ms{' (ANN)' if s['ann'] else ''} "
+            f"| {s.get('exact_hybrid_p50_ms', s['hybrid_p50_ms'])} ms "
+            f"| {s.get('recall_at_10', '— (exact)')} "
+            f"| {s['rss_mb']:.0f} ({s['peak_rss_mb']:.0f}) MB "
+            f"| {d.get('index.db', 0):.0f} / {d.get('vector snapshot', 0):.0f} / {d.get('ann index', 0):.0f} MB |"
+        )
 
 
 if __name__ == "__main__":

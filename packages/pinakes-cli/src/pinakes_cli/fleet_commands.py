@@ -9,26 +9,22 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from pinakes_cli import render
 from pinakes_core import SearchResult
-from pinakes_core.adopt import AdoptReport, adopt
 from pinakes_core.errors import UriError
-from pinakes_core.fleet import (
-    Fleet,
-    FleetKbStatus,
-    FleetSearchResult,
-    FleetSyncReport,
-    registry_status,
-)
-from pinakes_core.registry import FleetRegistry
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pinakes_core.adopt import AdoptReport
+    from pinakes_core.fleet import FleetKbStatus, FleetSearchResult, FleetSyncReport
+
+# rich and the fleet/adopt modules load inside the commands that use them (issue 14).
 
 __all__ = ["adopt_command", "fleet", "fleet_search", "render_fleet_search"]
 
@@ -78,6 +74,8 @@ def fleet() -> None:
 @_json_option("Print the entry as JSON.")
 def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     """Register the KB at PATH; a KB already registered (moved folder) is updated, not doubled."""
+    from pinakes_core.registry import FleetRegistry
+
     registry = FleetRegistry.load()
     entry, action = registry.add(path, name=name)
     registry.save()
@@ -102,6 +100,8 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
 @_json_option("Print the removed entry as JSON.")
 def fleet_remove(name: str, as_json: bool) -> None:
     """Forget the KB NAME (a name, KB id or folder); its files are not touched."""
+    from pinakes_core.registry import FleetRegistry
+
     registry = FleetRegistry.load()
     entry = registry.remove(name)
     registry.save()
@@ -116,6 +116,9 @@ def fleet_remove(name: str, as_json: bool) -> None:
 @_json_option("Print the list as JSON.")
 def fleet_list(as_json: bool) -> None:
     """Each registered KB with its documents, chunks and how fresh its index is."""
+    from pinakes_core.fleet import registry_status
+    from pinakes_core.registry import FleetRegistry
+
     statuses = registry_status()
     out, _ = _consoles()
     if as_json:
@@ -126,6 +129,9 @@ def fleet_list(as_json: bool) -> None:
 
 def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Path) -> None:
     """A table: name, state, documents, chunks, last sync, files changed since, folder."""
+    from rich.table import Table
+    from rich.text import Text
+
     if not statuses:
         _say(console, f"No KB in the fleet registry {where}. Add one: pnk fleet add PATH")
         return
@@ -168,6 +174,7 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
     Exits 1 when any KB failed.
     """
     from pinakes_cli.main import _progress
+    from pinakes_core.fleet import Fleet
 
     out, err = _consoles()
     with Fleet.open(list(names) or None) as members:
@@ -265,6 +272,7 @@ def fleet_search(
 ) -> None:
     """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
     from pinakes_cli.main import _first_sync, _out
+    from pinakes_core.fleet import Fleet
 
     if use_fleet and refs:
         raise click.UsageError("Pass --fleet (every registered KB) or --kb A --kb B, not both.")
@@ -292,6 +300,7 @@ def adopt_command(
     """
     from pinakes_cli.main import _progress
     from pinakes_core import KB
+    from pinakes_core.adopt import adopt
 
     report = adopt(path, name=name, dry_run=dry_run)
     out, err = _consoles()

@@ -8,11 +8,9 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from pinakes_cli import render
 from pinakes_cli.fleet_commands import adopt_command, fleet, fleet_search
@@ -27,6 +25,9 @@ from pinakes_cli.setup_commands import (
 )
 from pinakes_core import KB, PinakesError
 from pinakes_core.when import WhenError, parse_when
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["cli", "main"]
 
@@ -44,11 +45,12 @@ JSON_META = "pinakes.json"
 
 
 def _out() -> Console:
-    return Console(soft_wrap=True)
+    # Lazy: rich loads only when something is drawn (issue 14, start-up cost).
+    return render.LazyConsole.make(soft_wrap=True)
 
 
 def _err() -> Console:
-    return Console(stderr=True, soft_wrap=True)
+    return render.LazyConsole.make(stderr=True, soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -58,10 +60,23 @@ def _progress(enabled: bool) -> Iterator[Any]:
     Every phase reports (read, embed, links, and the graph plugin's graph, graph links and
     labels); a phase of unknown length (total 0) shows a pulsing bar.
     """
-    console = _err()
-    if not enabled or not console.is_terminal:
+    if not enabled:
         yield None
         return
+    from rich.console import Console
+
+    console = Console(stderr=True, soft_wrap=True)
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     with Progress(
         TextColumn("{task.description:<12}"),
         BarColumn(),

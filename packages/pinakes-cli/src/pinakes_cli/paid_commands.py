@@ -10,16 +10,18 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from pinakes_cli import render
 from pinakes_core import KB, PinakesError
 from pinakes_core.errors import BudgetExceededError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# rich loads inside the functions that draw (issue 14, start-up cost).
 
 __all__ = ["ask", "budget", "review"]
 
@@ -62,14 +64,20 @@ def _kb(ctx: click.Context) -> KB:
 
 
 def _out() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=True, highlight=False)
 
 
 def _err() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def _plain(console: Console, text: str, style: str | None = None) -> None:
+    from rich.text import Text
+
     console.print(Text(text, style=style or ""), soft_wrap=True)
 
 
@@ -271,6 +279,9 @@ def _amount(text: str) -> Decimal:
 @click.pass_context
 def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bool) -> None:
     """Spend per [budget] window and calls with an unknown outcome (free: reads the ledger)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from pinakes_core.budget import Budget
 
     kb = _kb(ctx)
@@ -335,6 +346,9 @@ def review(
 ) -> None:
     """List the links `ask --write-suggestions` staged in sidecars; accept or reject them."""
     import json
+
+    from rich.table import Table
+    from rich.text import Text
 
     from pinakes_core import writeback
 

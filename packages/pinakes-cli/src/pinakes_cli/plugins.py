@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
 
 from pinakes_cli import render
 from pinakes_core import PluginMissingError
 from pinakes_core.hookspecs import PROJECT
 from pinakes_core.plugins import plugin_manager
+
+if TYPE_CHECKING:
+    pass
+
+# rich loads only when the listing is drawn (issue 14, start-up cost).
 
 __all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
 
@@ -108,6 +112,8 @@ def _entry_points() -> list[dict[str, Any]]:
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:
     """List the installed Pinakes distributions, plugins and the commands they add."""
+    from rich.console import Console
+
     root = ctx.find_root().command
     commands = root.commands if isinstance(root, click.Group) else {}
     missing = {

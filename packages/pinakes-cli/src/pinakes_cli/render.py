@@ -13,20 +13,27 @@ import datetime as dt
 import difflib
 import json
 import re
+import sys
 import textwrap
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
-from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
-from pinakes_core.eval import CalibrationReport, EvalReport
-from pinakes_core.models import DoctorReport, LinksResult
+    from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
+    from pinakes_core.eval import CalibrationReport, EvalReport
+    from pinakes_core.models import DoctorReport, LinksResult
+
+# rich is imported only when something is drawn: ``--json`` output goes straight to the stream
+# (issue 14, start-up cost). Functions that build Text or Table import them locally.
 
 __all__ = [
     "FORMATS",
+    "LazyConsole",
     "cite",
     "line",
     "print_json",
@@ -87,6 +94,8 @@ _STOPWORDS = frozenset(
 
 def line(*parts: Part) -> Text:
     """One output line from literal strings and ``(text, style)`` pairs; never parses markup."""
+    from rich.text import Text
+
     return Text.assemble(*parts)
 
 
@@ -95,6 +104,9 @@ def _say(console: Console, *parts: Part) -> None:
 
 
 def _grid(rows: Iterable[tuple[str, str]]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table.grid(padding=(0, 2))
     for key, value in rows:
         table.add_row(Text(key, style="bold"), Text(value))
@@ -108,7 +120,44 @@ def print_json(console: Console, model: BaseModel) -> None:
 
 def print_data(console: Console, data: object) -> None:
     """Print JSON-ready data as indented JSON, byte for byte (no markup, no highlighting)."""
-    console.out(json.dumps(data, indent=2, ensure_ascii=False), highlight=False)
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if isinstance(console, LazyConsole):
+        console.plain(text)
+    else:
+        console.out(text, highlight=False)
+
+
+class LazyConsole:
+    """A :class:`rich.console.Console` built (and rich imported) on first use.
+
+    Plain output (:meth:`plain`, which :func:`print_data` uses) goes straight to the stream, so
+    a ``--json`` command never imports rich. Any other attribute is the real console's.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @classmethod
+    def make(cls, **options: Any) -> Console:
+        """A lazy console typed as the console it stands for."""
+        return cast("Console", cls(**options))
+
+    def plain(self, text: str) -> None:
+        """Write ``text`` and a newline as they are, as ``Console.out`` would."""
+        if self._console is not None:
+            self._console.out(text, highlight=False)
+            return
+        stream = sys.stderr if self._options.get("stderr") else sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
 
 
 def render_error(console: Console, message: str, hint: str | None) -> None:
@@ -180,6 +229,8 @@ def render_search(
         for path in dict.fromkeys(hit.path for hit in result.hits):
             console.out(path, highlight=False)
         return
+    from rich.text import Text
+
     if fmt == "md":
         _render_search_md(console, result)
         return
@@ -302,6 +353,9 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def _table(title: str, columns: Iterable[str], left: Iterable[str]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(title), title_justify="left")
     lefts = set(left)
     for column in columns:
@@ -311,6 +365,8 @@ def _table(title: str, columns: Iterable[str], left: Iterable[str]) -> Table:
 
 def render_eval(console: Console, report: EvalReport) -> None:
     """Per-class metrics, one row per class and configuration, then the whole-set figures."""
+    from rich.text import Text
+
     metrics = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "abstained")
     table = _table(
         f"pnk eval — {report.questions_file}",
@@ -356,6 +412,8 @@ def render_eval(console: Console, report: EvalReport) -> None:
 
 def render_calibration(console: Console, report: CalibrationReport) -> None:
     """The cross-validated calibration figures and reliability curve."""
+    from rich.text import Text
+
     _say(
         console,
         f"calibration fitted on {report.questions} questions ({report.positives} with a correct top hit); "

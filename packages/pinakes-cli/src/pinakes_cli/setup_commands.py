@@ -10,29 +10,36 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from pinakes_cli.render import print_json
 from pinakes_core import KB, PinakesError
-from pinakes_core import hooks as git_hooks
 from pinakes_core.kb import find_root
 from pinakes_core.schema import GENERIC_REL, match_relation
-from pinakes_core.suggestions import promote, review_schema
-from pinakes_core.templates import StampReport, init_from_template, list_templates
-from pinakes_core.upgrade import UpgradePlan, apply_upgrade, plan_upgrade
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pinakes_core import hooks as git_hooks
+    from pinakes_core.templates import StampReport
+    from pinakes_core.upgrade import UpgradePlan
+
+# rich and the template/upgrade/suggestion modules load inside the commands that use them (issue 14).
 
 __all__ = ["hooks", "init_with_template", "relation_note", "schema", "templates", "upgrade"]
 
 
 def _out() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=True)
 
 
 def _err() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, soft_wrap=True)
 
 
@@ -101,6 +108,8 @@ def relation_note(kb: KB, rel: str) -> None:
 
 def init_with_template(path: Path, template: str, name: str | None, as_json: bool) -> StampReport:
     """``pnk init PATH --template T``: stamp the template and say what was written."""
+    from pinakes_core.templates import init_from_template
+
     report = init_from_template(path, template, name=name)
     if as_json:
         print_json(_out(), report)
@@ -127,6 +136,10 @@ def init_with_template(path: Path, template: str, name: str | None, as_json: boo
 @click.option("--json", "as_json", is_flag=True, help="Print the templates as JSON.")
 def templates(as_json: bool) -> None:
     """List the templates `pnk init --template` can stamp."""
+    from rich.table import Table
+
+    from pinakes_core.templates import list_templates
+
     found = list_templates()
     out = _out()
     if as_json:
@@ -199,6 +212,8 @@ def upgrade(
 
     Files and settings you changed are kept and reported as conflicts; a rerun does nothing.
     """
+    from pinakes_core.upgrade import apply_upgrade, plan_upgrade
+
     kb = _kb(ctx, kb_path)
     plan = plan_upgrade(kb, template)
     if as_json or dry_run or plan.up_to_date or not plan.changes:
@@ -243,6 +258,8 @@ def review(
     A suggestion is proposed when seen in enough runs and sources, with enough confidence, and
     unlike every existing type ([schema.review] sets the thresholds).
     """
+    from pinakes_core.suggestions import promote, review_schema
+
     kb = _kb(ctx, kb_path)
     result = review_schema(kb)
     applied: list[str] = []
@@ -326,6 +343,8 @@ def hooks() -> None:
 @click.pass_context
 def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Install the hooks (existing hooks are kept and still run first)."""
+    from pinakes_core import hooks as git_hooks
+
     kb = _kb(ctx, kb_path)
     report = git_hooks.install_hooks(kb.root, _pnk_command())
     _show_hooks(report, as_json)
@@ -337,6 +356,8 @@ def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Remove the hooks for this KB, restoring what was there before."""
+    from pinakes_core import hooks as git_hooks
+
     kb = _kb(ctx, kb_path)
     report = git_hooks.uninstall_hooks(kb.root)
     _show_hooks(report, as_json)
@@ -348,6 +369,8 @@ def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Show which hooks are installed and how the last background sync went."""
+    from pinakes_core import hooks as git_hooks
+
     kb = _kb(ctx, kb_path)
     report = git_hooks.hooks_status(kb.root)
     _show_hooks(report, as_json)
@@ -358,6 +381,8 @@ def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def hook_sync(ctx: click.Context, kb_path: Path | None) -> None:
     """The quiet incremental sync the hooks run (waits its turn behind a running sync)."""
+    from pinakes_core import hooks as git_hooks
+
     try:
         root = find_root(kb_path or (ctx.obj or {}).get("kb") or Path("."))
     except PinakesError:

@@ -127,6 +127,8 @@ class QueryContext:
         entities: tuple[str, ...] = (),
         concepts: tuple[str, ...] = (),
         kb: Any = None,
+        ann: Callable[[], Any] | None = None,
+        ann_oversample: float = 2.0,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -136,6 +138,8 @@ class QueryContext:
         self.concepts = concepts
         self._vectors = vectors
         self._embed_query = embed_query
+        self._ann = ann
+        self._ann_oversample = ann_oversample
         self.kb = kb
         #: The first-stage fusion ``(chunk_id, score)``, set before after-fusion channels run.
         self.seeds: list[tuple[int, float]] = []
@@ -261,6 +265,45 @@ class QueryContext:
         rows = np.clip(np.searchsorted(ids, chunk_ids), 0, ids.size - 1)
         return np.where(ids[rows] == chunk_ids, rows, -1)
 
+    def dense(self) -> Ranked:
+        """The dense channel: the best :attr:`candidates` chunks by cosine to the query.
+
+        Past ``[scale] ann_min_chunks`` an unfiltered search takes ``ann_oversample`` times the
+        candidates from the ANN index and scores them exactly; otherwise every row is scanned.
+        """
+        index = self._ann() if self._ann is not None and not self.filters.active else None
+        if index is None or "dense_scores" in self.__dict__:
+            return self.top_dense(self.dense_scores)
+        found = index.search(self.query_vector, math.ceil(self.candidates * self._ann_oversample))
+        rows = self.rows_of(found)
+        rows = np.unique(rows[rows >= 0])
+        if rows.size == 0:
+            return []
+        scores = np.asarray(self.vectors.matrix[rows] @ self.query_vector, dtype=np.float32)
+        n = min(self.candidates, rows.size)
+        top = np.argpartition(-scores, n - 1)[:n]
+        ids = self.vectors.chunk_ids[rows[top]]
+        top = top[np.lexsort((ids, -scores[top]))]
+        return [
+            (int(self.vectors.chunk_ids[rows[i]]), float(scores[i])) for i in top if scores[i] > 0
+        ]
+
+    def dense_evidence(self, chunk_ids: list[int]) -> dict[int, float]:
+        """Semantic evidence of each chunk for the query (see :meth:`cosine_evidence`).
+
+        When the ANN index answered the dense channel, only these chunks' rows are read.
+        """
+        scanned = self._ann is None or self.filters.active or "dense_scores" in self.__dict__
+        if scanned or self._ann() is None:
+            return self.cosine_evidence(self.dense_scores, chunk_ids)
+        ids = np.asarray(chunk_ids, dtype=np.int64)
+        rows = self.rows_of(ids)
+        keep = rows >= 0
+        if not keep.any():
+            return {}
+        values = np.asarray(self.vectors.matrix[rows[keep]] @ self.query_vector, dtype=np.float32)
+        return {int(c): float(min(v, 1.0)) for c, v in zip(ids[keep], values, strict=True) if v > 0}
+
     def top_dense(self, scores: npt.NDArray[np.float32]) -> Ranked:
         """The best :attr:`candidates` rows by score; non-positive cosine is no evidence."""
         if scores.size == 0:
@@ -382,12 +425,26 @@ class _Semantic:
         return ctx.cosine_evidence(self.scores(ctx), chunk_ids) if self.active(ctx) else {}
 
 
+@dataclass(frozen=True)
+class _Dense:
+    """The query's cosine list: every row scanned, or the ANN index's candidates at scale."""
+
+    name: str = "dense"
+    kind: str = "semantic"
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        return ctx.dense() if len(ctx.vectors) > 0 else []
+
+    def evidence(self, ctx: QueryContext, ranked: Ranked, chunk_ids: list[int]) -> dict[int, float]:
+        return ctx.dense_evidence(chunk_ids) if len(ctx.vectors) > 0 else {}
+
+
 @hookimpl
 def register_channels() -> list[Channel]:
     """Core's own channels, registered through the plugin hook like any other."""
     return [
         _Lexical("bm25", lambda ctx: ctx.query),
-        _Semantic("dense", lambda ctx: ctx.dense_scores, lambda ctx: len(ctx.vectors) > 0),
+        _Dense(),
         _Lexical("entities", lambda ctx: " ".join(ctx.entities)),
         _Semantic(
             "concepts",

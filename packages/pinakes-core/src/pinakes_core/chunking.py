@@ -19,13 +19,16 @@ only frontmatter: its title is all there is, and every chunk carries the title a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from markdown_it import MarkdownIt
+from typing import TYPE_CHECKING
 
 from pinakes_core.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 __all__ = [
     "CHUNKER_VERSION",
@@ -103,7 +106,12 @@ def embed_text(title: str, chunk: Chunk) -> str:
     return _TITLE_SEP.join(heading_trail(title, chunk.heading_path)) + "\n" + chunk.text
 
 
-_PARSER = MarkdownIt("commonmark").enable("table")
+@functools.cache
+def _parser() -> MarkdownIt:
+    """The CommonMark parser (with tables), built at the first Markdown document."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table")
 
 
 @dataclass
@@ -115,7 +123,7 @@ class _Block:
 
 
 def _markdown_blocks(lines: list[str]) -> list[_Block]:
-    tokens = _PARSER.parse("\n".join(lines))
+    tokens = _parser().parse("\n".join(lines))
     blocks: list[_Block] = []
     for i, tok in enumerate(tokens):
         if tok.level != 0 or tok.map is None or tok.nesting == -1:

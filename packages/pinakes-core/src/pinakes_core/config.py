@@ -243,6 +243,27 @@ NER_TYPES: tuple[str, ...] = get_args(NerType)
 _NUMERIC_TYPES = {"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"}
 
 
+class ScaleConfig(_Section):
+    """``[scale]``: how dense search scales past exact scanning (issue 14, docs/scaling.md).
+
+    From ``ann_min_chunks`` chunks on, sync keeps an HNSW index (usearch) in ``.pinakes/`` and
+    unfiltered dense search takes its candidates from it, scored exactly; below, search is exact.
+    ``0`` turns the index off at any size.
+    """
+
+    ann_min_chunks: Annotated[int, Field(ge=0)] = 200_000
+    #: Storage of the index's vectors: "i8" (a quarter of float32) keeps recall@10 ≥ 0.98 on the
+    #: benchmarks (docs/benchmarks.md); "f16" and "f32" are there for other models.
+    ann_dtype: Literal["i8", "f16", "f32"] = "i8"
+    #: HNSW links per node (M): more costs memory and build time, gains recall.
+    ann_connectivity: Annotated[int, Field(ge=4, le=128)] = 16
+    ann_expansion_add: Annotated[int, Field(ge=8, le=4096)] = 128
+    #: Search breadth (ef): candidates the graph search keeps; at least the channel's candidates.
+    ann_expansion_search: Annotated[int, Field(ge=8, le=4096)] = 256
+    #: How many ANN candidates are scored exactly, as a multiple of ``[retrieval] candidates``.
+    ann_oversample: Annotated[float, Field(ge=1.0, le=20.0)] = 2.0
+
+
 class NerConfig(_Section):
     """``[ner]``: the opt-in local NER extra (pinakes-ner, DESIGN §7).
 
@@ -445,6 +466,7 @@ class Config(_Section):
     confidence: ConfidenceConfig = ConfidenceConfig()
     graph: GraphConfig = GraphConfig()
     ner: NerConfig = NerConfig()
+    scale: ScaleConfig = ScaleConfig()
     ask: AskConfig = AskConfig()
     budget: BudgetConfig = BudgetConfig()
     deep: DeepConfig = DeepConfig()

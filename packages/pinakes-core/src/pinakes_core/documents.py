@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pathspec
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import FrontmatterConfig, SyncConfig
 from pinakes_core.errors import SidecarError, UnsafeFileError
@@ -300,6 +298,10 @@ def parse_frontmatter(
         return Frontmatter()
     block = "\n".join(lines[1:end])
     result = Frontmatter(end_line=end + 1)
+    # Imported here: a sync with nothing changed parses no YAML (issue 14).
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
     try:
         check_yaml(block)
         data = YAML(typ="safe", pure=True).load(block)

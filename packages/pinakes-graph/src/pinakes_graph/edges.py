@@ -258,6 +258,12 @@ def derive_edges(
         store.get_meta("graph_serial") == str(serial - 1)
         and store.get_meta("graph_settings") == settings
     )
+    if built and not (changed or removed or relinked):
+        # Nothing to derive: move the stamp on without bumping the store generation, so a
+        # no-change sync leaves readers' caches valid (issue 14).
+        with store._tx(conn):
+            store.set_meta(conn, "graph_serial", str(serial))
+        return
     if not built:
         changed = [r[0] for r in conn.execute("SELECT doc_id FROM documents")]
         removed = []

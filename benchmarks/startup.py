@@ -1,0 +1,224 @@
+"""Start-up cost (issue 14): what a user pays per ``pnk`` process and per MCP server start.
+
+On a copy of ``examples/distsys-notes`` (synced once before timing), each figure is the median
+(min–max) of ``--runs`` fresh processes, after one untimed run so the page cache is warm:
+
+1. **cold search** — ``pnk --kb DIR search "…" --json``, whole process wall time;
+2. **no-change sync** — ``pnk --kb DIR sync --json`` with nothing changed;
+3. **MCP ready** — ``pinakes-mcp --kb DIR`` over stdio: wall time from process start until its
+   reply to ``initialize`` arrives (the host's view of "server ready"), and until the first
+   ``pinakes_search`` call returns (the model and vectors load in the background meanwhile);
+4. **imports** — ``python -X importtime`` of the cold search: the top packages by their own
+   import time, summed over their modules (one run; noisy, read it as a ranking).
+
+Load average (1 min) is read before and after; the machine is shared, so compare figures from
+the same run.
+
+    uv run python benchmarks/startup.py            # Markdown
+    uv run python benchmarks/startup.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "distsys-notes"
+QUERY = "how does leader election work"
+BIN = Path(sys.executable).parent
+
+
+def log(message: str) -> None:
+    print(f"[startup {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def timed(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
+    return seconds
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+        "n": len(values),
+    }
+
+
+def repeat(argv: list[str], runs: int) -> dict[str, float]:
+    timed(argv)  # warm the page cache (and any per-user cache) once, untimed
+    return spread([timed(argv) for _ in range(runs)])
+
+
+def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _reply(proc: subprocess.Popen[bytes], request_id: int) -> dict[str, Any]:
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit("pinakes-mcp closed stdout before replying")
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return dict(message)
+
+
+def mcp_once(kb: Path) -> tuple[float, float]:
+    """Seconds from spawning ``pinakes-mcp`` to its ``initialize`` reply and first search."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(BIN / "pinakes-mcp"), "--kb", str(kb), "--log-level", "WARNING"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "startup-bench", "version": "0"},
+                },
+            },
+        )
+        _reply(proc, 1)
+        ready = time.perf_counter() - t0
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "pinakes_search", "arguments": {"query": QUERY}},
+            },
+        )
+        answer = _reply(proc, 2)
+        if "error" in answer or answer.get("result", {}).get("isError"):
+            raise SystemExit(f"pinakes_search failed: {answer}")
+        first = time.perf_counter() - t0
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return ready, first
+
+
+def mcp_ready(kb: Path, runs: int) -> dict[str, dict[str, float]]:
+    mcp_once(kb)
+    pairs = [mcp_once(kb) for _ in range(runs)]
+    return {
+        "initialize": spread([p[0] for p in pairs]),
+        "first_search": spread([p[1] for p in pairs]),
+    }
+
+
+def import_profile(kb: Path, top: int = 10) -> list[tuple[str, float]]:
+    """Own import time per top-level package (ms) for one cold ``pnk search``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            "from pinakes_cli.main import main; main()",
+            "--kb",
+            str(kb),
+            "search",
+            QUERY,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    own: dict[str, float] = defaultdict(float)
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        try:
+            self_us, _cumulative, name = (part.strip() for part in line[12:].split("|", 2))
+            own[name.strip().split(".")[0]] += int(self_us) / 1000
+        except ValueError:
+            continue
+    ranked = sorted(own.items(), key=lambda item: -item[1])[:top]
+    return [(name, round(ms, 1)) for name, ms in ranked]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--kb", type=Path, default=EXAMPLE, help="KB to copy (default: example)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="pinakes-startup-") as tmp:
+        kb = Path(tmp) / "kb"
+        shutil.copytree(args.kb, kb, ignore=shutil.ignore_patterns(".pinakes"))
+        pnk = str(BIN / "pnk")
+        log("first sync")
+        timed([pnk, "--kb", str(kb), "sync", "--json"])
+        out: dict[str, Any] = {"python_pass": repeat([sys.executable, "-c", "pass"], args.runs)}
+        log("cold search")
+        out["cold_search"] = repeat([pnk, "--kb", str(kb), "search", QUERY, "--json"], args.runs)
+        log("no-change sync")
+        out["nochange_sync"] = repeat([pnk, "--kb", str(kb), "sync", "--json"], args.runs)
+        log("import pinakes_core")
+        out["import_core"] = repeat([sys.executable, "-c", "import pinakes_core"], args.runs)
+        log("MCP")
+        out["mcp"] = mcp_ready(kb, args.runs)
+        out["imports_top"] = import_profile(kb)
+    out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+
+    def row(label: str, s: dict[str, float]) -> str:
+        return f"| {label} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s |"
+
+    print(f"{out['date']}, load average (1 min) before/after: {out['load_1min']}\n")
+    print("| figure | median | min–max |\n|---|--:|--:|")
+    print(row("`python -c pass`", out["python_pass"]))
+    print(row("`python -c 'import pinakes_core'`", out["import_core"]))
+    print(row("cold `pnk search --json`", out["cold_search"]))
+    print(row("no-change `pnk sync`", out["nochange_sync"]))
+    print(row("MCP `initialize` reply after start", out["mcp"]["initialize"]))
+    print(row("MCP first `pinakes_search` reply after start", out["mcp"]["first_search"]))
+    print("\nOwn import time by package (cold search, one run):\n")
+    print("| package | ms |\n|---|--:|")
+    for name, ms in out["imports_top"]:
+        print(f"| {name} | {ms} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""Start-up and scale (issue 14): lazy imports, the narrow model path, mapped vectors, ANN."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb, set_config, write_files
+from pinakes_core import KB
+from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.config import EmbeddingConfig, ScaleConfig
+from pinakes_core.dense import load_ann, update_ann
+from pinakes_core.store import Store
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
+
+
+def _modules_after(script: str, root: Path) -> set[str]:
+    """Run ``script`` (with ``root`` as argv[1]) in a fresh interpreter; its loaded modules."""
+    probe = textwrap.dedent(script) + textwrap.dedent(
+        """
+        import json, sys
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    loaded = _modules_after(
+        """
+        import sys
+        import pinakes_core
+        from pinakes_core import KB
+
+        hits = KB.open(sys.argv[1]).search("leader majority", channels=["bm25"]).hits
+        assert hits, "no BM25 hit"
+        """,
+        root,
+    )
+    assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
+    assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
+    # Nor the modules only a sync or a document read needs.
+    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it", "ruamel"} & (
+        loaded | _top(loaded)
+    )
+
+
+def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    loaded = _modules_after(
+        """
+        import sys
+        from pinakes_cli.main import cli
+
+        cli.main(["--kb", sys.argv[1], "search", "leader majority", "--channel", "bm25", "--json"],
+                 standalone_mode=False)
+        """,
+        root,
+    )
+    assert "pinakes_cli" in _top(loaded)
+    assert not {"rich", "fastembed", "scipy", "onnxruntime", "tomlkit"} & _top(loaded)
+
+
+@pytest.mark.model
+def test_hybrid_search_loads_the_model_without_fastembed(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root) as kb:
+        kb.sync()
+    loaded = _modules_after(
+        """
+        import sys
+        from pinakes_core import KB
+
+        result = KB.open(sys.argv[1]).search("leader majority", channels=["bm25", "dense"])
+        assert "dense" in result.timings_ms, result.timings_ms
+        """,
+        root,
+    )
+    assert "onnxruntime" in _top(loaded)  # the query really was embedded
+    assert not {"fastembed", "huggingface_hub", "PIL", "rich"} & _top(loaded)
+
+
+@pytest.mark.model
+def test_onnx_embedder_vectors_equal_fastembed() -> None:
+    from pinakes_core.embedding import FastEmbedder, OnnxEmbedder
+
+    config = EmbeddingConfig()
+    narrow, reference = OnnxEmbedder(config), FastEmbedder(config)
+    assert narrow.model_id == reference.model_id
+    texts = [
+        "how does leader election work",
+        "Raft elects a leader with randomised timeouts. " * 60,  # past the 256-token cut
+        "",
+        "a",
+        "ünïcode façade — 東京 and emoji 🚀",
+        "x " * 400,
+    ]
+    for text in texts:
+        assert np.array_equal(narrow.embed_query(text), reference.embed_query(text)), text
+    assert np.array_equal(narrow.embed_documents(texts), reference.embed_documents(texts))
+    assert np.array_equal(narrow.embed_queries(texts), reference.embed_queries(texts))
+
+
+def test_vectors_are_memory_mapped_and_equal_the_store(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    embedder = FakeHashEmbedder()
+    with KB.open(root, embedder=embedder) as kb:
+        kb.sync()
+    with KB.open(root, embedder=embedder) as kb:
+        mapped = kb.vectors()
+        loaded = kb.store().load_vectors(embedder.dim)
+        assert isinstance(mapped.matrix, np.memmap)
+        assert np.array_equal(mapped.chunk_ids, loaded.chunk_ids)
+        assert np.array_equal(mapped.matrix, loaded.matrix)
+        before = sorted(p.name for p in (root / ".pinakes").glob("vectors-*"))
+        assert len(before) == 2  # one snapshot: ids and matrix
+    write_files(root, {"new-note.md": "# New\n\nA note about gossip protocols and epidemics.\n"})
+    with KB.open(root, embedder=embedder) as kb:
+        kb.sync()
+    with KB.open(root, embedder=embedder) as kb:
+        mapped = kb.vectors()
+        loaded = kb.store().load_vectors(embedder.dim)
+        assert np.array_equal(mapped.chunk_ids, loaded.chunk_ids)
+        assert np.array_equal(mapped.matrix, loaded.matrix)
+    after = sorted(p.name for p in (root / ".pinakes").glob("vectors-*"))
+    assert len(after) == 2 and after != before  # the old generation's snapshot is gone
+
+
+def test_no_change_sync_keeps_the_generation(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        generation = kb.store().generation()
+        report = kb.sync()
+        assert not (report.added or report.changed or report.removed)
+        assert kb.store().generation() == generation
+
+
+def _synthetic_store(root: Path, vectors: np.ndarray) -> Store:
+    """A real store holding one document whose chunks carry ``vectors`` (rows = chunk ids)."""
+    root.mkdir(parents=True)
+    store = Store.open(root)
+    with store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO documents(doc_id, path, title, content_hash, mtime_ns, size, synced_at) "
+            "VALUES ('D', 'd.md', 'D', 'h', 0, 0, 0)"
+        )
+        for row, vector in enumerate(vectors):
+            embed_hash = f"{row:032x}"
+            conn.execute(
+                "INSERT INTO chunks(chunk_id, doc_id, ordinal, heading_path, text, embed_hash, "
+                "start_line, end_line, tokens) VALUES (?, 'D', ?, '[]', '', ?, 1, 1, 1)",
+                (row + 1, row, embed_hash),
+            )
+            conn.execute(
+                "INSERT INTO vectors(embed_hash, vector) VALUES (?, ?)",
+                (embed_hash, vector.astype(np.float32).tobytes()),
+            )
+        store.set_meta(conn, "dim", str(vectors.shape[1]))
+        store.set_meta(conn, "model_id", "synthetic")
+        store.set_meta(conn, "sync_serial", "1")
+    return store
+
+
+def _clustered(rng: np.random.Generator, n: int, dim: int, centres: int) -> np.ndarray:
+    """Unit vectors around ``centres`` random directions, as sentence embeddings cluster."""
+    middle = rng.normal(size=(centres, dim))
+    points = middle[rng.integers(0, centres, n)] + 0.6 * rng.normal(size=(n, dim))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_ann_recall_against_exact(tmp_path: Path) -> None:
+    rng = np.random.default_rng(14)
+    data = _clustered(rng, 6000, 64, 40)
+    store = _synthetic_store(tmp_path / "kb", data)
+    config = ScaleConfig(ann_min_chunks=1000)
+    stats = update_ann(tmp_path / "kb", store, config)
+    assert stats == {"removed": 0, "added": 6000, "size": 6000}
+    index = load_ann(tmp_path / "kb", store, config)
+    assert index is not None and len(index) == 6000
+    vectors = store.load_vectors(64)
+    recalls = []
+    for query in _clustered(rng, 200, 64, 40):
+        exact = set((np.argsort(-(data @ query))[:10] + 1).tolist())
+        # The dense channel's path: 2 × 50 candidates from the index, scored exactly.
+        ctx = QueryContext(
+            query="q",
+            conn=store.conn,
+            filters=Filters(),
+            candidates=50,
+            vectors=lambda: vectors,
+            embed_query=lambda _text, query=query: query,
+            ann=lambda: index,
+            ann_oversample=2.0,
+        )
+        found = {chunk_id for chunk_id, _ in ctx.dense()[:10]}
+        recalls.append(len(exact & found) / 10)
+    assert float(np.mean(recalls)) >= 0.98, np.mean(recalls)
+    # Below the threshold there is no index, and search is exact.
+    assert update_ann(tmp_path / "kb", store, ScaleConfig(ann_min_chunks=10_000)) is None
+    assert not (tmp_path / "kb" / ".pinakes" / "ann.usearch").exists()
+    assert load_ann(tmp_path / "kb", store, config) is None
+
+
+def _dense_ids(kb: KB, query: str) -> list[tuple[str, int]]:
+    return [(h.path, h.chunk) for h in kb.search(query, channels=["dense"], k=20).hits]
+
+
+def test_ann_is_updated_incrementally_by_sync(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    set_config(root, "scale", "ann_min_chunks = 1")
+    embedder = FakeHashEmbedder()
+    store_dir = root / ".pinakes"
+    with KB.open(root, embedder=embedder) as kb:
+        kb.sync()
+        first = {int(k) for k in np.load(store_dir / "ann-keys.npy")[:, 0]}
+        assert kb.ann() is not None
+        notes = sorted(p for p in root.rglob("*.md"))
+        gone, edited = notes[0], notes[1]
+        gone_ids = {
+            r[0]
+            for r in kb.store().conn.execute(
+                "SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE d.path = ?",
+                (gone.relative_to(root).as_posix(),),
+            )
+        }
+    gone.unlink()
+    edited.write_text(edited.read_text() + "\n\nA new paragraph on vector clocks.\n")
+    write_files(root, {"added.md": "# Gossip\n\nEpidemic protocols spread rumours to peers.\n"})
+    with KB.open(root, embedder=embedder) as kb:
+        report = kb.sync()
+        assert report.added == ["added.md"] and report.removed and report.changed
+        keys = np.load(store_dir / "ann-keys.npy")
+        current = {
+            r[0]
+            for r in kb.store().conn.execute(
+                "SELECT c.chunk_id FROM chunks c JOIN vectors v USING (embed_hash)"
+            )
+        }
+        assert {int(k) for k in keys[:, 0]} == current != first
+        assert not gone_ids & current
+        index = kb.ann()
+        assert index is not None and len(index) == len(current)
+        vectors = kb.vectors()
+        # Every chunk of the new document is found as its own nearest neighbour…
+        new_ids = [
+            r[0]
+            for r in kb.store().conn.execute(
+                "SELECT chunk_id FROM chunks JOIN documents USING (doc_id) WHERE path = 'added.md'"
+            )
+        ]
+        for chunk_id in new_ids:
+            row = int(np.searchsorted(vectors.chunk_ids, chunk_id))
+            assert int(index.search(np.asarray(vectors.matrix[row]), 1)[0]) == chunk_id
+        # …no removed chunk comes back, and dense search through the index equals the exact one.
+        for query in ("gossip rumours", "vector clocks", "quorum reads", "leader"):
+            found = set(index.search(embedder.embed_query(query), len(current)).tolist())
+            assert not found & gone_ids
+            with_ann = _dense_ids(kb, query)
+            exact = KB.open(root, embedder=embedder)
+            exact.config = exact.config.model_copy(update={"scale": ScaleConfig(ann_min_chunks=0)})
+            assert exact.ann() is None
+            assert with_ann == _dense_ids(exact, query)
+            exact.close()
+        # A sync that changes nothing keeps the index current without rebuilding it.
+        stamp = (store_dir / "ann.usearch").stat().st_mtime_ns
+        kb.sync()
+        assert (store_dir / "ann.usearch").stat().st_mtime_ns == stamp
+        assert kb.ann() is not None
+
+
+def test_stale_ann_is_not_used(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    set_config(root, "scale", "ann_min_chunks = 1")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert kb.ann() is not None
+        # A sync the index missed (e.g. by a version without it) leaves it a serial behind.
+        conn = sqlite3.connect(root / ".pinakes" / "index.db")
+        with conn:
+            conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'sync_serial'"
+            )
+            conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
+        conn.close()
+        assert kb.ann() is None
+        assert kb.search("leader majority", channels=["dense"]).hits  # exact search still answers
+        kb.sync()  # nothing changed, but the index was a serial behind: rebuilt, current again
+        assert kb.ann() is not None
+    assert os.path.exists(root / ".pinakes" / "ann.json")
+
+
+@pytest.mark.model
+def test_ann_and_the_model_load_together_in_a_fresh_process(tmp_path: Path) -> None:
+    # The ANN index loads before the query is embedded; usearch before onnxruntime used to
+    # crash the process on import.
+    root = make_kb(tmp_path / "kb")
+    set_config(root, "scale", "ann_min_chunks = 1")
+    with KB.open(root) as kb:
+        kb.sync()
+    loaded = _modules_after(
+        """
+        import sys
+        from pinakes_core import KB
+
+        kb = KB.open(sys.argv[1])
+        assert kb.ann() is not None
+        assert kb.search("leader majority", channels=["bm25", "dense"]).hits
+        """,
+        root,
+    )
+    assert {"usearch", "onnxruntime"} <= _top(loaded)
