@@ -186,7 +186,7 @@ class AnnIndex:
 
     def __init__(self, index: Any, expansion: int) -> None:
         self._index = index
-        self._index.expansion_search = expansion
+        self._expansion = expansion
 
     def __len__(self) -> int:
         return len(self._index)
@@ -196,6 +196,8 @@ class AnnIndex:
         count = min(count, len(self._index))
         if count <= 0:
             return np.zeros(0, dtype=np.int64)
+        # ef below twice the count asked for loses neighbours (measured: docs/scaling.md).
+        self._index.expansion_search = max(self._expansion, 2 * count)
         matches = self._index.search(vector, count)
         return np.asarray(matches.keys, dtype=np.int64)
 

@@ -880,7 +880,12 @@ def run_sync(
                 rebuilt = "rebuild requested"
             syncer = _Syncer(root, config, store, embedder_factory, progress)
             model_id = model_id or model_id_for(config)
-            if store.get_meta("model_id") != model_id:
+            # Whether the last sync ran to its end: if not, chunks may lack vectors.
+            finished = float(store.get_meta("last_sync") or -1) >= float(
+                store.get_meta("sync_started") or 0
+            )
+            model_changed = store.get_meta("model_id") != model_id
+            if model_changed:
                 with store.transaction() as conn:
                     conn.execute("DELETE FROM vectors")
                     store.set_meta(conn, "model_id", model_id)
@@ -902,9 +907,13 @@ def run_sync(
             syncer.close()  # every PDF is read by now: the worker's memory goes back
             syncer.write(plan)
             removed = syncer.remove(missing)
-            syncer.fill_missing_vectors()
             changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
             removed_ids = [doc_id for _, doc_id in removed]
+            # Nothing written, no model change, the last sync finished: no chunk can lack a
+            # vector and none went unused, so the two whole-store passes are skipped (issue 14).
+            quiet = finished and not (changed_ids or removed_ids or model_changed)
+            if not quiet:
+                syncer.fill_missing_vectors()
             relinked: set[str] = set()
             if changed_ids or removed_ids or store.get_meta("links_resolved") != "1":
                 syncer.progress("links", 0, 0)
@@ -916,11 +925,12 @@ def run_sync(
                 after_write(store, changed_ids, removed_ids, sorted(relinked - set(changed_ids)))
             with store._tx(store.conn):  # invisible to queries: no generation bump
                 conn = store.conn
-                # Vectors no chunk and no graph label uses any more.
-                conn.execute(
-                    "DELETE FROM vectors WHERE embed_hash NOT IN "
-                    "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
-                )
+                if not quiet:
+                    # Vectors no chunk and no graph label uses any more.
+                    conn.execute(
+                        "DELETE FROM vectors WHERE embed_hash NOT IN "
+                        "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
+                    )
                 store.set_meta(conn, "last_sync", str(time.time()))
                 store.set_meta(conn, "chunking", syncer.chunking)
             # A rebuild was written beside the store readers use; now it becomes theirs.
