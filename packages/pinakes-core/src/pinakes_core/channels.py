@@ -279,7 +279,9 @@ class QueryContext:
         rows = np.unique(rows[rows >= 0])
         if rows.size == 0:
             return []
-        scores = np.asarray(self.vectors.matrix[rows] @ self.query_vector, dtype=np.float32)
+        from pinakes_core.dense import read_rows
+
+        scores = np.asarray(read_rows(self.vectors, rows) @ self.query_vector, dtype=np.float32)
         n = min(self.candidates, rows.size)
         top = np.argpartition(-scores, n - 1)[:n]
         ids = self.vectors.chunk_ids[rows[top]]
