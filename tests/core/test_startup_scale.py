@@ -17,7 +17,7 @@ from conftest import FakeHashEmbedder, make_kb, set_config, write_files
 from pinakes_core import KB
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.config import EmbeddingConfig, ScaleConfig
-from pinakes_core.dense import load_ann, update_ann
+from pinakes_core.dense import load_ann, read_rows, update_ann
 from pinakes_core.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
@@ -137,6 +137,9 @@ def test_vectors_are_memory_mapped_and_equal_the_store(tmp_path: Path) -> None:
         assert isinstance(mapped.matrix, np.memmap)
         assert np.array_equal(mapped.chunk_ids, loaded.chunk_ids)
         assert np.array_equal(mapped.matrix, loaded.matrix)
+        # ANN rescoring reads scattered rows from the file: the same bytes.
+        rows = np.array([len(loaded) - 1, 0, len(loaded) // 2], dtype=np.int64)
+        assert np.array_equal(read_rows(mapped, rows), loaded.matrix[rows])
         before = sorted(p.name for p in (root / ".pinakes").glob("vectors-*"))
         assert len(before) == 2  # one snapshot: ids and matrix
     write_files(root, {"new-note.md": "# New\n\nA note about gossip protocols and epidemics.\n"})
