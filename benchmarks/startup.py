@@ -12,7 +12,11 @@ On a copy of ``examples/distsys-notes`` (synced once before timing), each figure
    import time, summed over their modules (one run; noisy, read it as a ranking).
 
 Load average (1 min) is read before and after; the machine is shared, so compare figures from
-the same run.
+the same run. Child processes run without ``PYTHONDONTWRITEBYTECODE`` (the untimed first run
+writes the bytecode caches, as any installed tool's first run does); with it set, every start
+compiles every module from source and costs several times more. ``--pythonpath DIR`` runs
+another copy of the packages (e.g. ``git archive`` of main) with the same interpreter, for a
+before/after pair in one window.
 
     uv run python benchmarks/startup.py            # Markdown
     uv run python benchmarks/startup.py --json
@@ -37,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "distsys-notes"
 QUERY = "how does leader election work"
 BIN = Path(sys.executable).parent
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def log(message: str) -> None:
@@ -45,7 +50,7 @@ def log(message: str) -> None:
 
 def timed(argv: list[str]) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=ENV)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
@@ -91,6 +96,7 @@ def mcp_once(kb: Path) -> tuple[float, float]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        env=ENV,
     )
     try:
         _rpc(
@@ -160,6 +166,7 @@ def import_profile(kb: Path, top: int = 10) -> list[tuple[str, float]]:
         capture_output=True,
         text=True,
         check=False,
+        env=ENV,
     )
     own: dict[str, float] = defaultdict(float)
     for line in done.stderr.splitlines():
@@ -178,8 +185,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--kb", type=Path, default=EXAMPLE, help="KB to copy (default: example)")
+    parser.add_argument("--pythonpath", type=Path, help="run the packages found in this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.pythonpath:
+        ENV["PYTHONPATH"] = str(args.pythonpath.resolve())
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="pinakes-startup-") as tmp:
         kb = Path(tmp) / "kb"
