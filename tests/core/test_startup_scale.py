@@ -63,7 +63,7 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
     # Nor the modules only a sync or a document read needs.
-    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it", "ruamel"} & (
+    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it"} & (
         loaded | _top(loaded)
     )
 

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -836,6 +837,17 @@ def _link_rows(
     return rows
 
 
+def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
+    """:func:`pinakes_core.links.resolve_all`, imported when a sync first needs it.
+
+    A module-level name (tests replace it to stop a sync at this point); markdown-it, which the
+    links module loads, is only needed once something changed.
+    """
+    from pinakes_core.links import resolve_all as resolve
+
+    return resolve(conn, kb_id, kb_name)
+
+
 def run_sync(
     root: Path,
     config: Config,
@@ -864,8 +876,6 @@ def run_sync(
     Raises:
         LockError: if another sync of this KB is running.
     """
-    from pinakes_core.links import resolve_all
-
     started = time.perf_counter()
     store_dir = Store.location(root).parent
     with sync_lock(store_dir):
