@@ -295,15 +295,17 @@ class QueryContext:
 
         When the ANN index answered the dense channel, only these chunks' rows are read.
         """
-        scanned = self._ann is None or self.filters.active or "dense_scores" in self.__dict__
-        if scanned or self._ann() is None:
+        ann = None if self.filters.active or "dense_scores" in self.__dict__ else self._ann
+        if ann is None or ann() is None:
             return self.cosine_evidence(self.dense_scores, chunk_ids)
         ids = np.asarray(chunk_ids, dtype=np.int64)
         rows = self.rows_of(ids)
         keep = rows >= 0
         if not keep.any():
             return {}
-        values = np.asarray(self.vectors.matrix[rows[keep]] @ self.query_vector, dtype=np.float32)
+        from pinakes_core.dense import read_rows
+
+        values = np.asarray(read_rows(self.vectors, rows[keep]) @ self.query_vector, np.float32)
         return {int(c): float(min(v, 1.0)) for c, v in zip(ids[keep], values, strict=True) if v > 0}
 
     def top_dense(self, scores: npt.NDArray[np.float32]) -> Ranked:

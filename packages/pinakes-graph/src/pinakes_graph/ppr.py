@@ -20,6 +20,7 @@ from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.fusion import query_shape
 from pinakes_graph.cache import Graph, GraphChannel, graph_for
 from pinakes_graph.mentions import mentioned_titles, title_index
+from pinakes_graph.push import push_pagerank
 
 __all__ = [
     "DAMPING",
@@ -159,7 +160,8 @@ def seeded_mass(
     The seeds carry :data:`RERANK_SEED_MASS` of the personalisation in proportion to their
     weights; the rest is :func:`seed_vector`'s. Plugin seeds (pinakes-ner's entities, through the
     ``graph_seeds`` hook) take their share on top (:func:`with_plugin_seeds`). This is the one
-    place the rerankers compute PPR, so a faster local PPR can replace it.
+    place the rerankers compute PPR: by forward push (:mod:`pinakes_graph.push`), which needs no
+    sparse-matrix library and touches only the nodes the mass reaches.
     """
     vector = seed_vector(graph, ctx)
     vector /= max(vector.sum(), 1e-12)
@@ -170,7 +172,7 @@ def seeded_mass(
         weights = weights / total if total > 0 else np.full(len(nodes), 1.0 / len(nodes))
         vector *= 1.0 - RERANK_SEED_MASS
         vector[nodes] += RERANK_SEED_MASS * weights
-    return personalized_pagerank(graph.transition_t(), with_plugin_seeds(graph, ctx, vector))
+    return push_pagerank(graph, with_plugin_seeds(graph, ctx, vector), damping=DAMPING)
 
 
 def _best_per_document(
