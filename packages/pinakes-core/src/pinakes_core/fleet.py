@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +30,9 @@ from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.kb import KB, find_root
 from pinakes_core.models import Hit, SearchResult, Status, SyncReport
 from pinakes_core.registry import FleetEntry, FleetRegistry
-from pinakes_core.sync import ProgressFn
+
+if TYPE_CHECKING:
+    from pinakes_core.sync import ProgressFn
 
 __all__ = [
     "Fleet",

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pinakes_core.chunking import heading_trail
-
 __all__ = [
     "DoctorFinding",
     "DoctorReport",
@@ -99,6 +97,8 @@ class Hit(_Model):
         A leading heading that says what the title says (the usual H1, or a frontmatter title
         that extends it) is not repeated.
         """
+        from pinakes_core.chunking import heading_trail  # the chunker loads only for a reader
+
         trail = heading_trail(self.title, self.heading_path)
         if len(trail) > 1:
             title, first = trail[0].strip().lower(), trail[1].strip().lower()
