@@ -196,7 +196,6 @@ def ppr_versus_push(kb: KB) -> dict[str, Any]:
     """
     import numpy as np
 
-    from pinakes_core.channels import Filters, QueryContext
     from pinakes_graph.cache import graph_for
     from pinakes_graph.ppr import DAMPING, personalized_pagerank, seed_vector
     from pinakes_graph.push import push_pagerank
@@ -206,15 +205,7 @@ def ppr_versus_push(kb: KB) -> dict[str, Any]:
     chunks = np.flatnonzero(graph.chunk_id >= 0)
     power_ms, push_ms, identical, overlap, l1 = [], [], 0, [], []
     for q in QUERIES:
-        ctx = QueryContext(
-            query=q,
-            conn=kb.store().conn,
-            filters=Filters(),
-            candidates=50,
-            vectors=kb.vectors,
-            embed_query=kb.embedder.embed_query,
-            kb=kb,
-        )
+        ctx = kb.query_context(q, candidates=50)
         seeds = seed_vector(graph, ctx)
         seeds /= max(seeds.sum(), 1e-12)
         seeds *= 0.2
@@ -320,18 +311,7 @@ class _Hit:
 
 def _dense_hits(kb: KB, query: str) -> list[_Hit]:
     """The dense channel's top 10 chunk ids for ``query`` (ANN or exact, as ``kb`` is set)."""
-    from pinakes_core.channels import Filters, QueryContext
-
-    ctx = QueryContext(
-        query=query,
-        conn=kb.store().conn,
-        filters=Filters(),
-        candidates=kb.config.retrieval.candidates,
-        vectors=kb.vectors,
-        embed_query=kb.embedder.embed_query,
-        ann=kb.ann,
-        ann_oversample=kb.config.scale.ann_oversample,
-    )
+    ctx = kb.query_context(query)
     return [_Hit(chunk_id) for chunk_id, _ in ctx.dense()[:10]]
 
 

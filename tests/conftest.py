@@ -118,17 +118,7 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
 
 def query_context(kb: Any, query: str) -> Any:
     """A ``QueryContext`` over ``kb`` with no filters and 50 candidates (channel-level tests)."""
-    from pinakes_core.channels import Filters, QueryContext
-
-    return QueryContext(
-        query=query,
-        conn=kb.store().conn,
-        filters=Filters(),
-        candidates=50,
-        vectors=kb.vectors,
-        embed_query=kb.embedder.embed_query,
-        kb=kb,
-    )
+    return kb.query_context(query, candidates=50)
 
 
 def make_kb(root: Path, files: dict[str, str | bytes] | None = None, name: str = "t") -> Path:

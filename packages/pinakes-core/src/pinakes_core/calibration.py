@@ -41,7 +41,6 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import FEATURES, TOPIC, Calibration, fit_logistic, prior_calibration
 from pinakes_core.query import STOPWORDS
 from pinakes_core.retrieval import default_channels, fuse_and_build
@@ -308,15 +307,7 @@ def _features_of(
         if query.kind == "offtopic":
             # Leave the query itself out of the reference it is compared with.
             reference = np.delete(offtopic, bank_index[query.text], axis=0)
-        ctx = QueryContext(
-            query=query.text,
-            conn=kb.store().conn,
-            filters=Filters(),
-            candidates=cfg.candidates,
-            vectors=kb.vectors,
-            embed_query=_constant(vector),
-            kb=kb,
-        )
+        ctx = kb.query_context(query.text, embed_query=_constant(vector))
         result = fuse_and_build(
             ctx,
             names,

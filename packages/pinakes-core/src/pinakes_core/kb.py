@@ -359,6 +359,35 @@ class KB:
             self._ann_checked = True
         return self._ann
 
+    def query_context(
+        self,
+        query: str,
+        *,
+        filters: Filters | None = None,
+        candidates: int | None = None,
+        embed_query: Callable[[str], npt.NDArray[np.float32]] | None = None,
+        entities: tuple[str, ...] = (),
+        concepts: tuple[str, ...] = (),
+    ) -> QueryContext:
+        """The context the channels of one query run in, over this KB's store and vectors.
+
+        ``candidates`` defaults to ``[retrieval] candidates``; ``embed_query`` to the KB's
+        model, looked up at the first dense use (a BM25-only query never loads the model).
+        """
+        return QueryContext(
+            query=query,
+            conn=self.store().conn,
+            filters=filters or Filters(),
+            candidates=self.config.retrieval.candidates if candidates is None else candidates,
+            vectors=self.vectors,
+            embed_query=embed_query or (lambda text: self.embedder.embed_query(text)),
+            ann=self.ann,
+            ann_oversample=self.config.scale.ann_oversample,
+            entities=entities,
+            concepts=concepts,
+            kb=self,
+        )
+
     # -- public API -----------------------------------------------------------------------
 
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
@@ -532,20 +561,13 @@ class KB:
             if channels
             else default_channels(cfg, entities=bool(entities), concepts=bool(concepts))
         )
-        ctx = QueryContext(
-            query=query,
-            conn=self.store().conn,
+        ctx = self.query_context(
+            query,
             filters=filters,
             # Per document, several chunks may come from one document: fetch more of them.
             candidates=max(cfg.candidates, k * (3 if group_by == "document" else 1)),
-            vectors=self.vectors,
-            # Looked up at the first dense use: a BM25-only search never loads the model.
-            embed_query=lambda text: self.embedder.embed_query(text),
-            ann=self.ann,
-            ann_oversample=self.config.scale.ann_oversample,
             entities=tuple(entities),
             concepts=tuple(concepts),
-            kb=self,
         )
         result = fuse_and_build(
             ctx,
