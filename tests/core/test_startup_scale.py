@@ -126,6 +126,27 @@ def test_onnx_embedder_vectors_equal_fastembed() -> None:
     assert np.array_equal(narrow.embed_queries(texts), reference.embed_queries(texts))
 
 
+@pytest.mark.model
+def test_optimised_graph_is_saved_once_with_mapped_weights(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    from pinakes_core.embedding import _optimized_model, assemble_default_model
+
+    folder, _ = assemble_default_model(tmp_path / "models")
+    stale = folder / f"model.ort-{ort.__version__}.onnx"  # the one-file graph of earlier releases
+    stale.write_bytes(b"old")
+    graph = _optimized_model(ort, folder)
+    assert graph is not None and graph.parent.name == f"ort-{ort.__version__}"
+    # The weights live beside the graph (onnxruntime maps them), not inside the protobuf.
+    assert graph.stat().st_size < 1 << 20
+    assert (graph.parent / "model.data").stat().st_size > (folder / "model.onnx").stat().st_size
+    assert not stale.exists()
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+    written = graph.stat().st_mtime_ns
+    assert _optimized_model(ort, folder) == graph  # the second start reuses it
+    assert graph.stat().st_mtime_ns == written
+
+
 def test_vectors_are_memory_mapped_and_equal_the_store(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb")
     embedder = FakeHashEmbedder()

@@ -279,26 +279,43 @@ def _optimized_model(ort: Any, folder: Path) -> Path | None:
     Optimising the graph is most of a session's start-up (~0.1–0.3 s). The saved graph is
     optimised to the portable level (``ORT_ENABLE_EXTENDED``: fusions, no hardware-specific
     layouts) and keyed by onnxruntime's version; the vectors are the same (tests compare them
-    with fastembed's). ``None`` when it cannot be written (a read-only cache): the caller then
-    optimises at every start, as before.
+    with fastembed's). Its weights (90 MB: optimising folds the int8 weights to float32) are
+    saved beside the graph as external data, which onnxruntime memory-maps instead of parsing
+    and copying them out of one protobuf file: that halves a session's start (issue 14). The
+    graph and its data are written to a temporary folder renamed into place, so a reader never
+    sees one without the other. ``None`` when it cannot be written (a read-only cache): the
+    caller then optimises at every start, as before.
     """
-    target = folder / f"model.ort-{ort.__version__}.onnx"
+    target = folder / f"ort-{ort.__version__}" / "model.onnx"
     if target.exists():
         return target
-    tmp = folder / f".{target.name}.{os.getpid()}.tmp"
+    tmp = folder / f".ort-{ort.__version__}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(tmp)
+    options.optimized_model_filepath = str(tmp / target.name)
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_file_name", "model.data"
+    )
+    # Every weight matrix goes to the mapped file; the small constants stay in the graph.
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
+    )
     try:
+        tmp.mkdir()
         ort.InferenceSession(
             str(folder / "model.onnx"), providers=["CPUExecutionProvider"], sess_options=options
         )
-        os.replace(tmp, target)
+        tmp.rename(target.parent)
     except Exception as exc:  # any failure just means optimising at every start
+        if target.exists():  # another process won the race; its folder is complete
+            return target
         log.debug("Pinakes: optimised model not saved (%s).", exc)
         return None
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    for stale in folder.glob("model.ort-*.onnx"):  # the one-file graph of earlier releases
+        stale.unlink(missing_ok=True)
     return target
 
 
