@@ -86,6 +86,32 @@ def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:
     assert not {"rich", "fastembed", "scipy", "onnxruntime", "tomlkit"} & _top(loaded)
 
 
+def test_cli_freezes_the_heap_before_exit_and_still_prints(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    probe = textwrap.dedent(
+        """
+        import gc, sys
+        from pinakes_cli.main import main
+
+        sys.argv = ["pnk", "--kb", sys.argv[1], "search", "leader majority", "--channel",
+                    "bm25", "--json"]
+        try:
+            main()
+        except SystemExit as exc:
+            assert exc.code in (0, None), exc.code
+        # The shutdown collection has nothing left to walk (issue 14, exit cost).
+        assert gc.get_freeze_count() > 10_000, gc.get_freeze_count()
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["hits"]  # the output was written and flushed in full
+
+
 @pytest.mark.model
 def test_hybrid_search_loads_the_model_without_fastembed(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb")
