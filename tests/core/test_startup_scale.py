@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -62,8 +63,8 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     )
     assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
-    # Nor the modules only a sync or a document read needs.
-    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it"} & (
+    # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read).
+    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it", "ruamel"} & (
         loaded | _top(loaded)
     )
 
@@ -83,7 +84,31 @@ def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:
         root,
     )
     assert "pinakes_cli" in _top(loaded)
-    assert not {"rich", "fastembed", "scipy", "onnxruntime", "tomlkit"} & _top(loaded)
+    assert not {"rich", "fastembed", "scipy", "onnxruntime", "tomlkit", "ruamel"} & _top(loaded)
+
+
+@pytest.mark.model
+def test_no_change_sync_reads_no_yaml(tmp_path: Path) -> None:
+    # The example KB has frontmatter and a sidecar, and is big enough to self-calibrate.
+    root = tmp_path / "kb"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".pinakes"))
+    with KB.open(root) as kb:  # the real model, as the probe's pnk sync uses
+        kb.sync()
+    loaded = _modules_after(
+        """
+        import sys
+        from pinakes_cli.main import cli
+
+        try:
+            cli.main(["--kb", sys.argv[1], "sync", "--json"], standalone_mode=False)
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        """,
+        root,
+    )
+    assert "pinakes_core.sync" in loaded  # the probe really synced
+    # Nothing changed, so no frontmatter or sidecar is parsed and no document is chunked.
+    assert not {"ruamel", "markdown_it", "onnxruntime"} & _top(loaded)
 
 
 def test_cli_freezes_the_heap_before_exit_and_still_prints(tmp_path: Path) -> None:

@@ -25,8 +25,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 from ulid import ULID
 
 from pinakes_core.uri import is_ulid, new_ulid
@@ -108,6 +106,9 @@ def holds_only_id(sidecar: Path, doc_id: str) -> bool:
         return False
     if len(raw) > _SKELETON_MAX_BYTES:
         return False
+    from ruamel.yaml import YAML  # only here: opening a KB reads no YAML (issue 14)
+    from ruamel.yaml.error import YAMLError
+
     try:
         text = raw.decode("utf-8")
         data = YAML(typ="safe", pure=True).load(text)

@@ -14,14 +14,6 @@ import re
 import stat
 from pathlib import Path
 
-from ruamel.yaml import YAML
-from ruamel.yaml.events import (
-    AliasEvent,
-    CollectionEndEvent,
-    CollectionStartEvent,
-    NodeEvent,
-)
-
 from pinakes_core.errors import UnsafeFileError
 
 __all__ = [
@@ -190,6 +182,15 @@ def check_yaml(
 
 def _scan_events(text: str, max_nodes: int, max_depth: int) -> None:
     """The event scan of :func:`check_yaml` (see there)."""
+    # ruamel loads only when YAML is read: opening a KB and searching it need none (issue 14).
+    from ruamel.yaml import YAML
+    from ruamel.yaml.events import (
+        AliasEvent,
+        CollectionEndEvent,
+        CollectionStartEvent,
+        NodeEvent,
+    )
+
     total = 0
     sizes: dict[str, int] = {}
     open_at: list[tuple[int, str | None]] = []  # (total when the collection opened, anchor)

@@ -19,16 +19,14 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-from pinakes_core._yamledit import append_to_list, plain_data, redump, set_keys
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import MAX_YAML_BYTES, YamlLimitError, check_yaml, inside, read_limited
 from pinakes_core.uri import is_ulid
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 __all__ = [
     "SIDECAR_SUFFIX",
@@ -136,6 +134,8 @@ def _read_text(path: Path, root: Path | None) -> str:
 
 def _load(path: Path, text: str) -> Any:
     """Load sidecar YAML round-trip, after checking it cannot blow up (``check_yaml``)."""
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     try:
         check_yaml(text)
         return _yaml().load(text)
@@ -194,6 +194,10 @@ def read_sidecar(path: Path, raw: bytes | None = None, *, root: Path | None = No
 
 
 def _yaml() -> YAML:
+    # ruamel loads only when a sidecar is read or written, never to open or search a KB
+    # (issue 14, start-up cost); likewise _yamledit and ruamel's comment types below.
+    from ruamel.yaml import YAML
+
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
     return yaml
@@ -312,6 +316,10 @@ def _rewrite(
     file is re-dumped round-trip with ``change`` instead). Either result must parse to exactly
     the data ``change`` makes of the original, or nothing is written.
     """
+    from ruamel.yaml.error import YAMLError
+
+    from pinakes_core._yamledit import plain_data, redump
+
     target = _target(path, root)
     original = _read_text(target, root)
     read_sidecar(path, original.encode("utf-8"))
@@ -350,6 +358,9 @@ def write_sidecar(path: Path, update: Mapping[str, Any], *, root: Path | None = 
     Raises:
         SidecarError: if the existing sidecar cannot be parsed (it is then left untouched).
     """
+    from ruamel.yaml.comments import CommentedMap
+
+    from pinakes_core._yamledit import set_keys
 
     def change(data: Any) -> Any:
         data = CommentedMap() if data is None else data
@@ -380,6 +391,9 @@ def append_link(
     Raises:
         SidecarError: if the sidecar cannot be parsed (it is then left untouched).
     """
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    from pinakes_core._yamledit import append_to_list
 
     def change(data: Any) -> Any:
         data = CommentedMap() if data is None else data
