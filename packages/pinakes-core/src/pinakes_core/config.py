@@ -61,7 +61,9 @@ DEFAULT_MODEL = "pinakes/all-MiniLM-L6-v2-int8"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Deferred: each section's validator is built inside Config's when a config is first
+    # validated, not once more per class at import (issue 14, start-up cost).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")

@@ -31,7 +31,9 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Deferred: a model's validator is built when the first instance is made, so a command
+    # builds only the results it returns (a search: four of twenty; issue 14).
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
 
 class Passage(_Model):
