@@ -1,15 +1,19 @@
-"""The BM25 channel at scale (issue 14): common words score candidates but do not bring them."""
+"""At a million chunks (issue 14): the BM25 channel's candidates, and the no-change walk."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pathspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, scalar, set_config
 from pinakes_core import KB
 from pinakes_core.channels import QueryContext
 from pinakes_core.config import ScaleConfig
+from pinakes_core.documents import _matcher
 
 
 def _files() -> dict[str, str]:
@@ -94,3 +98,49 @@ def test_the_budget_is_configurable(tmp_path: Path) -> None:
     set_config(root, "scale", "bm25_max_rows = 0")
     assert KB.open(root).config.scale.bm25_max_rows == 0
     assert ScaleConfig().bm25_max_rows > 0
+
+
+# -- the no-change walk at 100k files (issue 14) ----------------------------------------------
+
+_GLOBS = [
+    "*.md",
+    "**/*.txt",
+    "docs/",
+    "docs/**/x.md",
+    "a/b/",
+    "build",
+    "*.p?f",
+    "!keep.md",
+    "[ab]*",
+]
+_NAMES = [
+    "a.md",
+    "docs/x.md",
+    "docs/q/x.md",
+    "a/b/c.txt",
+    "build/y.md",
+    "keep.md",
+    "z.pdf",
+    "b.txt",
+]
+
+
+@given(
+    patterns=st.lists(st.sampled_from(_GLOBS), max_size=5),
+    rel=st.sampled_from(_NAMES) | st.from_regex(r"[a-z]{1,3}(/[a-z.]{1,5}){0,3}", fullmatch=True),
+)
+def test_scan_matcher_equals_pathspec(patterns: list[str], rel: str) -> None:
+    spec = pathspec.PathSpec.from_lines("gitignore", patterns)
+    assert _matcher(spec)(rel) == spec.match_file(rel)
+
+
+def test_no_change_plan_still_sees_changes_and_removals(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb.sync()
+    report = kb.sync()
+    assert report.unchanged == 2 and not (report.added or report.changed or report.removed)
+    (root / "a.md").write_text("# A\n\nalpha, longer now\n")
+    (root / "b.md").unlink()
+    report = kb.sync()
+    assert report.changed == ["a.md"] and report.removed == ["b.md"]
