@@ -23,7 +23,7 @@ from pinakes_core.fusion import BM25_K1, bm25_idf
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import build_fts_query, fts_phrases, query_terms
-from pinakes_core.store import VectorMatrix
+from pinakes_core.store import VectorMatrix, chunk_count
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
 
@@ -202,18 +202,8 @@ class QueryContext:
 
     @functools.cached_property
     def chunk_total(self) -> int:
-        """Number of chunks (rows of the FTS table) in the KB.
-
-        Read from the row count FTS5 keeps for its own IDF (the first varint of the index's
-        "averages" record), so it is the N of ``bm25()`` and costs nothing at any size; a
-        ``COUNT(*)`` over the chunks, the fallback, reads the whole table (~45 ms at 1M chunks).
-        """
-        row = self.conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-        if row is not None and isinstance(row[0], bytes):
-            rows = _fts5_varint(row[0])
-            if rows is not None:
-                return rows
-        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        """Number of chunks (rows of the FTS table) in the KB: the N of FTS5's ``bm25()``."""
+        return chunk_count(self.conn)
 
     def doc_freq(self, phrase: str) -> int:
         """Number of chunks matching one quoted FTS phrase (whatever the filters), cached."""
@@ -436,18 +426,6 @@ class QueryContext:
             rare.add(phrase)
             rows += count
         return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
-
-
-def _fts5_varint(data: bytes) -> int | None:
-    """The SQLite-format varint at the start of ``data`` (FTS5's row count), or ``None``."""
-    value = 0
-    for i, byte in enumerate(data[:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            return value
-    return None
 
 
 @runtime_checkable
