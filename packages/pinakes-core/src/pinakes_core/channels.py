@@ -23,7 +23,7 @@ from pinakes_core.fusion import BM25_K1, bm25_idf
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import build_fts_query, fts_phrases, query_terms
-from pinakes_core.store import VectorMatrix
+from pinakes_core.store import VectorMatrix, chunk_count
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
 
@@ -129,6 +129,7 @@ class QueryContext:
         kb: Any = None,
         ann: Callable[[], Any] | None = None,
         ann_oversample: float = 2.0,
+        bm25_max_rows: int = 0,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -140,6 +141,7 @@ class QueryContext:
         self._embed_query = embed_query
         self._ann = ann
         self._ann_oversample = ann_oversample
+        self._bm25_max_rows = bm25_max_rows
         self.kb = kb
         #: The first-stage fusion ``(chunk_id, score)``, set before after-fusion channels run.
         self.seeds: list[tuple[int, float]] = []
@@ -200,8 +202,8 @@ class QueryContext:
 
     @functools.cached_property
     def chunk_total(self) -> int:
-        """Number of chunks (rows of the FTS table) in the KB."""
-        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        """Number of chunks (rows of the FTS table) in the KB: the N of FTS5's ``bm25()``."""
+        return chunk_count(self.conn)
 
     def doc_freq(self, phrase: str) -> int:
         """Number of chunks matching one quoted FTS phrase (whatever the filters), cached."""
@@ -346,7 +348,12 @@ class QueryContext:
         return evidence
 
     def bm25(self, text: str) -> Ranked:
-        """FTS5 BM25 over ``text`` with the filters applied inside the query."""
+        """FTS5 BM25 over ``text`` with the filters applied inside the query.
+
+        Past ``[scale] bm25_max_rows`` rows a query's common words stop bringing candidates of
+        their own (see :meth:`lexical_split`); they still score the candidates the rarer words
+        bring, so every score returned is the chunk's exact BM25 for the whole query.
+        """
         match = build_fts_query(text)
         if match is None:
             return []
@@ -356,17 +363,69 @@ class QueryContext:
             if self.filters.active
             else ""
         )
-        sql = (
-            f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s "
-            f"FROM chunks_fts WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
-        )
         limit = self.candidates * EVIDENCE_POOL
-        rows = self.conn.execute(sql, [match, *params, limit]).fetchall()
+        rare, common = self.lexical_split(text)
+        if common:
+            # Candidates: rows holding a rare word, and rows holding every common one. Each
+            # arm scores its rows over the phrases in its own expression, which are some of the
+            # query's; a row holding a rare word and a common one is scored over all of them by
+            # the second arm. BM25 terms are positive, so the smallest FTS5 score (the negated
+            # BM25) a row gets is its BM25 for the whole query.
+            rare_match, common_match = " OR ".join(rare), " OR ".join(common)
+            arms = [rare_match, f"({rare_match}) AND ({common_match})"]
+            if len(common) > 1:
+                arms.append(" AND ".join(common))
+            sql = (
+                "SELECT rowid, MIN(s) AS s FROM ("
+                + " UNION ALL ".join(
+                    f"SELECT chunks_fts.rowid AS rowid, {_BM25_SQL} AS s "
+                    f"FROM chunks_fts WHERE chunks_fts MATCH ?{restrict}"
+                    for _ in arms
+                )
+                + ") GROUP BY rowid ORDER BY s, rowid LIMIT ?"
+            )
+            args = [value for arm in arms for value in (arm, *params)] + [limit]
+        else:
+            sql = (
+                f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
+                f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
+            )
+            args = [match, *params, limit]
+        rows = self.conn.execute(sql, args).fetchall()
         ranked = [(int(r[0]), -float(r[1])) for r in rows]
         # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
         # extra rows give exact lexical evidence to chunks other channels bring in.
         self._bm25_pool[text] = (ranked, len(ranked) == limit)
         return ranked[: self.candidates]
+
+    def lexical_split(self, text: str) -> tuple[list[str], list[str]]:
+        """Split ``text``'s FTS phrases into the rare ones that bring candidates, and the rest.
+
+        FTS5 has no top-k pruning: it scores every row matching any query word, ~2 µs a row, so
+        at a million chunks a question holding "command" or "table" scores 200,000–500,000 rows
+        (docs/scaling.md). Past ``[scale] bm25_max_rows`` rows (the sum of the phrases' document
+        frequencies), the rarest phrases whose rows fit that budget bring the candidates, with
+        the rows holding every other phrase; the others only score them (the idea of
+        Elasticsearch's retired ``common`` terms query, ``cutoff_frequency``). A chunk holding
+        some of the common words but none of the rare ones is then missed; its BM25 is at most
+        Σ (k1 + 1) × IDF over those words, small because they are common. At 1M chunks this kept
+        the exact top 50 on all 20 benchmark queries (docs/scaling.md). Returns ``(phrases,
+        [])``, the exact query, for a KB of at most ``bm25_max_rows`` chunks, when the budget
+        is 0, or when every phrase fits.
+        """
+        phrases = fts_phrases(text)
+        budget = self._bm25_max_rows
+        if budget <= 0 or len(phrases) < 2 or self.chunk_total <= budget:
+            return phrases, []
+        rare: set[str] = set()
+        rows = 0
+        for phrase in sorted(phrases, key=self.doc_freq):
+            count = self.doc_freq(phrase)
+            if rare and rows + count > budget:
+                break
+            rare.add(phrase)
+            rows += count
+        return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
 
 
 @runtime_checkable

@@ -266,6 +266,10 @@ class ScaleConfig(_Section):
     #: How many ANN candidates are scored exactly, as a multiple of ``[retrieval] candidates``:
     #: 4 × 50 keeps recall@10 ≥ 0.98 on near-duplicate-heavy KBs (docs/scaling.md).
     ann_oversample: Annotated[float, Field(ge=1.0, le=20.0)] = 4.0
+    #: BM25 rows budget: in a KB of more chunks than this, a query whose words match more rows
+    #: than this in all takes its lexical candidates from its rarest words only (the common
+    #: ones still score them; docs/scaling.md). ``0``: BM25 scores every matching row always.
+    bm25_max_rows: Annotated[int, Field(ge=0)] = 20_000
 
 
 class NerConfig(_Section):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.store import STORE_DIR, Store, VectorMatrix
+from pinakes_core.store import STORE_DIR, Store, VectorMatrix, chunk_count
 
 if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
@@ -302,6 +302,11 @@ def update_ann(
     ):
         _write_meta(meta_path, {**meta, "sync_serial": serial})
         return {"removed": 0, "added": 0, "size": int(meta.get("size", 0))}
+    if config.ann_min_chunks <= 0 or chunk_count(conn) < config.ann_min_chunks:
+        # Chunks with a vector are at most all chunks: below the threshold without counting
+        # the join (a second at 1M chunks, in every no-change sync of such a KB).
+        drop_ann(root)
+        return None
     total = int(
         conn.execute(
             "SELECT COUNT(*) FROM chunks c JOIN vectors v ON v.embed_hash = c.embed_hash"

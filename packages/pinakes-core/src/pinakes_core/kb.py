@@ -383,6 +383,7 @@ class KB:
             embed_query=embed_query or (lambda text: self.embedder.embed_query(text)),
             ann=self.ann,
             ann_oversample=self.config.scale.ann_oversample,
+            bm25_max_rows=self.config.scale.bm25_max_rows,
             entities=entities,
             concepts=concepts,
             kb=self,

@@ -22,7 +22,14 @@ import numpy.typing as npt
 
 from pinakes_core.errors import IndexMissingError
 
-__all__ = ["SCHEMA_VERSION", "STORE_DIR", "Store", "VectorMatrix", "collect_garbage"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STORE_DIR",
+    "Store",
+    "VectorMatrix",
+    "chunk_count",
+    "collect_garbage",
+]
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +399,25 @@ class Store:
             else np.zeros((0, dim), np.float32)
         )
         return VectorMatrix(ids, matrix)
+
+
+def chunk_count(conn: sqlite3.Connection) -> int:
+    """The number of chunks, read from the row count FTS5 keeps for its own BM25 IDF.
+
+    That count is the first varint of the FTS index's "averages" record, so reading it costs
+    nothing at any size, where ``COUNT(*)`` reads the whole chunks table (~45 ms at 1M chunks,
+    per query; issue 14). Falls back to ``COUNT(*)`` if the record is missing or unreadable.
+    """
+    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    if row is not None and isinstance(row[0], bytes):
+        value = 0
+        for i, byte in enumerate(row[0][:9]):  # SQLite varint: 7 bits a byte, 8 in the 9th
+            if i == 8:
+                return (value << 8) | byte
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                return value
+    return int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
 
 def _connect(path: Path, *, create: bool) -> sqlite3.Connection:

@@ -1,0 +1,146 @@
+"""At a million chunks (issue 14): the BM25 channel's candidates, and the no-change walk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pathspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import FakeHashEmbedder, make_kb, scalar, set_config
+from pinakes_core import KB
+from pinakes_core.channels import QueryContext
+from pinakes_core.config import ScaleConfig
+from pinakes_core.documents import _matcher
+
+
+def _files() -> dict[str, str]:
+    """40 one-chunk notes: "table" in 30, "column" in 20 (10 of them with both), "csv" in 3."""
+    files = {}
+    for i in range(40):
+        words = ["notes", f"topic{i}"]
+        if i < 30:
+            words += ["table"] * (1 + i % 3)
+        if 20 <= i < 40:
+            words += ["column"] * (1 + i % 2)
+        if i in (5, 25, 35):
+            words.append("csv")
+        files[f"n{i:02d}.md"] = f"# Note {i}\n\n{' '.join(words)}.\n"
+    return files
+
+
+def _context(kb: KB, query: str, budget: int) -> QueryContext:
+    kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=budget)})
+    return kb.query_context(query, candidates=50)
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> KB:
+    root = make_kb(tmp_path / "kb", _files())
+    handle = KB.open(root, embedder=FakeHashEmbedder())
+    handle.sync()
+    return handle
+
+
+def test_chunk_total_is_the_fts_row_count(kb: KB) -> None:
+    ctx = kb.query_context("table")
+    assert ctx.chunk_total == scalar(kb.root, "SELECT COUNT(*) FROM chunks") == 40
+    (kb.root / "n00.md").unlink()
+    kb.sync()
+    assert kb.query_context("table").chunk_total == 39
+
+
+def test_common_words_only_score_the_rare_words_candidates(kb: KB) -> None:
+    query = "csv table column"
+    exact_ctx = _context(kb, query, 0)
+    exact = dict(exact_ctx.bm25(query))
+    assert exact_ctx.lexical_split(query) == (['"csv"', '"table"', '"column"'], [])
+    assert len(exact) == 40  # every note holds table or column
+
+    pruned_ctx = _context(kb, query, 10)
+    assert pruned_ctx.lexical_split(query) == (['"csv"'], ['"table"', '"column"'])
+    pruned = pruned_ctx.bm25(query)
+    ids = {
+        scalar(
+            kb.root,
+            "SELECT path FROM documents d JOIN chunks c USING (doc_id) WHERE c.chunk_id = ?",
+            (chunk,),
+        ): chunk
+        for chunk, _ in pruned
+    }
+    # Candidates: the csv notes, and the notes holding every common word (20..29).
+    expected = {f"n{i:02d}.md" for i in (5, 25, 35, *range(20, 30))}
+    assert set(ids) == expected
+    # Each candidate's score is its BM25 for the whole query, and the order is exact's.
+    for chunk, score in pruned:
+        assert score == pytest.approx(exact[chunk], rel=1e-12)
+    exact_order = [c for c, _ in exact_ctx.bm25(query) if c in {c for c, _ in pruned}]
+    assert [c for c, _ in pruned] == exact_order
+    # The csv notes lead both rankings.
+    assert [c for c, _ in pruned[:3]] == [c for c, _ in exact_ctx.bm25(query)[:3]]
+
+
+def test_small_kbs_and_rare_queries_stay_exact(kb: KB) -> None:
+    # A KB of at most bm25_max_rows chunks never prunes; neither does a query whose rows fit.
+    assert _context(kb, "csv table", 40).lexical_split("csv table") == (['"csv"', '"table"'], [])
+    assert _context(kb, "csv topic3", 10).lexical_split("csv topic3") == (
+        ['"csv"', '"topic3"'],
+        [],
+    )
+    # A single phrase is never split, however common.
+    assert _context(kb, "table", 10).lexical_split("table") == (['"table"'], [])
+
+
+def test_the_budget_is_configurable(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", _files())
+    set_config(root, "scale", "bm25_max_rows = 0")
+    assert KB.open(root).config.scale.bm25_max_rows == 0
+    assert ScaleConfig().bm25_max_rows > 0
+
+
+# -- the no-change walk at 100k files (issue 14) ----------------------------------------------
+
+_GLOBS = [
+    "*.md",
+    "**/*.txt",
+    "docs/",
+    "docs/**/x.md",
+    "a/b/",
+    "build",
+    "*.p?f",
+    "!keep.md",
+    "[ab]*",
+]
+_NAMES = [
+    "a.md",
+    "docs/x.md",
+    "docs/q/x.md",
+    "a/b/c.txt",
+    "build/y.md",
+    "keep.md",
+    "z.pdf",
+    "b.txt",
+]
+
+
+@given(
+    patterns=st.lists(st.sampled_from(_GLOBS), max_size=5),
+    rel=st.sampled_from(_NAMES) | st.from_regex(r"[a-z]{1,3}(/[a-z.]{1,5}){0,3}", fullmatch=True),
+)
+def test_scan_matcher_equals_pathspec(patterns: list[str], rel: str) -> None:
+    spec = pathspec.PathSpec.from_lines("gitignore", patterns)
+    assert _matcher(spec)(rel) == spec.match_file(rel)
+
+
+def test_no_change_plan_still_sees_changes_and_removals(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb.sync()
+    report = kb.sync()
+    assert report.unchanged == 2 and not (report.added or report.changed or report.removed)
+    (root / "a.md").write_text("# A\n\nalpha, longer now\n")
+    (root / "b.md").unlink()
+    report = kb.sync()
+    assert report.changed == ["a.md"] and report.removed == ["b.md"]
