@@ -344,8 +344,11 @@ def disk_mb(root: Path) -> dict[str, float]:
     return sizes
 
 
-def build_base(work: Path, corpus: Path) -> Path:
-    """One real, fully synced copy of the corpus (the only embedding the curve does)."""
+def build_base(work: Path, corpus: Path, embedder: Any = None) -> Path:
+    """One real, fully synced copy of the corpus (the only embedding the curve does).
+
+    ``embedder`` replaces the configured model (``scale_lexical.py`` passes the tests' fake).
+    """
     base = work / "base"
     if (base / ".pinakes" / "index.db").exists():
         return base
@@ -359,7 +362,7 @@ def build_base(work: Path, corpus: Path) -> Path:
     shutil.copytree(corpus, base / "copy0", ignore=shutil.ignore_patterns(".pinakes", "*.pnk.yaml"))
     log("base: real sync of one copy (embeds every chunk)")
     t0 = time.perf_counter()
-    KB.open(base).sync()
+    KB.open(base, embedder=embedder).sync()
     log(f"base synced in {time.perf_counter() - t0:.0f}s")
     return base
 

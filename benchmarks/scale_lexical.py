@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -46,19 +45,7 @@ def _embedder() -> FakeHashEmbedder:
 
 def build(work: Path, corpus: Path, chunks: int) -> Path:
     """The clone KB of about ``chunks`` chunks (kept in ``work`` for later runs)."""
-    base = work / "base"
-    if not (base / ".pinakes" / "index.db").exists():
-        shutil.rmtree(base, ignore_errors=True)
-        base.mkdir(parents=True)
-        KB.init(base, name="scale")
-        config = (base / "pinakes.toml").read_text()
-        (base / "pinakes.toml").write_text(
-            config.replace("[sync]\n", "[sync]\nwrite_sidecars = false\n", 1)
-        )
-        shutil.copytree(
-            corpus, base / "copy0", ignore=shutil.ignore_patterns(".pinakes", "*.pnk.yaml")
-        )
-        KB.open(base, embedder=_embedder()).sync()
+    base = scale.build_base(work, corpus, embedder=_embedder())
     root = work / f"kb-{chunks}"
     if not (root / ".pinakes" / "index.db").exists():
         per_copy = KB.open(base, embedder=_embedder()).status().chunks

@@ -307,19 +307,14 @@ def update_ann(
         # the join (a second at 1M chunks, in every no-change sync of such a KB).
         drop_ann(root)
         return None
-    total = int(
-        conn.execute(
-            "SELECT COUNT(*) FROM chunks c JOIN vectors v ON v.embed_hash = c.embed_hash"
-        ).fetchone()[0]
-    )
-    if config.ann_min_chunks <= 0 or total < config.ann_min_chunks:
-        drop_ann(root)
-        return None
-    dim = int(settings["dim"])
     rows = conn.execute(
         "SELECT c.chunk_id, c.embed_hash FROM chunks c JOIN vectors v ON v.embed_hash = c.embed_hash "
         "ORDER BY c.chunk_id"
     ).fetchall()
+    if len(rows) < config.ann_min_chunks:
+        drop_ann(root)
+        return None
+    dim = int(settings["dim"])
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     fingerprints = _hash_keys([r[1] for r in rows])
     index = None

@@ -556,13 +556,8 @@ class _Syncer:
                 st = entry.sidecar.stat()
                 side_bytes = self._sidecar_bytes(entry)
                 sidecar_hash = _hash(side_bytes)
-                entry = FileEntry(
-                    entry.rel,
-                    entry.location,
-                    entry.mtime_ns,
-                    entry.size,
-                    st.st_mtime_ns,
-                    st.st_size,
+                entry = dataclasses.replace(
+                    entry, sidecar_mtime_ns=st.st_mtime_ns, sidecar_size=st.st_size
                 )
             except (OSError, UnsafeFileError) as exc:
                 reason = exc.message if isinstance(exc, UnsafeFileError) else exc.strerror
