@@ -308,6 +308,24 @@ def test_sync_self_calibrates_once_and_refits_only_after_material_change(
         assert again.signature["documents"] == len(FILES) + 6
 
 
+def test_a_kb_too_small_to_self_calibrate_is_not_retried_until_it_changes(
+    tmp_path: Path,
+) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# Hi\n\nok\n"})
+    fake = FakeHashEmbedder()
+    with KB.open(root, embedder=fake) as kb:
+        kb.sync()
+        assert selfcal.stored(kb.store()) is None
+        assert fake.query_calls > 0  # it tried once: the off-topic bank was embedded
+        calls = fake.query_calls
+        kb.sync()
+        kb.sync()
+        assert fake.query_calls == calls  # a no-change sync does not try again
+        (root / "b.md").write_text("# B\n\nA longer note about queues and their retries.\n")
+        kb.sync()
+        assert fake.query_calls > calls  # a changed KB is worth another try
+
+
 def test_a_kb_without_self_calibration_falls_back_to_the_prior(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", FILES)
     set_config(root, "confidence", "self_calibrate = false")

@@ -68,6 +68,9 @@ CALIBRATION_VERSION = 1
 META_SELF = "self_calibration"
 META_OFFTOPIC = "offtopic_vectors"
 META_DRIFT = "calibration_drift"
+#: Set when a KB was too small to self-calibrate: the signature of that attempt, so a no-change
+#: sync does not load the model and search the off-topic bank again for the same answer.
+META_SKIPPED = "self_calibration_skipped"
 
 #: At most this many pseudo-questions built from the KB (one per sampled document; small KBs
 #: get several per document). Enough to place the anchors; more costs time, not accuracy.
@@ -446,11 +449,17 @@ def self_calibrate(
     model_id = store.get_meta("model_id") or kb.embedder.model_id
     rows, offtopic = run_synthetic(kb, progress=progress)
     if not any(ok for _, _, ok in rows) or not any(q.kind == "offtopic" for q, _, _ in rows):
+        attempt = {**_signature(store), "model": model_id}
+        with store.transaction() as conn:
+            store.set_meta(conn, META_SKIPPED, json.dumps(attempt, sort_keys=True))
+            store.set_meta(conn, META_DRIFT, "0")
+        log.info("Pinakes: too little text to self-calibrate; confidence uses the prior.")
         return None
     calibration = fit_self(rows, prior_calibration(), model_id).model_copy(
         update={"signature": _signature(store)}
     )
     with store.transaction() as conn:
+        conn.execute("DELETE FROM meta WHERE key = ?", (META_SKIPPED,))
         store.set_meta(conn, META_SELF, calibration.model_dump_json())
         store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{_offtopic_hash()}:{_encode(offtopic)}")
         store.set_meta(conn, META_DRIFT, "0")
@@ -501,15 +510,28 @@ def add_drift(store: Store, changed: int) -> None:
         store.set_meta(conn, META_DRIFT, str(drift))
 
 
+def _skipped(store: Store) -> dict[str, object] | None:
+    raw = store.get_meta(META_SKIPPED)
+    try:
+        return dict(json.loads(raw)) if raw else None
+    except (ValueError, TypeError):
+        return None
+
+
 def stale(store: Store) -> bool:
     """Whether the KB needs a (new) self-calibration.
 
     True when there is none, it is of another version or model, or more than
     :data:`DRIFT_SHARE` of the documents changed since it was fitted (at least one document
-    on a small KB).
+    on a small KB). A KB found too small to self-calibrate is not retried until a document
+    changes (or the version, prior or model does).
     """
     calibration = stored(store)
-    if calibration is None or calibration.model_id != store.get_meta("model_id"):
+    if calibration is None:
+        return _skipped(store) != {**_signature(store), "model": store.get_meta("model_id")} or (
+            int(store.get_meta(META_DRIFT) or 0) > 0
+        )
+    if calibration.model_id != store.get_meta("model_id"):
         return True
     if calibration.signature.get("prior") != _prior_digest():
         return True
