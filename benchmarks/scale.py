@@ -73,6 +73,8 @@ GATED_QUERIES = [
     "which flags does the command that opens a url accept",
     "what is the type of the value returned by the command that parses json",
 ]
+#: The seed of the clones' noise: the same seed gives the same vectors (see ``noisy_copy``).
+CLONE_SEED = 14
 CONFIGS: dict[str, list[str] | None] = {
     "default (KB config)": None,
     "hybrid": ["bm25", "dense"],
@@ -367,6 +369,34 @@ def build_base(work: Path, corpus: Path, embedder: Any = None) -> Path:
     return base
 
 
+def noisy_copy(base_vectors: Any, noise: float, rng: Any) -> Any:
+    """One clone of the base's vectors: each plus Gaussian noise of norm ~``noise``, renormalised.
+
+    ``rng`` is a ``numpy.random.Generator``; called once per copy in order with the same seed,
+    it gives the same vectors as :func:`clone` (``ann_recall.py`` relies on that).
+    """
+    import numpy as np
+
+    dim = base_vectors.shape[1]
+    noisy = base_vectors + rng.normal(scale=noise / math.sqrt(dim), size=base_vectors.shape)
+    return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def read_base_vectors(base: Path) -> Any:
+    """The base KB's chunk vectors (float32, one row per chunk in chunk-id order), as cloned."""
+    import numpy as np
+
+    conn = sqlite3.connect(f"file:{base / '.pinakes' / 'index.db'}?mode=ro", uri=True)
+    try:
+        blobs = conn.execute(
+            "SELECT v.vector FROM chunks c JOIN vectors v ON v.embed_hash = c.embed_hash "
+            "ORDER BY c.chunk_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    return np.stack([np.frombuffer(b[0], dtype=np.float32) for b in blobs])
+
+
 def clone(
     base: Path, corpus: Path, root: Path, copies: int, noise: float, ann_min: int | None
 ) -> float:
@@ -405,9 +435,8 @@ def clone(
         "SELECT src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason FROM links"
     ).fetchall()
     step = int(conn.execute("SELECT MAX(chunk_id) FROM chunks").fetchone()[0]) + 1
-    rng = np.random.default_rng(14)
+    rng = np.random.default_rng(CLONE_SEED)
     base_vectors = np.stack([np.frombuffer(c[12], dtype=np.float32) for c in chunks])
-    dim = base_vectors.shape[1]
     for copy in range(1, copies):
         shutil.copytree(
             corpus, root / f"copy{copy}", ignore=shutil.ignore_patterns(".pinakes", "*.pnk.yaml")
@@ -421,8 +450,7 @@ def clone(
             row["path"] = prefix + row["path"].split("/", 1)[1]
             rows.append(tuple(row[c] for c in columns))
         marks = ",".join("?" * len(columns))
-        noisy = base_vectors + rng.normal(scale=noise / math.sqrt(dim), size=base_vectors.shape)
-        noisy = (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+        noisy = noisy_copy(base_vectors, noise, rng)
         with conn:
             conn.executemany(f"INSERT INTO documents({','.join(columns)}) VALUES ({marks})", rows)
             conn.executemany(

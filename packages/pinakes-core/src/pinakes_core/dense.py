@@ -237,7 +237,7 @@ def _usearch() -> Any:
     return Index
 
 
-def _new_index(dim: int, config: ScaleConfig) -> Any:
+def new_index(dim: int, config: ScaleConfig) -> Any:
     Index = _usearch()
 
     return Index(
@@ -326,7 +326,7 @@ def update_ann(
             log.warning("Pinakes: ANN index unreadable (%s); rebuilding it.", exc)
             index = None
     if index is None:
-        index = _new_index(dim, config)
+        index = new_index(dim, config)
         old = np.zeros((0, 2), dtype=np.uint64)
     old_ids = old[:, 0].astype(np.int64)
     old_prints = old[:, 1]
