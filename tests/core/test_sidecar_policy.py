@@ -89,24 +89,6 @@ def test_always_mode_writes_frontmatter_ids_into_sidecars(
         assert kb.resolve("ChcCM1Q2qrDTy7YnLUHiL") == expected  # a frontmatter id is a reference
 
 
-def test_a_sidecar_written_without_an_id_gets_one_and_keeps_what_the_user_wrote(
-    kb_root: Path, fake_embedder: FakeHashEmbedder
-) -> None:
-    (kb_root / "target.md").write_text(FILES["target.md"])
-    written = "# my links\nlinks:\n  - target.md   # the one\n"
-    (kb_root / "plain.md").write_text(FILES["plain.md"])
-    (kb_root / "plain.md.pnk.yaml").write_text(written)
-    with open_kb(kb_root, fake_embedder) as kb:
-        report = kb.sync()
-        assert not [w for w in report.warnings if "plain.md" in w]
-        doc_id = doc_ids(kb_root)["plain.md"]
-        assert (kb_root / "plain.md.pnk.yaml").read_text() == f"{written}id: {doc_id}\n"
-        out = kb.links("plain.md", direction="out").neighbours
-        assert [(n.path, n.rel) for n in out] == [("target.md", "links-to")]
-        again = kb.sync()
-        assert (again.added, again.changed, again.warnings) == ([], [], [])
-
-
 def test_deleting_a_document_removes_a_sidecar_holding_only_its_id(
     kb_root: Path, fake_embedder: FakeHashEmbedder
 ) -> None:

@@ -37,7 +37,6 @@ __all__ = [
     "edit_sidecar",
     "normalise_rel",
     "read_sidecar",
-    "record_id",
     "remove_leftover",
     "sidecar_path",
     "write_sidecar",
@@ -302,22 +301,6 @@ def write_skeleton(path: Path, doc_id: str) -> None:
     if path.exists() or path.is_symlink():
         raise FileExistsError(path)
     _atomic_write(path, f"id: {doc_id}\n")
-
-
-def record_id(path: Path, doc_id: str, *, root: Path | None = None) -> None:
-    """Keep ``doc_id`` in the document's sidecar, writing one if there is none.
-
-    A sidecar the user wrote without an id gets an ``id:`` key added; their keys, comments and
-    layout stay as written.
-
-    Raises:
-        SidecarError: if the existing sidecar cannot be parsed or edited (it is left untouched).
-        OSError: if the file cannot be written.
-    """
-    try:
-        write_skeleton(path, doc_id)
-    except FileExistsError:
-        write_sidecar(path, {"id": doc_id}, root=root)
 
 
 def _rewrite(

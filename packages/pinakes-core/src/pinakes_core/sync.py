@@ -37,9 +37,9 @@ from pinakes_core.sidecar import (
     LinkSpec,
     Sidecar,
     read_sidecar,
-    record_id,
     remove_leftover,
     sidecar_path,
+    write_skeleton,
 )
 from pinakes_core.sources import PdfText, pdf_text
 from pinakes_core.store import Store
@@ -552,15 +552,15 @@ class _Syncer:
             missing.pop(owner["path"])
         if needs_sidecar(policy, doc_id, stand_in):
             try:
-                record_id(entry.sidecar, doc_id, root=self.real_root)
+                write_skeleton(entry.sidecar, doc_id)
                 st = entry.sidecar.stat()
                 side_bytes = self._sidecar_bytes(entry)
                 sidecar_hash = _hash(side_bytes)
                 entry = dataclasses.replace(
                     entry, sidecar_mtime_ns=st.st_mtime_ns, sidecar_size=st.st_size
                 )
-            except (OSError, UnsafeFileError, SidecarError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else exc.message
+            except (OSError, UnsafeFileError) as exc:
+                reason = exc.message if isinstance(exc, UnsafeFileError) else exc.strerror
                 plan.warnings.append(
                     f"{entry.rel}: could not write sidecar ({reason or exc}); the id "
                     "lives only in the store until a sidecar can be written"
