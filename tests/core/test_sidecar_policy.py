@@ -89,6 +89,21 @@ def test_always_mode_writes_frontmatter_ids_into_sidecars(
         assert kb.resolve("ChcCM1Q2qrDTy7YnLUHiL") == expected  # a frontmatter id is a reference
 
 
+def test_a_sidecar_written_without_an_id_is_left_as_written_and_the_fix_is_named(
+    kb_root: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    written = "# my links\nlinks:\n  - target.md   # the one\n"
+    (kb_root / "plain.md").write_text(FILES["plain.md"])
+    (kb_root / "plain.md.pnk.yaml").write_text(written)
+    with open_kb(kb_root, fake_embedder) as kb:
+        report = kb.sync()
+        doc_id = doc_ids(kb_root)["plain.md"]
+        assert (kb_root / "plain.md.pnk.yaml").read_text() == written
+        [warning] = [w for w in report.warnings if w.startswith("plain.md:")]
+        assert f"add 'id: {doc_id}' to plain.md.pnk.yaml" in warning
+        assert "could not write" not in warning
+
+
 def test_deleting_a_document_removes_a_sidecar_holding_only_its_id(
     kb_root: Path, fake_embedder: FakeHashEmbedder
 ) -> None:

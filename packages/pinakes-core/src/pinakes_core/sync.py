@@ -550,7 +550,14 @@ class _Syncer:
         if owner is not None and owner["path"] != entry.rel and owner["path"] in missing:
             kind, old_path = "renamed", owner["path"]
             missing.pop(owner["path"])
-        if needs_sidecar(policy, doc_id, stand_in):
+        if needs_sidecar(policy, doc_id, stand_in) and entry.sidecar_size is not None:
+            # The user's own sidecar, without an id: Pinakes does not edit it unasked.
+            plan.warnings.append(
+                f"{entry.rel}: its sidecar has no 'id:', so the id {doc_id} lives only in the "
+                f"index and a rebuild gives the document a new one; add 'id: {doc_id}' to "
+                f"{entry.rel}{SIDECAR_SUFFIX} to keep it"
+            )
+        elif needs_sidecar(policy, doc_id, stand_in):
             try:
                 write_skeleton(entry.sidecar, doc_id)
                 st = entry.sidecar.stat()
