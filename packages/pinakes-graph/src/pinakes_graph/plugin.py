@@ -25,7 +25,7 @@ def register_channels() -> list[Any]:
     return [
         ExpandChannel(),
         PprChannel(),
-        PprRerank("ppr-auto", head=HEAD_DOCUMENTS, gated=True),
+        PprRerank("ppr-auto", head=HEAD_DOCUMENTS, gated=True, document_tail=True),
         PprRerank("ppr-rerank", head=HEAD_DOCUMENTS),
         PprRerank("ppr-rank", head=0),
         LinkRerank(),
