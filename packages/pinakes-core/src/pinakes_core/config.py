@@ -264,8 +264,9 @@ class ScaleConfig(_Section):
     #: asked for when that is more; below that usearch's recall falls off).
     ann_expansion_search: Annotated[int, Field(ge=8, le=4096)] = 512
     #: How many ANN candidates are scored exactly, as a multiple of ``[retrieval] candidates``:
-    #: 4 × 50 keeps recall@10 ≥ 0.98 on near-duplicate-heavy KBs (docs/scaling.md).
-    ann_oversample: Annotated[float, Field(ge=1.0, le=20.0)] = 4.0
+    #: at 1M distinct vectors 8 × 50 gives recall@10 0.991 against exact (4 × 50: 0.977) for
+    #: ~1 ms more per query (docs/scaling.md, ``benchmarks/ann_recall.py --mix``).
+    ann_oversample: Annotated[float, Field(ge=1.0, le=20.0)] = 8.0
     #: BM25 rows budget: in a KB of more chunks than this, a query whose words match more rows
     #: than this in all takes its lexical candidates from its rarest words only (the common
     #: ones still score them; docs/scaling.md). ``0``: BM25 scores every matching row always.
