@@ -25,12 +25,13 @@ vectors on the real embeddings' manifold, where a clone KB of 1M rows is ~150 ne
 copies of each base text.
 
 Queries: ``--queries`` held-out chunks (base rows plus fresh noise of the same σ: new texts
-like the KB's, not in the index; with ``--mix``, fresh mixtures) and scale.py's 20 text queries embedded with the model.
+like the KB's, not in the index; with ``--mix``, fresh mixtures) and scale.py's 20 text
+queries embedded with the model.
 
     uv run python benchmarks/ann_recall.py --sizes 200000 --workdir /tmp/pinakes-scale
     uv run python benchmarks/ann_recall.py --sizes 1000000 --workdir /tmp/pinakes-scale \\
         --settings f16:16:128,i8:32:256
-    uv run python benchmarks/ann_recall.py --sizes 1000000 --mix --workdir /tmp/pinakes-scale \
+    uv run python benchmarks/ann_recall.py --sizes 1000000 --mix --workdir /tmp/pinakes-scale \\
         --settings i8:16:128
 
 ``--workdir`` holds the synced base (``<workdir>/base``, shared with ``scale.py``); the
@@ -80,15 +81,24 @@ GRID = [
 #: clone KB a text has ~150 copies at nearly the same cosine, and which ten of them come back
 #: is not a difference a reader of the results can see (docs/scaling.md).
 NEAR_TIE = 0.01
+#: The held-out queries' seed (another than the KB's ``scale.CLONE_SEED``).
+HELD_OUT_SEED = 1400
 
 
 def log(message: str) -> None:
     print(f"[ann {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def dataset(base: npt.NDArray[np.float32], size: int, noise: float) -> npt.NDArray[np.float32]:
-    """The first ``size`` rows of scale.py's clone KB: the base, then noisy copies in order."""
+def dataset(
+    base: npt.NDArray[np.float32], size: int, noise: float, mix: bool = False
+) -> npt.NDArray[np.float32]:
+    """The first ``size`` rows of scale.py's clone KB: the base, then noisy copies in order.
+
+    With ``mix``, the rows past the base are :func:`mixtures` of two base texts instead.
+    """
     rng = np.random.default_rng(scale.CLONE_SEED)
+    if mix:
+        return np.concatenate([base, mixtures(base, max(0, size - base.shape[0]), rng)])
     copies = max(1, math.ceil(size / base.shape[0]))
     out = np.empty((copies * base.shape[0], base.shape[1]), dtype=np.float32)
     out[: base.shape[0]] = base
@@ -119,7 +129,7 @@ def mixtures(
 
 def held_out(base: npt.NDArray[np.float32], count: int, noise: float) -> npt.NDArray[np.float32]:
     """``count`` new texts like the KB's: random base rows with fresh noise (another seed)."""
-    rng = np.random.default_rng(1400)
+    rng = np.random.default_rng(HELD_OUT_SEED)
     rows = rng.choice(base.shape[0], size=count, replace=False)
     result: npt.NDArray[np.float32] = scale.noisy_copy(base[rows], noise, rng)
     return result
@@ -233,7 +243,7 @@ def main() -> None:
     base = scale.read_base_vectors(base_root)[: args.base_rows]
     sets = {
         "held-out": (
-            mixtures(base, args.queries, np.random.default_rng(1400))
+            mixtures(base, args.queries, np.random.default_rng(HELD_OUT_SEED))
             if args.mix
             else held_out(base, args.queries, args.noise)
         ),
@@ -258,16 +268,7 @@ def main() -> None:
             flush=True,
         )
     for size in (int(x) for x in args.sizes.split(",")):
-        data = (
-            np.concatenate(
-                [
-                    base,
-                    mixtures(base, size - base.shape[0], np.random.default_rng(scale.CLONE_SEED)),
-                ]
-            )
-            if args.mix
-            else dataset(base, size, args.noise)
-        )
+        data = dataset(base, size, args.noise, args.mix)
         truth = {name: exact_top(data, q) for name, q in sets.items()}
         log(f"{data.shape[0]} vectors, exact top 10 done")
         for setting in args.settings.split(","):

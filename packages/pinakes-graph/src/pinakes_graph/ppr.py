@@ -11,6 +11,7 @@ simple lookups from regressing). Power iteration with scipy.sparse to tolerance.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -186,6 +187,13 @@ def seeded_mass(
     return push_pagerank(graph, with_plugin_seeds(graph, ctx, vector), damping=DAMPING)
 
 
+def _document_of(graph: Graph, chunk: int) -> int:
+    """The document node of ``chunk``, or ``-chunk - 1`` (a key of its own) when it has none."""
+    node = graph.node_of_chunk.get(chunk)
+    doc = int(graph.doc_of[node]) if node is not None else -1
+    return doc if doc >= 0 else -chunk - 1
+
+
 def _best_per_document(
     graph: Graph, fused: list[tuple[int, float]], count: int
 ) -> list[tuple[int, float]]:
@@ -195,8 +203,7 @@ def _best_per_document(
     for chunk, score in fused:
         if len(best) == count:
             break
-        node = graph.node_of_chunk.get(chunk)
-        doc = int(graph.doc_of[node]) if node is not None else -chunk - 1
+        doc = _document_of(graph, chunk)
         if doc not in docs:
             docs.add(doc)
             best.append((chunk, score))
@@ -233,29 +240,29 @@ TAIL_BLEND = (
 def _blend_tail(
     graph: Graph,
     mass: npt.NDArray[np.float64],
-    pool: dict[int, float],
+    tail: Iterable[int],
     head: list[tuple[int, float]],
     fused: dict[int, float],
     cap: float,
 ) -> list[tuple[int, float]]:
-    """Score the candidates after the head: ``g × cap + (1 − w)(1 − g) × min(s, cap)``.
+    """Score the ``tail`` chunks after the head: ``g × cap + (1 − w)(1 − g) × min(s, cap)``.
 
     g is the PPR mass of the candidate's document node over the largest among the documents
     outside the head (capped at 1: other passages of head documents follow the head), s its
     fused score (0 for a chunk only the graph found) and w :data:`TAIL_PPR_WEIGHT`. The score
-    rises with both and is at most ``cap``, so the head stays first.
+    rises with both and is at most ``cap``, so the head stays first. A chunk outside the graph
+    has no mass; one without a document node (none today) counts its own.
     """
 
     def doc_mass(chunk: int) -> tuple[int, float]:
+        doc = _document_of(graph, chunk)
+        if doc >= 0:
+            return doc, float(mass[doc])
         node = graph.node_of_chunk.get(chunk)
-        if node is None:
-            return -chunk - 1, 0.0
-        doc = int(graph.doc_of[node])
-        # A chunk node without a document node (none today) counts its own mass.
-        return (doc, float(mass[doc])) if doc >= 0 else (-chunk - 1, pool[chunk])
+        return doc, float(mass[node]) if node is not None else 0.0
 
-    head_docs = {doc_mass(chunk)[0] for chunk, _ in head}
-    docs = {chunk: doc_mass(chunk) for chunk in pool}
+    head_docs = {_document_of(graph, chunk) for chunk, _ in head}
+    docs = {chunk: doc_mass(chunk) for chunk in tail}
     peak = max((m for d, m in docs.values() if d not in head_docs), default=0.0)
     keep = 1.0 - TAIL_PPR_WEIGHT
     out = []
