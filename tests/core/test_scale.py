@@ -31,9 +31,9 @@ def _files() -> dict[str, str]:
     return files
 
 
-def _context(kb: KB, query: str, budget: int) -> QueryContext:
+def _context(kb: KB, query: str, budget: int, candidates: int = 50) -> QueryContext:
     kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=budget)})
-    return kb.query_context(query, candidates=50)
+    return kb.query_context(query, candidates=candidates)
 
 
 @pytest.fixture
@@ -80,6 +80,24 @@ def test_common_words_only_score_the_rare_words_candidates(kb: KB) -> None:
     assert [c for c, _ in pruned] == exact_order
     # The csv notes lead both rankings.
     assert [c for c, _ in pruned[:3]] == [c for c, _ in exact_ctx.bm25(query)[:3]]
+
+
+def test_a_tighter_first_split_is_kept_only_when_provably_exact(kb: KB) -> None:
+    query = "csv column"
+    exact = _context(kb, query, 0).bm25(query)
+    # Budget 40 covers the whole KB (no split); its first try, at a quarter, splits off "column".
+    proven = _context(kb, query, 40, candidates=3)
+    assert proven.lexical_split(query, 10) == (['"csv"'], ['"column"'])
+    top = proven.bm25(query)
+    # "column" is in half the notes: its ceiling is ~0, below the 3rd csv note's score, so the
+    # split's top 3 are provably the exact top 3 and only the csv notes were scored.
+    assert proven.split_is_exact(proven._bm25_pool[query][0], ['"column"'])
+    assert top == exact[:3]
+    assert len(proven._bm25_pool[query][0]) == 3
+    # Asking for 50 candidates, 3 rows prove nothing: the whole budget's (exact) query runs.
+    unproven = _context(kb, query, 40, candidates=50)
+    assert not unproven.split_is_exact(exact[:3], ['"column"'])
+    assert unproven.bm25(query) == exact
 
 
 def test_small_kbs_and_rare_queries_stay_exact(kb: KB) -> None:

@@ -37,6 +37,10 @@ _BM25_WEIGHTS = (2.0, 1.5, 1.0, 1.0)
 _BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
 #: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).
 EVIDENCE_POOL = 4
+#: The BM25 channel first splits a query at this share of ``[scale] bm25_max_rows`` (1/4) and
+#: keeps the result when it is provably exact: at 52k chunks that held for 17 of the 20
+#: benchmark queries it split, and the channel's p50 fell 43 → 24 ms (docs/scaling.md).
+FIRST_SPLIT_SHARE = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
 
@@ -221,10 +225,12 @@ class QueryContext:
         FTS5 scores a phrase IDF × f·(k1 + 1) / (f + k1·(1 − b + b·len/avglen)), which tends to
         (k1 + 1) × IDF as its (column-weighted) frequency f grows, so no chunk reaches the sum.
         """
+        return self.phrase_ceiling(fts_phrases(text))
+
+    def phrase_ceiling(self, phrases: list[str]) -> float:
+        """Σ (k1 + 1) × IDF over ``phrases``: more than any chunk's BM25 from them alone."""
         total = self.chunk_total
-        return math.fsum(
-            (BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in fts_phrases(text)
-        )
+        return math.fsum((BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in phrases)
 
     def lexical_evidence(self, text: str, chunk_ids: list[int]) -> dict[int, float]:
         """Lexical evidence of each chunk: its BM25 score for ``text`` over the ceiling, in [0, 1].
@@ -352,19 +358,45 @@ class QueryContext:
 
         Past ``[scale] bm25_max_rows`` rows a query's common words stop bringing candidates of
         their own (see :meth:`lexical_split`); they still score the candidates the rarer words
-        bring, so every score returned is the chunk's exact BM25 for the whole query.
+        bring, so every score returned is the chunk's exact BM25 for the whole query. The
+        channel first tries a split at 1/:data:`FIRST_SPLIT_SHARE` of that budget and keeps it
+        when it is provably the exact top :attr:`candidates` (:meth:`split_is_exact`); only
+        otherwise does it score the rows the whole budget allows.
         """
-        match = build_fts_query(text)
-        if match is None:
+        if build_fts_query(text) is None:
             return []
+        limit = self.candidates * EVIDENCE_POOL
+        first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
+        rare, common = self.lexical_split(text, first)
+        ranked = self._bm25_rows(text, rare, common, limit)
+        if common and not self.split_is_exact(ranked, common):
+            wider = self.lexical_split(text)
+            if wider != (rare, common):
+                ranked = self._bm25_rows(text, *wider, limit)
+        # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
+        # extra rows give exact lexical evidence to chunks other channels bring in.
+        self._bm25_pool[text] = (ranked, len(ranked) == limit)
+        return ranked[: self.candidates]
+
+    def split_is_exact(self, ranked: Ranked, common: list[str]) -> bool:
+        """Whether ``ranked``'s first :attr:`candidates` are the exact BM25 top ones.
+
+        A chunk holding none of the rare phrases scores at most the common phrases' ceiling
+        (:meth:`phrase_ceiling`), so once the ``candidates``-th score reaches it no such chunk
+        can enter the top (MaxScore's argument, Turtle & Flood 1995).
+        """
+        if len(ranked) < self.candidates:
+            return False
+        return ranked[self.candidates - 1][1] >= self.phrase_ceiling(common)
+
+    def _bm25_rows(self, text: str, rare: list[str], common: list[str], limit: int) -> Ranked:
+        """The best ``limit`` rows by BM25 for ``text``, candidates brought by ``rare`` only."""
         where, params = self.filters.where()
         restrict = (
             f" AND chunks_fts.rowid IN (SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where})"
             if self.filters.active
             else ""
         )
-        limit = self.candidates * EVIDENCE_POOL
-        rare, common = self.lexical_split(text)
         if common:
             # Candidates: rows holding a rare word, and rows holding every common one. Each
             # arm scores its rows over the phrases in its own expression, which are some of the
@@ -390,15 +422,10 @@ class QueryContext:
                 f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
                 f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
             )
-            args = [match, *params, limit]
-        rows = self.conn.execute(sql, args).fetchall()
-        ranked = [(int(r[0]), -float(r[1])) for r in rows]
-        # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
-        # extra rows give exact lexical evidence to chunks other channels bring in.
-        self._bm25_pool[text] = (ranked, len(ranked) == limit)
-        return ranked[: self.candidates]
+            args = [build_fts_query(text), *params, limit]
+        return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, args).fetchall()]
 
-    def lexical_split(self, text: str) -> tuple[list[str], list[str]]:
+    def lexical_split(self, text: str, budget: int | None = None) -> tuple[list[str], list[str]]:
         """Split ``text``'s FTS phrases into the rare ones that bring candidates, and the rest.
 
         FTS5 has no top-k pruning: it scores every row matching any query word, ~2 µs a row, so
@@ -410,11 +437,12 @@ class QueryContext:
         some of the common words but none of the rare ones is then missed; its BM25 is at most
         Σ (k1 + 1) × IDF over those words, small because they are common. At 1M chunks this kept
         the exact top 50 on all 20 benchmark queries (docs/scaling.md). Returns ``(phrases,
-        [])``, the exact query, for a KB of at most ``bm25_max_rows`` chunks, when the budget
-        is 0, or when every phrase fits.
+        [])``, the exact query, for a KB of at most ``budget`` chunks (default ``bm25_max_rows``),
+        when the budget is 0, or when every phrase fits.
         """
         phrases = fts_phrases(text)
-        budget = self._bm25_max_rows
+        if budget is None:
+            budget = self._bm25_max_rows
         if budget <= 0 or len(phrases) < 2 or self.chunk_total <= budget:
             return phrases, []
         rare: set[str] = set()

@@ -269,7 +269,8 @@ class ScaleConfig(_Section):
     ann_oversample: Annotated[float, Field(ge=1.0, le=20.0)] = 8.0
     #: BM25 rows budget: in a KB of more chunks than this, a query whose words match more rows
     #: than this in all takes its lexical candidates from its rarest words only (the common
-    #: ones still score them; docs/scaling.md). ``0``: BM25 scores every matching row always.
+    #: ones still score them; docs/scaling.md). A split at a quarter of it is tried first and kept
+    #: when it is provably the exact top candidates. ``0``: BM25 scores every matching row always.
     bm25_max_rows: Annotated[int, Field(ge=0)] = 20_000
 
 
