@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import os
 import re
 import sqlite3
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -382,3 +384,43 @@ def test_vectors_of_another_model_are_a_clear_error_not_a_crash(kb: KB) -> None:
         assert "32-dimension" in str(info.value) and "pnk sync" in str(info.value)
         changed.sync()  # re-embeds with the new model
         assert changed.search("leader election").hits
+
+
+def test_the_query_is_embedded_beside_bm25_and_only_when_a_dense_channel_runs(
+    synced: KB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = synced.embedder
+    threads: list[str] = []
+    plain = embedder.embed_query
+
+    def recording(text: str):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return plain(text)
+
+    monkeypatch.setattr(embedder, "embed_query", recording)
+    hybrid = synced.search("leader election", channels=["bm25", "dense"], explain=True)
+    assert threads and threads[0].startswith("pinakes-embed")
+    # Embedded in the calling thread instead, the query ranks the same.
+    monkeypatch.setattr("pinakes_core.channels.QueryContext.start_query_vector", lambda self: None)
+    again = synced.search("leader election", channels=["bm25", "dense"], explain=True)
+    assert threads[-1] == threading.current_thread().name
+    assert [(h.path, h.score) for h in again.hits] == [(h.path, h.score) for h in hybrid.hits]
+    threads.clear()
+    synced.search("leader election", channels=["bm25"])
+    assert threads == []
+
+
+def test_a_forked_child_embeds_queries_with_its_own_worker(synced: KB) -> None:
+    synced.search("leader election", channels=["bm25", "dense"])  # the parent's worker exists
+
+    def child() -> None:
+        hits = synced.search("leader election", channels=["bm25", "dense"]).hits
+        os._exit(0 if hits else 3)
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(timeout=60)
+    if process.is_alive():  # it waits for a worker thread that does not exist in a child
+        process.kill()
+        process.join()
+    assert process.exitcode == 0

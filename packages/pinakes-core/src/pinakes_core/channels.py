@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,6 +45,16 @@ EVIDENCE_POOL = 4
 FIRST_SPLIT_SHARE = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
+
+
+@functools.cache
+def _embedding_worker() -> ThreadPoolExecutor:
+    """The one thread that embeds queries while the calling thread runs BM25 in SQLite."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-embed")
+
+
+# A forked child has none of its parent's threads: it starts its own worker when it needs one.
+os.register_at_fork(after_in_child=_embedding_worker.cache_clear)
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,7 @@ class QueryContext:
         self.timings_ms: dict[str, float] = {}
         self._doc_freq: dict[str, int] = {}
         self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
+        self._embedding: Future[npt.NDArray[np.float32]] | None = None
 
     @functools.cached_property
     def vectors(self) -> VectorMatrix:
@@ -173,9 +186,20 @@ class QueryContext:
         ]
         return np.isin(self.vectors.chunk_ids, np.asarray(ids, dtype=np.int64))
 
+    def start_query_vector(self) -> None:
+        """Start embedding the query on a worker thread; :attr:`query_vector` waits for it.
+
+        The model (onnxruntime) and SQLite both release the GIL, so the query's embedding
+        overlaps the BM25 channel instead of following it.
+        """
+        if self._embedding is None and "query_vector" not in self.__dict__:
+            self._embedding = _embedding_worker().submit(self._embed_query, self.query)
+
     @functools.cached_property
     def query_vector(self) -> npt.NDArray[np.float32]:
         """The embedded query."""
+        if self._embedding is not None:
+            return self._embedding.result()
         return self._embed_query(self.query)
 
     @functools.cached_property

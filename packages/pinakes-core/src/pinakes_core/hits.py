@@ -15,7 +15,7 @@ import functools
 import json
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,29 +64,28 @@ class _Row:
         return frozenset(_WORD.findall(self.text.lower()))
 
 
-def _rows(conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[_Row]:
-    if not ranked:
-        return []
-    ids = [cid for cid, _ in ranked]
-    found: dict[int, sqlite3.Row] = {}
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
+def _rows(
+    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], page: int
+) -> Iterator[_Row]:
+    """The rows of ``ranked``, in its order, fetched ``page`` at a time as the caller asks."""
+    for start in range(0, len(ranked), page):
+        part = ranked[start : start + page]
         marks = ",".join("?" * len(part))
-        for r in conn.execute(
-            "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.start_line, "
-            "c.end_line, c.page_start, c.page_end, d.source_type, d.path, d.title "
-            "FROM chunks c JOIN documents d USING (doc_id) "
-            f"WHERE c.chunk_id IN ({marks})",
-            part,
-        ):
-            found[r["chunk_id"]] = r
-    rows = []
-    for cid, score in ranked:
-        r = found.get(cid)
-        if r is None:  # deleted by a concurrent sync between ranking and fetch
-            continue
-        rows.append(
-            _Row(
+        found = {
+            r["chunk_id"]: r
+            for r in conn.execute(
+                "SELECT c.chunk_id, c.doc_id, c.ordinal, c.heading_path, c.text, c.start_line, "
+                "c.end_line, c.page_start, c.page_end, d.source_type, d.path, d.title "
+                "FROM chunks c JOIN documents d USING (doc_id) "
+                f"WHERE c.chunk_id IN ({marks})",
+                [cid for cid, _ in part],
+            )
+        }
+        for cid, score in part:
+            r = found.get(cid)
+            if r is None:  # deleted by a concurrent sync between ranking and fetch
+                continue
+            yield _Row(
                 chunk_id=cid,
                 score=score,
                 doc_id=r["doc_id"],
@@ -100,8 +99,6 @@ def _rows(conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list
                 page_start=r["page_start"],
                 page_end=r["page_end"],
             )
-        )
-    return rows
 
 
 def _duplicate(a: _Row, b: _Row) -> bool:
@@ -139,7 +136,8 @@ def build_hits(
     folded: dict[int, list[str]] = {}
     extra: dict[str, list[_Row]] = {}
     by_doc: dict[str, _Row] = {}
-    for row in _rows(conn, ranked):
+    # Chunks are fetched a page at a time: most searches need little more than k rows.
+    for row in _rows(conn, ranked, page=max(k + 10, 20) if group_by == "chunk" else 500):
         if group_by == "document" and row.doc_id in by_doc:
             more = extra.setdefault(row.doc_id, [])
             if len(more) < PASSAGES_PER_DOCUMENT - 1 and not any(

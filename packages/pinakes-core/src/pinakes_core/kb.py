@@ -6,6 +6,7 @@ import bisect
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -128,6 +129,7 @@ class KB:
         self._generation = -1
         self._calibration: Calibration | None = None
         self._offtopic: npt.NDArray[np.float32] | None = None
+        self._embedder_lock = threading.Lock()
         self._calibration_generation = -1
         self._peers: Peers | None = None
 
@@ -207,7 +209,9 @@ class KB:
     def embedder(self) -> Embedder:
         """The embedding model (loaded on first use)."""
         if self._embedder is None:
-            self._embedder = load_embedder(self.config.embedding)
+            with self._embedder_lock:  # a query may be embedding on a worker thread
+                if self._embedder is None:
+                    self._embedder = load_embedder(self.config.embedding)
         return self._embedder
 
     @property
