@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, scalar, set_config
 from pinakes_core import KB
-from pinakes_core.channels import QueryContext
+from pinakes_core.channels import EVIDENCE_POOL, QueryContext
 from pinakes_core.config import ScaleConfig
 from pinakes_core.documents import _matcher
 
@@ -94,10 +94,28 @@ def test_a_tighter_first_split_is_kept_only_when_provably_exact(kb: KB) -> None:
     assert proven.split_is_exact(proven._bm25_pool[query][0], ['"column"'])
     assert top == exact[:3]
     assert len(proven._bm25_pool[query][0]) == 3
-    # Asking for 50 candidates, 3 rows prove nothing: the whole budget's (exact) query runs.
+    # Asking for 50 candidates, 3 rows prove nothing: "column"'s rows are scored too, and in a
+    # KB within the budget that ends exact.
     unproven = _context(kb, query, 40, candidates=50)
     assert not unproven.split_is_exact(exact[:3], ['"column"'])
-    assert unproven.bm25(query) == exact
+    assert _ids(unproven.bm25(query)) == _ids(exact)
+
+
+def test_an_unproven_split_widens_within_the_budget_only(kb: KB) -> None:
+    query = "csv column"
+    exact = _context(kb, query, 0).bm25(query)
+    # KB of 40 chunks, budget 30: "column"'s 20 rows fit beside csv's 3, so they are scored.
+    widened = _context(kb, query, 30, candidates=5)
+    assert _ids(widened.bm25(query)) == _ids(exact)[:5]
+    assert _ids(widened._bm25_pool[query][0]) == _ids(exact)[: 5 * EVIDENCE_POOL]
+    # Budget 10: they do not fit, so the split stays where the first try left it.
+    capped = _context(kb, query, 10, candidates=5)
+    capped.bm25(query)
+    assert len(capped._bm25_pool[query][0]) == 3
+
+
+def _ids(ranked: list[tuple[int, float]]) -> list[int]:
+    return [chunk for chunk, _ in ranked]
 
 
 def test_small_kbs_and_rare_queries_stay_exact(kb: KB) -> None:

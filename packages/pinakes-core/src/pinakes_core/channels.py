@@ -24,7 +24,7 @@ from pinakes_core.arguments import clean_path, clean_text, clean_time
 from pinakes_core.fusion import BM25_K1, bm25_idf
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
-from pinakes_core.query import build_fts_query, fts_phrases, query_terms
+from pinakes_core.query import fts_phrases, query_terms
 from pinakes_core.store import VectorMatrix, chunk_count
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
@@ -40,8 +40,8 @@ _BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
 #: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).
 EVIDENCE_POOL = 4
 #: The BM25 channel first splits a query at this share of ``[scale] bm25_max_rows`` (1/4) and
-#: keeps the result when it is provably exact: at 52k chunks that held for 17 of the 20
-#: benchmark queries it split, and the channel's p50 fell 43 → 24 ms (docs/scaling.md).
+#: widens only until the result is provably exact: at 52k chunks the first split was for 17 of
+#: the 20 benchmark queries it split, and the channel's p50 fell 19.6 → 11.2 ms (docs/scaling.md).
 FIRST_SPLIT_SHARE = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
@@ -383,20 +383,34 @@ class QueryContext:
         Past ``[scale] bm25_max_rows`` rows a query's common words stop bringing candidates of
         their own (see :meth:`lexical_split`); they still score the candidates the rarer words
         bring, so every score returned is the chunk's exact BM25 for the whole query. The
-        channel first tries a split at 1/:data:`FIRST_SPLIT_SHARE` of that budget and keeps it
-        when it is provably the exact top :attr:`candidates` (:meth:`split_is_exact`); only
-        otherwise does it score the rows the whole budget allows.
+        channel first splits at 1/:data:`FIRST_SPLIT_SHARE` of that budget and stops as soon as
+        the result is provably the exact top :attr:`candidates` (:meth:`split_is_exact`);
+        until then it moves the rarest common phrase to the rare ones and scores only the rows
+        that brings, as long as the rare phrases' rows fit the whole budget. Where they no
+        longer fit, the result is the split at the whole budget (exact in a KB that fits it).
         """
-        if build_fts_query(text) is None:
+        phrases = fts_phrases(text)
+        if not phrases:
             return []
         limit = self.candidates * EVIDENCE_POOL
         first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
         rare, common = self.lexical_split(text, first)
-        ranked = self._bm25_rows(text, rare, common, limit)
-        if common and not self.split_is_exact(ranked, common):
-            wider = self.lexical_split(text)
-            if wider != (rare, common):
-                ranked = self._bm25_rows(text, *wider, limit)
+        ranked = self._bm25_rows(rare, common, limit)
+        rows = sum(map(self.doc_freq, rare)) if common else 0
+        # A KB within the whole budget ends exact, as lexical_split would have it.
+        cap = math.inf if self.chunk_total <= self._bm25_max_rows else self._bm25_max_rows
+        while common and not self.split_is_exact(ranked, common):
+            phrase = min(common, key=self.doc_freq)
+            rows += self.doc_freq(phrase)
+            if rows > cap:
+                break
+            common = [p for p in common if p != phrase]
+            # The rows ``phrase`` brings, each scored over it and the remaining common phrases
+            # (a row also holding a rare phrase was scored in full already: keep the higher).
+            best = dict(ranked)
+            for chunk, score in self._bm25_rows([phrase], common, limit):
+                best[chunk] = max(score, best.get(chunk, score))
+            ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
         # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
         # extra rows give exact lexical evidence to chunks other channels bring in.
         self._bm25_pool[text] = (ranked, len(ranked) == limit)
@@ -413,8 +427,11 @@ class QueryContext:
             return False
         return ranked[self.candidates - 1][1] >= self.phrase_ceiling(common)
 
-    def _bm25_rows(self, text: str, rare: list[str], common: list[str], limit: int) -> Ranked:
-        """The best ``limit`` rows by BM25 for ``text``, candidates brought by ``rare`` only."""
+    def _bm25_rows(self, rare: list[str], common: list[str], limit: int) -> Ranked:
+        """The best ``limit`` rows by BM25 over ``rare`` + ``common``, brought by ``rare``.
+
+        With ``common``, rows holding every common phrase come too (see :meth:`bm25`).
+        """
         where, params = self.filters.where()
         restrict = (
             f" AND chunks_fts.rowid IN (SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where})"
@@ -446,7 +463,7 @@ class QueryContext:
                 f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
                 f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
             )
-            args = [build_fts_query(text), *params, limit]
+            args = [" OR ".join(rare), *params, limit]
         return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, args).fetchall()]
 
     def lexical_split(self, text: str, budget: int | None = None) -> tuple[list[str], list[str]]:

@@ -288,7 +288,7 @@ class NerConfig(_Section):
     #: when their label embeddings are at least this similar (docs/ner.md has the measurements).
     near_duplicate: Annotated[float, Field(ge=0.0, le=1.0)] = 0.7
     #: Share of the PPR personalisation given to the entities named in a query. Off by default:
-    #: on the public multi-hop sets it lowers the default ppr-rerank (docs/ner.md).
+    #: on the public multi-hop sets it lowers the default ppr-auto (docs/ner.md).
     seed_mass: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
     #: Give a query's entities to search as its ``entities=`` list when the caller gives none.
     #: Off by default: the extra BM25 list lowers recall@2 on the public sets (docs/ner.md).
