@@ -48,13 +48,13 @@ _MAX_EVIDENCE_TERMS = 16
 
 
 @functools.cache
-def _embedding_worker() -> ThreadPoolExecutor:
-    """The one thread that embeds queries while the calling thread runs BM25 in SQLite."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-embed")
+def _dense_worker() -> ThreadPoolExecutor:
+    """The one thread that runs a query's dense work while the calling thread runs BM25."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="pinakes-dense")
 
 
 # A forked child has none of its parent's threads: it starts its own worker when it needs one.
-os.register_at_fork(after_in_child=_embedding_worker.cache_clear)
+os.register_at_fork(after_in_child=_dense_worker.cache_clear)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,9 @@ class QueryContext:
         self.timings_ms: dict[str, float] = {}
         self._doc_freq: dict[str, int] = {}
         self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
-        self._embedding: Future[npt.NDArray[np.float32]] | None = None
+        self._dense_job: (
+            Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]] | None
+        ) = None
 
     @functools.cached_property
     def vectors(self) -> VectorMatrix:
@@ -186,26 +188,37 @@ class QueryContext:
         ]
         return np.isin(self.vectors.chunk_ids, np.asarray(ids, dtype=np.int64))
 
-    def start_query_vector(self) -> None:
-        """Start embedding the query on a worker thread; :attr:`query_vector` waits for it.
+    def start_dense(self) -> None:
+        """Start the dense channel's work on a worker thread, beside the BM25 channel.
 
-        The model (onnxruntime) and SQLite both release the GIL, so the query's embedding
-        overlaps the BM25 channel instead of following it.
+        The worker embeds the query and, when the channel will scan every row (no ANN index,
+        no filters), scores the rows too. The model (onnxruntime), the matrix product (BLAS)
+        and SQLite all release the GIL, so this overlaps the BM25 channel instead of following
+        it. :attr:`query_vector` and :attr:`dense_scores` wait for it.
         """
-        if self._embedding is None and "query_vector" not in self.__dict__:
-            self._embedding = _embedding_worker().submit(self._embed_query, self.query)
+        if self._dense_job is not None or "query_vector" in self.__dict__:
+            return
+        scan = not self.filters.active and (self._ann is None or self._ann() is None)
+        matrix = self.vectors.matrix if scan and len(self.vectors) else None
+
+        def job() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+            vector = self._embed_query(self.query)
+            return vector, None if matrix is None else matrix @ vector
+
+        self._dense_job = _dense_worker().submit(job)
 
     @functools.cached_property
     def query_vector(self) -> npt.NDArray[np.float32]:
         """The embedded query."""
-        if self._embedding is not None:
-            return self._embedding.result()
+        if self._dense_job is not None:
+            return self._dense_job.result()[0]
         return self._embed_query(self.query)
 
     @functools.cached_property
     def dense_scores(self) -> npt.NDArray[np.float32]:
         """Cosine of the query to every chunk row (filtered-out rows set to -1)."""
-        return self.cosine(self.query_vector)
+        scores = None if self._dense_job is None else self._dense_job.result()[1]
+        return self.cosine(self.query_vector) if scores is None else scores
 
     @functools.cached_property
     def concept_scores(self) -> npt.NDArray[np.float32]:

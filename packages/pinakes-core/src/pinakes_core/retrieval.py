@@ -182,7 +182,7 @@ def fuse_and_build(
     second = {n: c for n, c in listing.items() if getattr(c, "after_fusion", False)}
     mix = channel_weights(shape, listing, weights)
     if any(getattr(c, "kind", None) == "semantic" for c in first.values()):
-        ctx.start_query_vector()
+        ctx.start_dense()
     fused: list[tuple[int, float]] = []
     for stage in (first, second):
         if not stage and fused:
