@@ -18,7 +18,7 @@ from conftest import FakeHashEmbedder, make_kb, set_config
 from pinakes_core import KB
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_graph import cache as graph_cache
-from pinakes_graph.cache import Graph, graph_for
+from pinakes_graph.cache import Graph, best_first, graph_for
 from pinakes_graph.ppr import (
     DAMPING,
     TAIL_PPR_WEIGHT,
@@ -464,3 +464,37 @@ def test_ppr_channel_without_a_kb(ppr_kb: KB) -> None:
         embed_query=ppr_kb.embedder.embed_query,
     )
     assert PprChannel().run(ctx) == []
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=6), min_size=0, max_size=60),
+    st.integers(min_value=0, max_value=70),
+)
+def test_best_first_is_the_stable_sorts_head(values: list[int], k: int) -> None:
+    array = np.asarray(values, dtype=np.float64)  # few distinct values: many ties
+    expected = np.argsort(-array, kind="stable")[:k]
+    assert best_first(array, k).tolist() == expected.tolist()
+
+
+def _expected_cosine(graph: Graph, ctx: QueryContext) -> list[float]:
+    out = []
+    for chunk in graph.chunk_id.tolist():
+        row = int(ctx.rows_of(np.array([chunk]))[0]) if chunk >= 0 else -1
+        out.append(float(ctx.dense_scores[row]) if row >= 0 else -1.0)
+    return out
+
+
+def test_chunk_cosine_follows_the_matrix_of_each_query(ppr_kb: KB) -> None:
+    graph = graph_for(ppr_kb)
+    ctx = ppr_kb.query_context("paxos acceptors")
+    assert graph.chunk_cosine(ctx).tolist() == pytest.approx(_expected_cosine(graph, ctx))
+    # Another handle on the same store has its own matrix: the rows are looked up again.
+    other = KB.open(ppr_kb.root, embedder=FakeHashEmbedder())
+    try:
+        theirs = other.query_context("tomatoes need sun")
+        assert theirs.vectors is not ctx.vectors
+        assert graph.chunk_cosine(theirs).tolist() == pytest.approx(
+            _expected_cosine(graph, theirs)
+        )
+    finally:
+        other.close()

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
 
-__all__ = ["KINDS", "Graph", "GraphChannel", "graph_for"]
+__all__ = ["KINDS", "Graph", "GraphChannel", "best_first", "graph_for"]
 
 #: Node kind codes.
 KINDS = {"chunk": 0, "doc": 1, "tag": 2, "heading": 3, "dir": 4, "entity": 5}
@@ -68,6 +68,7 @@ class Graph:
     node_ids: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     _transition_t: Any = field(default=None, repr=False)
     _member_layout: Any = field(default=None, repr=False)
+    _vector_rows: Any = field(default=None, repr=False)
     #: Title word sequences → doc ids (``mentions.title_index``), filled on first use.
     titles: dict[tuple[str, ...], set[str]] | None = field(default=None, repr=False)
 
@@ -88,13 +89,26 @@ class Graph:
         outside the filters get -1.
         """
         cosine = np.full(len(self), -1.0, dtype=np.float64)
-        chunk_nodes = np.flatnonzero(self.chunk_id >= 0)
-        rows = ctx.rows_of(self.chunk_id[chunk_nodes])
+        chunk_nodes, rows, has_row = self._rows_in(ctx)
         if ctx.dense_scores.size:
-            cosine[chunk_nodes] = np.where(
-                rows >= 0, ctx.dense_scores[np.clip(rows, 0, None)], -1.0
-            )
+            cosine[chunk_nodes] = np.where(has_row, ctx.dense_scores[rows], -1.0)
         return cosine
+
+    def _rows_in(
+        self, ctx: QueryContext
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """Chunk nodes, their rows in the query's vector matrix (0 where none) and which have one.
+
+        Kept for as long as the KB keeps the same matrix, so a query does not look up every
+        chunk node's row again.
+        """
+        ids = ctx.vectors.chunk_ids
+        if self._vector_rows is None or self._vector_rows[0] is not ids:
+            chunk_nodes = np.flatnonzero(self.chunk_id >= 0)
+            rows = ctx.rows_of(self.chunk_id[chunk_nodes])
+            self._vector_rows = (ids, chunk_nodes, np.clip(rows, 0, None), rows >= 0)
+        _, chunk_nodes, rows, has_row = self._vector_rows
+        return chunk_nodes, rows, has_row
 
     def allowed(self, ctx: QueryContext, nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The chunk nodes among ``nodes`` that pass the query's filters."""
@@ -141,6 +155,26 @@ class Graph:
             inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
             self._transition_t = (sparse.diags(inverse) @ adjacency).T.tocsr()
         return self._transition_t
+
+
+def best_first(values: npt.NDArray[np.floating[Any]], k: int) -> npt.NDArray[np.int64]:
+    """Positions of the ``k`` largest ``values``, largest first, ties by position.
+
+    The same as ``np.argsort(-values, kind="stable")[:k]`` without sorting every value: a
+    partition finds the k-th largest, and only the values at least that large are sorted (a
+    query's PPR ranks ~50 of ~50,000 chunk nodes).
+    """
+    n = values.shape[0]
+    if k >= n:
+        return np.argsort(-values, kind="stable")
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = np.partition(values, n - k)[n - k]
+    tied_or_above = np.flatnonzero(values >= kth)
+    top: npt.NDArray[np.int64] = tied_or_above[
+        np.argsort(-values[tied_or_above], kind="stable")[:k]
+    ]
+    return top
 
 
 def _build(store: Any) -> Graph:

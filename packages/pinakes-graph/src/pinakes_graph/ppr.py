@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.fusion import query_shape
-from pinakes_graph.cache import Graph, GraphChannel, graph_for
+from pinakes_graph.cache import Graph, GraphChannel, best_first, graph_for
 from pinakes_graph.mentions import mentioned_titles, title_index
 from pinakes_graph.push import push_pagerank
 
@@ -90,7 +90,7 @@ def seed_vector(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
     seeds = np.maximum(graph.chunk_cosine(ctx), 0.0) * PASSAGE_WEIGHT
     if graph.label_nodes.size and graph.label_vectors.shape[1] == ctx.query_vector.shape[0]:
         match = graph.label_vectors @ ctx.query_vector
-        best = np.argsort(-match)[:MAX_METADATA_SEEDS]
+        best = best_first(match, MAX_METADATA_SEEDS)
         for i in best:
             if match[i] >= LABEL_MIN:
                 node = graph.label_nodes[i]
@@ -138,7 +138,7 @@ class PprChannel(GraphChannel):
         seeds = with_plugin_seeds(graph, ctx, seed_vector(graph, ctx))
         scores = personalized_pagerank(graph.transition_t(), seeds)
         chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
-        top = chunk_nodes[np.argsort(-scores[chunk_nodes], kind="stable")[: ctx.candidates]]
+        top = chunk_nodes[best_first(scores[chunk_nodes], ctx.candidates)]
         return [(int(graph.chunk_id[i]), float(scores[i])) for i in top]
 
 
@@ -334,7 +334,7 @@ class PprRerank:
             return fused
         mass = seeded_mass(graph, ctx, _best_per_document(graph, fused, RERANK_SEEDS))
         chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (mass > 0)))
-        best = chunk_nodes[np.argsort(-mass[chunk_nodes], kind="stable")[: ctx.candidates]]
+        best = chunk_nodes[best_first(mass[chunk_nodes], ctx.candidates)]
         pool = {int(graph.chunk_id[i]): float(mass[i]) for i in best}
         for chunk, _ in fused:
             node = graph.node_of_chunk.get(chunk)
