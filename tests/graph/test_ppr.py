@@ -493,8 +493,7 @@ def test_chunk_cosine_follows_the_matrix_of_each_query(ppr_kb: KB) -> None:
     try:
         theirs = other.query_context("tomatoes need sun")
         assert theirs.vectors is not ctx.vectors
-        assert graph.chunk_cosine(theirs).tolist() == pytest.approx(
-            _expected_cosine(graph, theirs)
-        )
+        assert graph.chunk_cosine(theirs).tolist() == pytest.approx(_expected_cosine(graph, theirs))
+        assert graph._vector_rows[0] is theirs.vectors.chunk_ids
     finally:
         other.close()

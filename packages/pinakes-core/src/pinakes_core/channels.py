@@ -40,8 +40,9 @@ _BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
 #: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).
 EVIDENCE_POOL = 4
 #: The BM25 channel first splits a query at this share of ``[scale] bm25_max_rows`` (1/4) and
-#: widens only until the result is provably exact: at 52k chunks the first split was for 17 of
-#: the 20 benchmark queries it split, and the channel's p50 fell 19.6 → 11.2 ms (docs/scaling.md).
+#: widens only until the result is provably exact: at 52k chunks the first split was proven for
+#: 17 of the 20 benchmark queries it split, and the channel's p50 fell 19.6 → 11.2 ms
+#: (docs/scaling.md).
 FIRST_SPLIT_SHARE = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
