@@ -409,7 +409,7 @@ class QueryContext:
         limit = self.candidates * EVIDENCE_POOL
         first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
         rare, common = self.lexical_split(text, first)
-        ranked = self._bm25_rows(rare, common, limit)
+        ranked = self._bm25_rows(_scored_arms(rare, common), limit)
         rows = sum(map(self.doc_freq, rare)) if common else 0
         # A KB within the whole budget ends exact, as lexical_split would have it.
         cap = math.inf if self.chunk_total <= self._bm25_max_rows else self._bm25_max_rows
@@ -417,14 +417,13 @@ class QueryContext:
             phrase = min(common, key=self.doc_freq)
             rows += self.doc_freq(phrase)
             if rows > cap:
+                # Unproven at the whole budget: the rows holding every common phrase come too,
+                # as candidates of their own (the old split's third arm).
+                if len(common) > 1:
+                    ranked = _merge(ranked, self._bm25_rows([" AND ".join(common)], limit), limit)
                 break
             common = [p for p in common if p != phrase]
-            # The rows ``phrase`` brings, each scored over it and the remaining common phrases
-            # (a row also holding a rare phrase was scored in full already: keep the higher).
-            best = dict(ranked)
-            for chunk, score in self._bm25_rows([phrase], common, limit):
-                best[chunk] = max(score, best.get(chunk, score))
-            ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
+            ranked = _merge(ranked, self._bm25_rows(_scored_arms([phrase], common), limit), limit)
         # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
         # extra rows give exact lexical evidence to chunks other channels bring in.
         self._bm25_pool[text] = (ranked, len(ranked) == limit)
@@ -441,10 +440,11 @@ class QueryContext:
             return False
         return ranked[self.candidates - 1][1] >= self.phrase_ceiling(common)
 
-    def _bm25_rows(self, rare: list[str], common: list[str], limit: int) -> Ranked:
-        """The best ``limit`` rows by BM25 over ``rare`` + ``common``, brought by ``rare``.
+    def _bm25_rows(self, arms: list[str], limit: int) -> Ranked:
+        """The best ``limit`` rows matching any of the FTS expressions ``arms``, by BM25.
 
-        With ``common``, rows holding every common phrase come too (see :meth:`bm25`).
+        Each arm scores its rows over the phrases in its own expression; BM25 terms are
+        positive, so a row's best score over the arms is its BM25 over the most phrases.
         """
         where, params = self.filters.where()
         restrict = (
@@ -452,16 +452,12 @@ class QueryContext:
             if self.filters.active
             else ""
         )
-        if common:
-            # Candidates: rows holding a rare word, and rows holding every common one. Each
-            # arm scores its rows over the phrases in its own expression, which are some of the
-            # query's; a row holding a rare word and a common one is scored over all of them by
-            # the second arm. BM25 terms are positive, so the smallest FTS5 score (the negated
-            # BM25) a row gets is its BM25 for the whole query.
-            rare_match, common_match = " OR ".join(rare), " OR ".join(common)
-            arms = [rare_match, f"({rare_match}) AND ({common_match})"]
-            if len(common) > 1:
-                arms.append(" AND ".join(common))
+        if len(arms) == 1:
+            sql = (
+                f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
+                f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
+            )
+        else:
             sql = (
                 "SELECT rowid, MIN(s) AS s FROM ("
                 + " UNION ALL ".join(
@@ -471,13 +467,7 @@ class QueryContext:
                 )
                 + ") GROUP BY rowid ORDER BY s, rowid LIMIT ?"
             )
-            args = [value for arm in arms for value in (arm, *params)] + [limit]
-        else:
-            sql = (
-                f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
-                f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
-            )
-            args = [" OR ".join(rare), *params, limit]
+        args = [value for arm in arms for value in (arm, *params)] + [limit]
         return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, args).fetchall()]
 
     def lexical_split(self, text: str, budget: int | None = None) -> tuple[list[str], list[str]]:
@@ -509,6 +499,24 @@ class QueryContext:
             rare.add(phrase)
             rows += count
         return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
+
+
+def _scored_arms(rare: list[str], common: list[str]) -> list[str]:
+    """FTS expressions for the rows holding a ``rare`` phrase, each scored in full.
+
+    A row holding a rare phrase and common ones is scored over all of them by the second arm
+    (the smaller FTS5 score, the negated BM25, wins when the arms are merged).
+    """
+    anyone = " OR ".join(rare)
+    return [anyone, f"({anyone}) AND ({' OR '.join(common)})"] if common else [anyone]
+
+
+def _merge(ranked: Ranked, more: Ranked, limit: int) -> Ranked:
+    """The best ``limit`` of two BM25 lists, a row found in both keeping its higher score."""
+    best = dict(ranked)
+    for chunk, score in more:
+        best[chunk] = max(score, best.get(chunk, score))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
 @runtime_checkable
