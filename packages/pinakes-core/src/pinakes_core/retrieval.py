@@ -181,7 +181,7 @@ def fuse_and_build(
     first = {n: c for n, c in listing.items() if not getattr(c, "after_fusion", False)}
     second = {n: c for n, c in listing.items() if getattr(c, "after_fusion", False)}
     mix = channel_weights(shape, listing, weights)
-    if any(getattr(c, "kind", None) == "semantic" for c in first.values()):
+    if "dense" in first:  # its query embedding and row scan overlap the BM25 channel
         ctx.start_dense()
     fused: list[tuple[int, float]] = []
     for stage in (first, second):
