@@ -397,3 +397,41 @@ def test_no_heading_only_chunk_is_stored_and_a_new_chunker_rechunks_old_stores(
     assert scalar(kb.root, "SELECT value FROM meta WHERE key = 'chunking'") == stored
     _assert_store_consistent(kb.root)
     assert kb.sync().changed == []  # and only once
+
+
+def test_aliases_are_searchable_names_and_older_full_text_rows_are_rebuilt(
+    kb: KB, fake_embedder
+) -> None:
+    (kb.root / "incident.md").write_text(
+        "---\naliases: [INC-2025-036, fraudnet-v7 rollback]\n---\n# Fraud model incident\n\n"
+        "The new model blocked legitimate payments for two hours.\n",
+        encoding="utf-8",
+    )
+    kb.sync()
+
+    def found(query: str) -> list[str]:
+        return [hit.path for hit in kb.search(query, channels=["bm25"]).hits]
+
+    assert found("INC-2025-036") == ["incident.md"]
+    assert found("fraudnet rollback")[0] == "incident.md"
+    # A store indexed before aliases were names: its full-text rows hold the title alone.
+    conn = db(kb.root)
+    try:
+        conn.execute(
+            "UPDATE chunks_fts SET title = (SELECT d.title FROM chunks c JOIN documents d "
+            "USING (doc_id) WHERE c.chunk_id = chunks_fts.rowid)"
+        )
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'fts_rows'")
+        conn.commit()
+    finally:
+        conn.close()
+    assert found("INC-2025-036") == []
+
+    fake_embedder.reset()
+    report = kb.sync()
+    # Every document is re-indexed once, re-embedding nothing.
+    assert sorted(report.changed) == sorted([*SMALL_KB, "incident.md"])
+    assert report.chunks_embedded == 0 and report.chunks_reused > 0
+    assert found("INC-2025-036") == ["incident.md"]
+    _assert_store_consistent(kb.root)
+    assert kb.sync().changed == []

@@ -68,6 +68,10 @@ MAX_ITEMS = 256
 MAX_ITEM_CHARS = 200
 #: Most links (authored and found in the text) kept per document.
 MAX_LINKS = 5_000
+#: Bump whenever what a chunk's full-text row holds changes: a store indexed by another version
+#: re-indexes every document at the next sync, reusing every vector. 2: the title column holds
+#: the document's aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note.
+FTS_ROWS = "2"
 MAX_TARGET_CHARS = 2_000
 
 # Documents are embedded and written in groups of about this many new chunks: large enough
@@ -187,12 +191,15 @@ class _Syncer:
         self.embedder_factory = embedder_factory
         self._embedder: _Embedder | None = None
         self.progress = progress or (lambda stage, done, total: None)
-        # Chunked by another chunker version or budget: every document is re-chunked (vectors
-        # of unchanged chunk texts are reused by hash).
+        # Chunked by another chunker version or budget, or indexed with other full-text rows
+        # (FTS_ROWS): every document is re-chunked and re-indexed (vectors of unchanged chunk
+        # texts are reused by hash).
         from pinakes_core.chunking import chunking_id
 
         self.chunking = chunking_id(config.sync.chunk_tokens)
-        self.rechunk = store.get_meta("chunking") != self.chunking
+        self.rechunk = (
+            store.get_meta("chunking") != self.chunking or store.get_meta("fts_rows") != FTS_ROWS
+        )
         self.embedded = 0
         self.reused = 0
         self.embed_seconds = 0.0
@@ -696,6 +703,8 @@ class _Syncer:
                 [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
             heading_text = [" › ".join(c.heading_path) for c in p.chunks]
+            # A document's aliases are names of it, as its title is (FTS_ROWS).
+            names = "\n".join([p.title, *p.aliases])
             for chunk, h, heading, idents in zip(
                 p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
             ):
@@ -717,7 +726,7 @@ class _Syncer:
                 )
                 conn.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, text, idents) VALUES (?, ?, ?, ?, ?)",
-                    (cur.lastrowid, p.title, heading, chunk.text, idents),
+                    (cur.lastrowid, names, heading, chunk.text, idents),
                 )
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
@@ -960,6 +969,7 @@ def run_sync(
                     )
                 store.set_meta(conn, "last_sync", str(time.time()))
                 store.set_meta(conn, "chunking", syncer.chunking)
+                store.set_meta(conn, "fts_rows", FTS_ROWS)
             # A rebuild was written beside the store readers use; now it becomes theirs.
             store.publish()
             syncer.collect_cache()
