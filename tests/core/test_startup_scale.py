@@ -178,6 +178,24 @@ def test_onnx_embedder_vectors_equal_fastembed() -> None:
 
 
 @pytest.mark.model
+def test_a_query_has_its_own_session_that_leaves_a_core_to_bm25() -> None:
+    from pinakes_core.embedding import OnnxEmbedder, _cores
+
+    embedder = OnnxEmbedder(EmbeddingConfig())
+    embedder.embed_query("how does leader election work")
+    assert set(embedder._sessions) == {True}  # a search never loads the batch session
+    single = embedder._sessions[True][0].get_session_options()
+    assert single.intra_op_num_threads == max(1, _cores() - 1)
+    assert single.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    batch = OnnxEmbedder(EmbeddingConfig())
+    batch.embed_documents(["one passage"])  # a sync's batch of one passage is still a batch
+    assert set(batch._sessions) == {False}
+    pinned = OnnxEmbedder(EmbeddingConfig(threads=3))
+    pinned.embed_query("x")
+    assert pinned._sessions[True][0].get_session_options().intra_op_num_threads == 3
+
+
+@pytest.mark.model
 def test_optimised_graph_is_saved_once_with_mapped_weights(tmp_path: Path) -> None:
     import onnxruntime as ort
 

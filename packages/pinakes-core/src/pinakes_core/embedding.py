@@ -217,8 +217,9 @@ class OnnxEmbedder(_BatchedEmbedder):
 
     It reproduces what fastembed does for this model, step by step: the tokenizer is set up
     from the model folder's files (truncation to ``model_max_length``, the special tokens added,
-    padding to the batch's longest text), the session uses the same options (all graph
-    optimisations, ``threads`` for both thread pools, CPU provider), and the first output is
+    padding to the batch's longest text), the batch session uses the same options (all graph
+    optimisations, ``threads`` for both thread pools, CPU provider; a single query has a
+    session of its own, see :meth:`_session`), and the first output is
     mean-pooled over the attention mask in float64 and L2-normalised. The vectors are the ones
     fastembed returns (tests compare them), at a fraction of the import cost. The model has no
     query or passage prefixes, so both kinds embed alike.
@@ -226,45 +227,69 @@ class OnnxEmbedder(_BatchedEmbedder):
 
     def __init__(self, config: EmbeddingConfig) -> None:
         super().__init__(config)
+        self._folder, self.model_id = assemble_default_model()
+        self.dim = _DEFAULT_DIM
+        self._tokenizer = _load_tokenizer(self._folder)
+        self._threads = config.threads
+        # Sessions (and their input names) by use, each made on first need: a CLI search
+        # never loads the batch one.
+        self._sessions: dict[bool, tuple[Any, set[str]]] = {}
+
+    def _session(self, single: bool) -> tuple[Any, set[str]]:
+        """The session for one query (``single``) or for batches, created on first use.
+
+        Batches (sync's passages, self-calibration's queries) use every core. One query runs on the dense worker
+        beside the BM25 channel, whose SQLite statement holds a core of its own: its session
+        leaves that core free (cores − 1 threads, at least 1) and does not spin-wait for work
+        between operators, which would take the core from BM25 while holding nothing. On 2
+        cores a hybrid search's two halves then run side by side instead of contending
+        (docs/benchmarks.md). ``[embedding] threads`` sets both when given.
+        """
+        made = self._sessions.get(single)
+        if made is not None:
+            return made
         import onnxruntime as ort
 
-        folder, self.model_id = assemble_default_model()
-        self.dim = _DEFAULT_DIM
-        self._tokenizer = _load_tokenizer(folder)
         options = ort.SessionOptions()
-        model = _optimized_model(ort, folder)
+        model = _optimized_model(ort, self._folder)
         # A graph onnxruntime optimised once (and saved) needs no optimising at every start.
         options.graph_optimization_level = (
             ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             if model is not None
             else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         )
-        if config.threads is not None:
-            options.intra_op_num_threads = config.threads
-            options.inter_op_num_threads = config.threads
+        threads = self._threads
+        if single:
+            threads = threads or max(1, _cores() - 1)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = threads
         try:
-            self._session = ort.InferenceSession(
-                str(model or folder / "model.onnx"),
+            session = ort.InferenceSession(
+                str(model or self._folder / "model.onnx"),
                 providers=["CPUExecutionProvider"],
                 sess_options=options,
             )
         except Exception as exc:  # onnxruntime raises its own (untyped) errors on a bad file
             raise PinakesError(
-                f"Could not load the default embedding model from {folder}: {exc}.",
-                f"Delete {folder} (it is rebuilt on the next run) or reinstall pinakes-core.",
+                f"Could not load the default embedding model from {self._folder}: {exc}.",
+                f"Delete {self._folder} (it is rebuilt on the next run) or reinstall pinakes-core.",
             ) from None
-        self._inputs = {node.name for node in self._session.get_inputs()}
+        made = self._sessions[single] = (session, {node.name for node in session.get_inputs()})
+        return made
 
     def _run(self, texts: list[str], *, query: bool) -> Vectors:
+        session, inputs = self._session(query and len(texts) == 1)
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
         feed = {"input_ids": ids}
-        if "attention_mask" in self._inputs:
+        if "attention_mask" in inputs:
             feed["attention_mask"] = mask
-        if "token_type_ids" in self._inputs:
+        if "token_type_ids" in inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = session.run(None, feed)[0]
         # Mean over real tokens, summed in float64 (as fastembed does), then unit length.
         summed = np.sum(hidden, axis=1, where=mask[:, :, None].astype(bool), dtype=np.float64)
         pooled = summed / np.maximum(np.sum(mask, axis=1, keepdims=True), 1e-9)
@@ -317,6 +342,14 @@ def _optimized_model(ort: Any, folder: Path) -> Path | None:
     for stale in folder.glob("model.ort-*.onnx"):  # the one-file graph of earlier releases
         stale.unlink(missing_ok=True)
     return target
+
+
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _load_tokenizer(folder: Path) -> Any:
