@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -234,20 +235,28 @@ class OnnxEmbedder(_BatchedEmbedder):
         # Sessions (and their input names) by use, each made on first need: a CLI search
         # never loads the batch one.
         self._sessions: dict[bool, tuple[Any, set[str]]] = {}
+        self._sessions_lock = threading.Lock()
 
     def _session(self, single: bool) -> tuple[Any, set[str]]:
         """The session for one query (``single``) or for batches, created on first use.
 
-        Batches (sync's passages, self-calibration's queries) use every core. One query runs on the dense worker
-        beside the BM25 channel, whose SQLite statement holds a core of its own: its session
-        leaves that core free (cores − 1 threads, at least 1) and does not spin-wait for work
-        between operators, which would take the core from BM25 while holding nothing. On 2
-        cores a hybrid search's two halves then run side by side instead of contending
-        (docs/benchmarks.md). ``[embedding] threads`` sets both when given.
+        Batches (sync's passages, self-calibration's queries) use every core. One query runs
+        on the dense worker beside the BM25 channel, whose SQLite statement holds a core of its
+        own: its session leaves that core free (cores − 1 threads, at least 1) and does not
+        spin-wait for work between operators, which would take the core from BM25 while
+        holding nothing. On 2 cores a hybrid search's two halves then run side by side instead
+        of contending (docs/benchmarks.md). ``[embedding] threads`` sets both when given.
         """
         made = self._sessions.get(single)
         if made is not None:
             return made
+        with self._sessions_lock:  # a search's worker and a sync may both ask first
+            made = self._sessions.get(single)
+            if made is None:
+                made = self._sessions[single] = self._new_session(single)
+        return made
+
+    def _new_session(self, single: bool) -> tuple[Any, set[str]]:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -276,8 +285,7 @@ class OnnxEmbedder(_BatchedEmbedder):
                 f"Could not load the default embedding model from {self._folder}: {exc}.",
                 f"Delete {self._folder} (it is rebuilt on the next run) or reinstall pinakes-core.",
             ) from None
-        made = self._sessions[single] = (session, {node.name for node in session.get_inputs()})
-        return made
+        return session, {node.name for node in session.get_inputs()}
 
     def _run(self, texts: list[str], *, query: bool) -> Vectors:
         session, inputs = self._session(query and len(texts) == 1)
