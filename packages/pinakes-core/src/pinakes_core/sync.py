@@ -68,11 +68,11 @@ MAX_ITEMS = 256
 MAX_ITEM_CHARS = 200
 #: Most links (authored and found in the text) kept per document.
 MAX_LINKS = 5_000
+MAX_TARGET_CHARS = 2_000
 #: Bump whenever what a chunk's full-text row holds changes: a store indexed by another version
 #: re-indexes every document at the next sync, reusing every vector. 2: the title column holds
 #: the document's aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note.
 FTS_ROWS = "2"
-MAX_TARGET_CHARS = 2_000
 
 # Documents are embedded and written in groups of about this many new chunks: large enough
 # for length-sorted batching to pay off, small enough that a crash loses little work.
