@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from pinakes_core import KB, PinakesError
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
 from pinakes_core.plugins import plugin_manager
 from pinakes_mcp import create_server
+from pinakes_mcp.served import ServedKB
 from pinakes_mcp.tools import GRAPH_MISSING, MAX_DEPTH, RESULT_BUDGET_TOKENS
 
 pytestmark = pytest.mark.anyio
@@ -252,6 +254,19 @@ async def test_unexpected_errors_are_masked(
     monkeypatch.setattr(notes, "search", broken)
     message = await fails(client, "pinakes_search", query="leader")
     assert "secret" not in message and "pinakes_search" in message
+
+
+def test_a_bug_in_the_warm_up_search_leaves_the_kb_ready(
+    notes: KB, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("secret detail /home/someone")
+
+    monkeypatch.setattr(notes, "search", broken)
+    served = ServedKB(notes)
+    served.warm(threading.Lock())  # no exception escapes the warm-up thread
+    assert served.ready.is_set() and served.error is None
+    assert "warm-up failed (RuntimeError)" in caplog.text and "secret" not in caplog.text
 
 
 # -- several KBs ----------------------------------------------------------------------------

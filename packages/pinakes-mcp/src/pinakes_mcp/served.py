@@ -140,6 +140,8 @@ class ServedKB:
         except PinakesError as exc:
             self.error = exc
             log.warning("KB %r is not ready: %s", self.name, exc)
+        except Exception as exc:  # a bug: each tool call meets (and masks) it on its own
+            log.warning("KB %r: warm-up failed (%s)", self.name, type(exc).__name__)
         finally:
             self.ready.set()
 
