@@ -410,6 +410,20 @@ def test_the_query_is_embedded_beside_bm25_and_only_when_a_dense_channel_runs(
     assert threads == []
 
 
+def test_work_put_on_the_dense_worker_runs_there_after_the_dense_work(synced: KB) -> None:
+    from pinakes_core.fusion import query_shape
+
+    ctx = synced.query_context("who leads the election that the raft log depends on")
+    assert ctx.on_worker(lambda: 1) is None  # no dense work started: the caller computes
+    assert ctx.shape == query_shape(ctx.query)
+    ctx.start_dense()
+    job = ctx.on_worker(lambda: (threading.current_thread().name, ctx.query_vector))
+    assert job is not None
+    thread, vector = job.result(timeout=60)
+    assert thread.startswith("pinakes-dense")
+    assert vector is ctx.query_vector  # the dense job ran first: its vector is the query's
+
+
 def test_a_forked_child_embeds_queries_with_its_own_worker(synced: KB) -> None:
     synced.search("leader election", channels=["bm25", "dense"])  # the parent's worker exists
 

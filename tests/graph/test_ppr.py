@@ -23,8 +23,12 @@ from pinakes_graph.ppr import (
     DAMPING,
     TAIL_PPR_WEIGHT,
     PprChannel,
+    PprRerank,
     _blend_tail,
     personalized_pagerank,
+    query_seeds,
+    seed_vector,
+    start_seed_vector,
 )
 
 # -- an in-memory Graph built from an edge list, exactly as cache._build lays out its CSR ---------
@@ -497,3 +501,62 @@ def test_chunk_cosine_follows_the_matrix_of_each_query(ppr_kb: KB) -> None:
         assert graph._vector_rows[0] is theirs.vectors.chunk_ids
     finally:
         other.close()
+
+
+# -- the seed vector, started beside the first stage ----------------------------------------------
+
+RELATIONAL = "which protocol does the leader that replicates the log rely on"
+
+
+def _ranked(result) -> list[tuple[str, int, float]]:
+    return [(h.path, h.chunk, h.score) for h in result.hits]
+
+
+def test_seed_vector_started_on_the_worker_is_the_one_computed_inline(ppr_kb: KB) -> None:
+    ctx = ppr_kb.query_context(RELATIONAL)
+    graph = graph_for(ppr_kb)
+    start_seed_vector(ctx)
+    assert ctx.prepared == {}  # the dense work was not started: nothing to overlap
+    ctx.start_dense()
+    start_seed_vector(ctx)
+    assert ctx.prepared
+    first = query_seeds(graph, ctx)
+    np.testing.assert_array_equal(first, seed_vector(graph, ctx))
+    first[:] = 0.0  # callers scale their copy in place
+    np.testing.assert_array_equal(query_seeds(graph, ctx), seed_vector(graph, ctx))
+    filtered = ppr_kb.query_context(RELATIONAL, filters=Filters(tags=("consensus",)))
+    filtered.start_dense()
+    start_seed_vector(filtered)
+    assert filtered.prepared == {}  # filtered rows come from SQL, which the worker never reads
+
+
+@pytest.mark.parametrize("channel", ["ppr-auto", "ppr-rerank", "ppr"])
+def test_starting_the_seed_vector_early_changes_no_ranking(
+    ppr_kb: KB, monkeypatch: pytest.MonkeyPatch, channel: str
+) -> None:
+    started: list[str] = []
+    real = start_seed_vector
+
+    def recording(ctx: QueryContext) -> None:
+        started.append(ctx.query)
+        real(ctx)
+
+    monkeypatch.setattr("pinakes_graph.ppr.start_seed_vector", recording)
+    channels = ["bm25", "dense", channel]
+    early = ppr_kb.search(RELATIONAL, channels=channels, explain=True)
+    assert started == [RELATIONAL]
+    if channel == "ppr-auto":
+        assert early.ranking is not None and early.ranking.stages[channel].startswith("ran")
+    monkeypatch.setattr(PprRerank, "prepare", lambda self, ctx: None)
+    monkeypatch.setattr(PprChannel, "prepare", lambda self, ctx: None, raising=False)
+    inline = ppr_kb.search(RELATIONAL, channels=channels, explain=True)
+    assert _ranked(inline) == _ranked(early)
+
+
+def test_the_gate_starts_no_seed_vector_for_a_single_hop_query(
+    ppr_kb: KB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[str] = []
+    monkeypatch.setattr("pinakes_graph.ppr.start_seed_vector", started.append)
+    result = ppr_kb.search("raft leader timeouts", channels=["bm25", "dense", "ppr-auto"])
+    assert result.hits and started == []

@@ -17,13 +17,15 @@ import pytest
 pytest.importorskip("pinakes_graph")
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_ppr import _graph, _networkx_ppr, graphs_and_seeds
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB
+from pinakes_graph import push as push_module
 from pinakes_graph.cache import graph_for
 from pinakes_graph.ppr import DAMPING, personalized_pagerank
-from pinakes_graph.push import EPSILON, push_pagerank
+from pinakes_graph.push import EPSILON, forward_push, push_pagerank, spreading_matrix
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 
@@ -125,3 +127,78 @@ def test_push_handles_dead_ends_in_the_small_kb(tmp_path: Path) -> None:
         np.testing.assert_allclose(
             push_pagerank(graph, seeds, damping=DAMPING, epsilon=1e-13), exact, atol=1e-9
         )
+
+
+# -- rounds as one sparse product: the same vector, bit for bit ---------------------------------
+
+
+class _CountingProduct:
+    """Wraps the spreading matrix and counts the rounds that used it."""
+
+    def __init__(self, matrix) -> None:
+        self.matrix = matrix
+        self.products = 0
+
+    def __matmul__(self, vector):
+        self.products += 1
+        return self.matrix @ vector
+
+
+def _both_ways(graph, seeds, *, epsilon: float = EPSILON):
+    """Push by gathering every round, and with the spreading matrix (counting its rounds)."""
+    gathered = forward_push(
+        graph.indptr, graph.neighbours, graph.weights, seeds, damping=DAMPING, epsilon=epsilon
+    )
+    spreading = _CountingProduct(spreading_matrix(graph.indptr, graph.neighbours, graph.weights))
+    product = forward_push(
+        graph.indptr,
+        graph.neighbours,
+        graph.weights,
+        seeds,
+        damping=DAMPING,
+        epsilon=epsilon,
+        spreading=spreading,
+    )
+    return gathered, product, spreading.products
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs_and_seeds(), st.sampled_from([0.0, 0.3, 1.0]))
+def test_product_rounds_equal_gathered_rounds_bit_for_bit(case, share: float) -> None:
+    n, edges, seeds = case
+    graph = _graph(n, edges)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(push_module, "MATRIX_SHARE", share)
+        gathered, product, _ = _both_ways(graph, seeds, epsilon=1e-9)
+    np.testing.assert_array_equal(product, gathered)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_product_rounds_are_exact_on_kb_shaped_graphs_with_parallel_edges(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, edges = _kb_like_graph(rng, 400)
+    edges += edges[: len(edges) // 10]  # parallel edges: a link that is also a title mention
+    graph = _graph(n, edges)
+    chunks = np.arange(n - 15)
+    for _ in range(3):
+        gathered, product, products = _both_ways(graph, _seeds(rng, n, chunks))
+        assert products >= 1  # the seeded chunks' first round spreads over most edges
+        np.testing.assert_array_equal(product, gathered)
+
+
+def test_push_pagerank_uses_the_product_and_keeps_the_vector_on_a_real_kb(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "kb"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".pinakes"))
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        graph = graph_for(kb)
+        chunks = np.flatnonzero(graph.chunk_id >= 0)
+        rng = np.random.default_rng(3)
+        for _ in range(5):
+            seeds = _seeds(rng, len(graph), chunks)
+            gathered, product, products = _both_ways(graph, seeds)
+            assert products >= 1
+            np.testing.assert_array_equal(product, gathered)
+            np.testing.assert_array_equal(push_pagerank(graph, seeds, damping=DAMPING), gathered)

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.arguments import clean_path, clean_text, clean_time
-from pinakes_core.fusion import BM25_K1, bm25_idf
+from pinakes_core.fusion import BM25_K1, QueryShape, bm25_idf, query_shape
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import fts_phrases, query_terms
@@ -168,6 +168,13 @@ class QueryContext:
         self._dense_job: (
             Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]] | None
         ) = None
+        #: Work a channel started for this query before it runs (:meth:`on_worker`), by key.
+        self.prepared: dict[str, Any] = {}
+
+    @functools.cached_property
+    def shape(self) -> QueryShape:
+        """The query's shape (:func:`pinakes_core.fusion.query_shape`), computed once."""
+        return query_shape(self.query)
 
     @functools.cached_property
     def vectors(self) -> VectorMatrix:
@@ -207,6 +214,19 @@ class QueryContext:
             return vector, None if matrix is None else matrix @ vector
 
         self._dense_job = _dense_worker().submit(job)
+
+    def on_worker(self, job: Callable[[], Any]) -> Future[Any] | None:
+        """Run ``job`` on the dense worker after the dense work, or return ``None`` if not started.
+
+        For work that needs only the query vector and in-memory arrays (a graph channel's seed
+        vector), so it overlaps the BM25 channel as the dense work does. ``job`` runs on another
+        thread: it must not touch the SQLite connection, nor anything computed from it that is
+        not computed yet (touch :attr:`vectors` first; :attr:`allowed_rows` reads SQL when
+        filters are set).
+        """
+        if self._dense_job is None:
+            return None
+        return _dense_worker().submit(job)
 
     @functools.cached_property
     def query_vector(self) -> npt.NDArray[np.float32]:

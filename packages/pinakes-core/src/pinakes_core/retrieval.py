@@ -18,7 +18,7 @@ import numpy.typing as npt
 from pinakes_core.channels import QueryContext, Ranked
 from pinakes_core.confidence import Calibration, Ranking, evidence_for, extract_features
 from pinakes_core.config import RetrievalConfig
-from pinakes_core.fusion import QueryShape, combine, lexical_share, query_shape, rank_evidence
+from pinakes_core.fusion import QueryShape, combine, lexical_share, rank_evidence
 from pinakes_core.hits import GroupBy, build_hits
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
@@ -173,7 +173,7 @@ def fuse_and_build(
     registry = channel_registry(list(channels))
     lists: dict[str, Ranked] = {}
     timings: dict[str, float] = {}
-    shape = query_shape(ctx.query)
+    shape = ctx.shape
     # Channels that start from the fused result of the others (graph expansion, PPR) run in a
     # second stage, with the first stage's fusion as their seeds; rerankers reorder at the end.
     rerankers = {n: c for n, c in registry.items() if hasattr(c, "rerank")}
@@ -183,6 +183,12 @@ def fuse_and_build(
     mix = channel_weights(shape, listing, weights)
     if "dense" in first:  # its query embedding and row scan overlap the BM25 channel
         ctx.start_dense()
+    for channel in registry.values():
+        # A channel or reranker may start query-only work now (``prepare(ctx)``, e.g. on the
+        # dense worker through ``ctx.on_worker``), so it overlaps the first stage.
+        prepare = getattr(channel, "prepare", None)
+        if prepare is not None:
+            prepare(ctx)
     fused: list[tuple[int, float]] = []
     for stage in (first, second):
         if not stage and fused:

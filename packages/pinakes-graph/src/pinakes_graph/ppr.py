@@ -18,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
-from pinakes_core.fusion import query_shape
 from pinakes_graph.cache import Graph, GraphChannel, best_first, graph_for
 from pinakes_graph.mentions import mentioned_titles, title_index
 from pinakes_graph.push import push_pagerank
@@ -31,8 +30,10 @@ __all__ = [
     "PprChannel",
     "PprRerank",
     "personalized_pagerank",
+    "query_seeds",
     "seed_vector",
     "seeded_mass",
+    "start_seed_vector",
     "with_plugin_seeds",
 ]
 
@@ -98,6 +99,41 @@ def seed_vector(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
     return seeds
 
 
+#: Where :func:`start_seed_vector` leaves its job in ``QueryContext.prepared``.
+_SEEDS = "pinakes_graph.seed_vector"
+
+
+def start_seed_vector(ctx: QueryContext) -> None:
+    """Start :func:`seed_vector` for ``ctx`` on the dense worker, beside the BM25 channel.
+
+    The seed vector needs only the query vector and the graph's arrays (at 52k chunks its label
+    product alone reads ~58 MB and takes ~8 ms), so it can run while the BM25 channel does;
+    :func:`query_seeds` takes the result. Nothing is started without a KB, with filters (their
+    rows come from SQL, which the worker must not read) or when the dense work was not started.
+    """
+    if ctx.kb is None or ctx.filters.active or _SEEDS in ctx.prepared:
+        return
+    graph = graph_for(ctx.kb)
+    if len(graph) == 0 or len(ctx.vectors) == 0:  # ``vectors`` loaded here, not on the worker
+        return
+    job = ctx.on_worker(lambda: seed_vector(graph, ctx))
+    if job is not None:
+        ctx.prepared[_SEEDS] = (graph, job)
+
+
+def query_seeds(graph: Graph, ctx: QueryContext) -> npt.NDArray[np.float64]:
+    """:func:`seed_vector` of ``graph`` for ``ctx``, computed once.
+
+    The one :func:`start_seed_vector` started, when it did (a copy: callers scale it in place),
+    or computed here.
+    """
+    started = ctx.prepared.get(_SEEDS)
+    if started is not None and started[0] is graph:
+        seeds: npt.NDArray[np.float64] = started[1].result().copy()
+        return seeds
+    return seed_vector(graph, ctx)
+
+
 def with_plugin_seeds(
     graph: Graph, ctx: QueryContext, seeds: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]:
@@ -133,9 +169,13 @@ class PprChannel(GraphChannel):
 
     name = "ppr"
 
+    def prepare(self, ctx: QueryContext) -> None:
+        """Start the seed vector beside the first stage (:func:`start_seed_vector`)."""
+        start_seed_vector(ctx)
+
     def rank(self, graph: Graph, ctx: QueryContext) -> Ranked:
         """Rank chunk nodes by their PPR score (filters applied to seeds and output)."""
-        seeds = with_plugin_seeds(graph, ctx, seed_vector(graph, ctx))
+        seeds = with_plugin_seeds(graph, ctx, query_seeds(graph, ctx))
         scores = personalized_pagerank(graph.transition_t(), seeds)
         chunk_nodes = graph.allowed(ctx, np.flatnonzero((graph.chunk_id >= 0) & (scores > 0)))
         top = chunk_nodes[best_first(scores[chunk_nodes], ctx.candidates)]
@@ -172,10 +212,11 @@ def seeded_mass(
     The seeds carry :data:`RERANK_SEED_MASS` of the personalisation in proportion to their
     weights; the rest is :func:`seed_vector`'s. Plugin seeds (pinakes-ner's entities, through the
     ``graph_seeds`` hook) take their share on top (:func:`with_plugin_seeds`). This is the one
-    place the rerankers compute PPR: by forward push (:mod:`pinakes_graph.push`), which needs no
-    sparse-matrix library and touches only the nodes the mass reaches.
+    place the rerankers compute PPR: by forward push (:mod:`pinakes_graph.push`), which touches
+    only the nodes the mass reaches. The query's own seeds (:func:`seed_vector`) were usually
+    started beside the first stage (:func:`start_seed_vector`).
     """
-    vector = seed_vector(graph, ctx)
+    vector = query_seeds(graph, ctx)
     vector /= max(vector.sum(), 1e-12)
     nodes = [graph.node_of_chunk[c] for c, _ in seeds if c in graph.node_of_chunk]
     if nodes:
@@ -304,6 +345,16 @@ class PprRerank:
         """A reranker produces no list of its own."""
         return []
 
+    def prepare(self, ctx: QueryContext) -> None:
+        """Start the seed vector beside the first stage when the rerank will need it.
+
+        The gated reranker starts it only for relational phrasing, which alone opens the gate
+        (:meth:`wanted`); a query the gate opens for the titles it names computes it in
+        :meth:`rerank`, and a single-hop query costs nothing.
+        """
+        if not self.gated or ctx.shape.relations:
+            start_seed_vector(ctx)
+
     def wanted(self, ctx: QueryContext, fused: list[tuple[int, float]]) -> tuple[bool, str]:
         """Whether the query looks multi-hop, and why.
 
@@ -313,7 +364,7 @@ class PprRerank:
         """
         if ctx.kb is None or not fused:
             return False, "no graph or no hits"
-        reasons = list(query_shape(ctx.query).relations)
+        reasons = list(ctx.shape.relations)
         graph = graph_for(ctx.kb)
         if graph.titles is None:
             graph.titles = title_index(ctx.kb.store().conn)
