@@ -554,6 +554,10 @@ class Channel(Protocol):
     ``(chunk_id, score)`` ranking and returns a new one, best first, with scores in the same
     units (relevance in [0, 1]). A reranker with ``gated = True`` also has ``wanted(ctx,
     fused) -> (bool, reason)`` and runs only when it says it can help the query.
+
+    Any of them may have ``prepare(ctx)``, called before the first stage runs, to start work
+    that needs only the query (e.g. on the dense worker through :meth:`QueryContext.on_worker`)
+    so it overlaps the BM25 channel.
     """
 
     @property
