@@ -156,6 +156,23 @@ def test_hybrid_search_loads_the_model_without_fastembed(tmp_path: Path) -> None
     assert not {"fastembed", "huggingface_hub", "PIL", "rich"} & _top(loaded)
 
 
+@pytest.mark.parametrize("package", ["pinakes_cli", "pinakes_mcp"])
+def test_our_processes_run_one_blas_thread_unless_the_user_set_one(package: str) -> None:
+    # Set while importing the package, before numpy (which reads it once, when it loads).
+    script = (
+        f"import os, sys, {package}; "
+        "print(os.environ['OPENBLAS_NUM_THREADS'], 'numpy' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, expected in ((None, "1 False"), ("3", "3 False")):
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        ).stdout
+        assert out.strip() == expected
+
+
 @pytest.mark.model
 def test_onnx_embedder_vectors_equal_fastembed() -> None:
     from pinakes_core.embedding import FastEmbedder, OnnxEmbedder

@@ -19,8 +19,13 @@ The server module (and fastmcp) is imported on first use of ``create_server``, `
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
+
+# Before anything imports numpy: one OpenBLAS thread, so the dense worker's products do not
+# spin on the core the BM25 channel runs on (as ``pnk`` does; see pinakes_cli/__init__.py).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 if TYPE_CHECKING:
     from pinakes_mcp.server import create_server, main, serve
