@@ -138,6 +138,25 @@ def test_invalid_utf8_is_decoded_with_a_warning_and_searchable(tmp_path: Path) -
         assert "\ufffd" in hits[0].text
 
 
+def test_yaml_escapes_for_lone_surrogates_are_replaced_not_fatal(tmp_path: Path) -> None:
+    # YAML's "\ud800" escape loads as a lone surrogate, which SQLite cannot store.
+    front = (
+        '---\ntitle: "Caf\\ud800e"\ntags: ["t\\udc00"]\naliases: ["zephyrine\\ud800x"]\n'
+        'owner: "\\ud800"\n---\n# Heading\n\nplain body\n'
+    )
+    side = 'title: "Side\\udfff"\naliases: ["quokkaline\\ud800"]\n'
+    root = make_kb(tmp_path / "kb", {"a.md": front, "b.md": "# B\n\nother body\n"})
+    (root / "b.md.pnk.yaml").write_text(side, encoding="utf-8")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        assert sorted(report.added) == ["a.md", "b.md"]
+        assert [h.title for h in kb.search("zephyrine", channels=["bm25"]).hits] == ["Caf\ufffde"]
+        assert [h.path for h in kb.search("quokkaline", channels=["bm25"]).hits] == ["b.md"]
+        assert kb.read(kb.search("zephyrine").hits[0].doc_id).tags == ["t\ufffd"]
+    assert (root / "a.md").read_text(encoding="utf-8") == front  # the user's files as written
+    assert (root / "b.md.pnk.yaml").read_text(encoding="utf-8").endswith(side)
+
+
 def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", {"small.md": "# Small\n\nok\n", "big.md": "word " * 2000})
     set_config(root, "sync", "max_file_mb = 0.001")

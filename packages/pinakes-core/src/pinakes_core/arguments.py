@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from pinakes_core.errors import PinakesError
+from pinakes_core.intake import without_surrogates
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 __all__ = [
@@ -44,7 +45,6 @@ _MAX_ITEM_CHARS = 4_096
 # Times are compared as integer nanoseconds (SQLite's signed 64 bits reach 2262-04-11); the
 # bound stays a little inside so that seconds × 1e9 never rounds past it.
 _MAX_SECONDS = 9.2e9
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -64,7 +64,7 @@ def clean_text(value: Any, name: str) -> str:
             f"{name} must be a string, got {type(value).__name__} {_shown(value)}.",
             f"Pass {name} as text.",
         )
-    return _SURROGATE.sub("\ufffd", value)
+    return str(without_surrogates(value))
 
 
 def clean_query(value: Any) -> str:

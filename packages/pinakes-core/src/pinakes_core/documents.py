@@ -19,7 +19,14 @@ import pathspec
 
 from pinakes_core.config import FrontmatterConfig, SyncConfig
 from pinakes_core.errors import SidecarError, UnsafeFileError
-from pinakes_core.intake import YamlLimitError, check_yaml, display_name, inside, read_limited
+from pinakes_core.intake import (
+    YamlLimitError,
+    check_yaml,
+    display_name,
+    inside,
+    read_limited,
+    without_surrogates,
+)
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
 from pinakes_core.sources import source_type
 
@@ -334,7 +341,7 @@ def parse_frontmatter(
 
     try:
         check_yaml(block)
-        data = YAML(typ="safe", pure=True).load(block)
+        data = without_surrogates(YAML(typ="safe", pure=True).load(block))
     except YamlLimitError as exc:
         result.warning = f"{rel}: frontmatter was ignored: {exc}"
         return result

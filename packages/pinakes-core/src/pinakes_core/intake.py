@@ -13,6 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Any
 
 from pinakes_core.errors import UnsafeFileError
 
@@ -25,6 +26,7 @@ __all__ = [
     "display_name",
     "inside",
     "read_limited",
+    "without_surrogates",
 ]
 
 #: The largest YAML text (a sidecar, a frontmatter block) that is parsed at all. A sidecar of
@@ -149,6 +151,26 @@ def _surely_within(text: str, max_nodes: int, max_depth: int) -> bool:
     flow = text.count("[") + text.count("{")
     deepest = max((len(lead) for lead in _LEADING.findall(text)), default=0)
     return flow + deepest + 1 < max_depth
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value: Any) -> Any:
+    r"""``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    No encoder accepts a lone surrogate (SQLite's UTF-8 neither), and YAML's ``"\ud800"``
+    escape loads as one: a frontmatter title written so would fail the whole sync. Mappings
+    and lists are copied (as plain ``dict`` and ``list``); other values are returned as they
+    are.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_surrogates(v) for v in value]
+    return value
 
 
 class YamlLimitError(ValueError):

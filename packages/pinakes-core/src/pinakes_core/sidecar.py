@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.errors import SidecarError, UnsafeFileError
-from pinakes_core.intake import MAX_YAML_BYTES, YamlLimitError, check_yaml, inside, read_limited
+from pinakes_core.intake import (
+    MAX_YAML_BYTES,
+    YamlLimitError,
+    check_yaml,
+    inside,
+    read_limited,
+    without_surrogates,
+)
 from pinakes_core.uri import is_ulid
 
 if TYPE_CHECKING:
@@ -170,7 +177,7 @@ def read_sidecar(path: Path, raw: bytes | None = None, *, root: Path | None = No
             and, for syntax errors, the line.
     """
     text = _read_text(path, root) if raw is None else _decode(path, raw)
-    data = _load(path, text)
+    data = without_surrogates(_load(path, text))  # a copy: only read here
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
