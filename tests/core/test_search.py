@@ -9,6 +9,7 @@ import re
 import sqlite3
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -422,6 +423,32 @@ def test_work_put_on_the_dense_worker_runs_there_after_the_dense_work(synced: KB
     thread, vector = job.result(timeout=60)
     assert thread.startswith("pinakes-dense")
     assert vector is ctx.query_vector  # the dense job ran first: its vector is the query's
+
+
+def test_worker_work_left_by_one_search_cannot_block_the_next(synced: KB) -> None:
+    # A search may leave work on the worker that reads its own context's cached values (a
+    # graph channel's seed vector the gate then did not use). The next search's main thread
+    # reads the same property of its own context while that work waits its turn: the two
+    # must not share a lock (Python 3.11's functools.cached_property has one per property).
+    first = synced.query_context("how does raft elect a leader")
+    first.start_dense()
+    release = threading.Event()
+    first.on_worker(release.wait)  # holds the worker until the next search is waiting
+    left = first.on_worker(lambda: first.dense_scores)
+    second = synced.query_context("leader election timeouts")
+    second.start_dense()
+    done = threading.Event()
+
+    def read_second() -> None:
+        assert second.dense_scores.size > 0
+        done.set()
+
+    reader = threading.Thread(target=read_second, daemon=True)
+    reader.start()
+    time.sleep(0.2)  # the reader now waits on its dense job, queued behind ``left``
+    release.set()
+    assert done.wait(timeout=60), "the next search waited forever on the worker"
+    assert left is not None and left.result(timeout=60).size > 0
 
 
 def test_a_forked_child_embeds_queries_with_its_own_worker(synced: KB) -> None:

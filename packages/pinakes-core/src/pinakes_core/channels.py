@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +46,41 @@ EVIDENCE_POOL = 4
 FIRST_SPLIT_SHARE = 4
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
+
+
+_T = TypeVar("_T")
+
+
+class _cached(Generic[_T]):
+    """``functools.cached_property`` without its lock.
+
+    Python 3.11's ``cached_property`` takes one lock per *property*, shared by every instance,
+    while it computes. A search's main thread computing ``dense_scores`` waits on its dense job;
+    work another search left on the worker ahead of that job (a graph channel's seed vector)
+    reading its own context's ``dense_scores`` then waits on the lock forever. Computing a value
+    twice when two threads ask at once is harmless here (each is a pure read of the same data).
+    """
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.__doc__ = func.__doc__
+        self.name = func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _cached[_T]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> _T: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> _T | _cached[_T]:
+        if instance is None:
+            return self
+        value = self.func(instance)
+        instance.__dict__[self.name] = value  # found there first from now on
+        return value
 
 
 @functools.cache
@@ -171,17 +206,17 @@ class QueryContext:
         #: Work a channel started for this query before it runs (:meth:`on_worker`), by key.
         self.prepared: dict[str, Any] = {}
 
-    @functools.cached_property
+    @_cached
     def shape(self) -> QueryShape:
         """The query's shape (:func:`pinakes_core.fusion.query_shape`), computed once."""
         return query_shape(self.query)
 
-    @functools.cached_property
+    @_cached
     def vectors(self) -> VectorMatrix:
         """The KB's chunk vectors."""
         return self._vectors()
 
-    @functools.cached_property
+    @_cached
     def allowed_rows(self) -> npt.NDArray[np.bool_] | None:
         """Mask over :attr:`vectors` rows that pass the filters, or ``None`` without filters."""
         if not self.filters.active:
@@ -228,20 +263,20 @@ class QueryContext:
             return None
         return _dense_worker().submit(job)
 
-    @functools.cached_property
+    @_cached
     def query_vector(self) -> npt.NDArray[np.float32]:
         """The embedded query."""
         if self._dense_job is not None:
             return self._dense_job.result()[0]
         return self._embed_query(self.query)
 
-    @functools.cached_property
+    @_cached
     def dense_scores(self) -> npt.NDArray[np.float32]:
         """Cosine of the query to every chunk row (filtered-out rows set to -1)."""
         scores = None if self._dense_job is None else self._dense_job.result()[1]
         return self.cosine(self.query_vector) if scores is None else scores
 
-    @functools.cached_property
+    @_cached
     def concept_scores(self) -> npt.NDArray[np.float32]:
         """Per chunk row, the best cosine to any of the concept phrases (-1 without concepts)."""
         if not self.concepts or len(self.vectors) == 0:
@@ -262,7 +297,7 @@ class QueryContext:
         values = np.where(rows >= 0, scores[np.clip(rows, 0, None)], 0.0)
         return {int(c): float(min(v, 1.0)) for c, v in zip(ids, values, strict=True) if v > 0}
 
-    @functools.cached_property
+    @_cached
     def chunk_total(self) -> int:
         """Number of chunks (rows of the FTS table) in the KB: the N of FTS5's ``bm25()``."""
         return chunk_count(self.conn)
