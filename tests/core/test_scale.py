@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, scalar, set_config
 from pinakes_core import KB
-from pinakes_core.channels import EVIDENCE_POOL, QueryContext
+from pinakes_core.channels import EVIDENCE_POOL, QueryContext, _scored_arms
 from pinakes_core.config import ScaleConfig
 from pinakes_core.documents import _matcher
 
@@ -117,6 +117,51 @@ def test_an_unproven_split_widens_within_the_budget_only(kb: KB) -> None:
 
 def _ids(ranked: list[tuple[int, float]]) -> list[int]:
     return [chunk for chunk, _ in ranked]
+
+
+@pytest.mark.parametrize(
+    ("rare", "common"),
+    [
+        (['"csv"'], ['"table"', '"column"']),
+        (['"csv"', '"column"'], ['"table"']),
+        (['"column"'], ['"table"', '"notes"']),
+    ],
+)
+@pytest.mark.parametrize("limit", [2, 5, 200])
+def test_split_arms_score_every_row_as_the_whole_query_does_bit_for_bit(
+    kb: KB, rare: list[str], common: list[str], limit: int
+) -> None:
+    # The exclusive first arm (rare NOT common) and the arms' own LIMITs change which rows each
+    # arm scores, never a returned row or its score; the reference is one UNION of the full
+    # arms with no LIMIT of their own, merged as before.
+    ctx = kb.query_context(" ".join(p.strip('"') for p in rare + common))
+    score = "bm25(chunks_fts, 2.0, 1.5, 1.0, 1.0)"
+    anyone = " OR ".join(rare)
+    union = (
+        f"SELECT rowid, MIN(s) FROM (SELECT chunks_fts.rowid AS rowid, {score} AS s FROM "
+        f"chunks_fts WHERE chunks_fts MATCH ? UNION ALL SELECT chunks_fts.rowid, {score} FROM "
+        "chunks_fts WHERE chunks_fts MATCH ?) GROUP BY rowid ORDER BY 2, rowid LIMIT ?"
+    )
+    reference = [
+        (int(r[0]), -float(r[1]))
+        for r in ctx.conn.execute(
+            union, (anyone, f"({anyone}) AND ({' OR '.join(common)})", limit)
+        ).fetchall()
+    ]
+    assert reference
+    for exclusive in (False, True):
+        arms = _scored_arms(rare, common, exclusive=exclusive)
+        assert ("NOT" in arms[0]) == exclusive
+        assert ctx._bm25_rows(arms, limit) == reference
+
+
+def test_the_exclusive_arm_is_taken_when_the_rare_rows_are_not_few(kb: KB) -> None:
+    ctx = kb.query_context("csv table column")
+    # csv: 3 rows; table + column: 50 rows. 3 >= 0.05 x 50.
+    assert "NOT" in ctx._split_arms(['"csv"'], ['"table"', '"column"'])[0]
+    assert ctx._split_arms(['"csv"'], []) == ['"csv"']
+    # topic3: 1 row against notes' 40: scoring it twice is cheaper than counting notes again.
+    assert "NOT" not in ctx._split_arms(['"topic3"'], ['"notes"'])[0]
 
 
 def test_small_kbs_and_rare_queries_stay_exact(kb: KB) -> None:
