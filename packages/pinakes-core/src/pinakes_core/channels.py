@@ -49,7 +49,7 @@ FIRST_SPLIT_SHARE = 4
 #: holding a common phrase too are then scored once (by the arm scoring every phrase), not
 #: twice, which the extra counting of the common phrases' rows for their IDF does not outweigh.
 #: At 52k chunks, 8 split arms of long questions: 103.9 → 85.3 ms in all, while the one with
-#: 448 rare rows against 46,000 common ones went 3.8 → 5.2 ms (docs/benchmarks.md).
+#: 448 rare rows against 46,000 common ones went 3.8 → 5.2 ms (docs/scaling.md).
 EXCLUSIVE_ARM_SHARE = 0.05
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
