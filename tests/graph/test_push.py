@@ -9,7 +9,9 @@ like the KB graph (a few hubs, many small documents) and on a real KB's graph.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -92,22 +94,28 @@ def test_default_epsilon_keeps_the_exact_top_ranking(seed: int) -> None:
         assert len(set(_top(pushed, chunks, 50)) & set(_top(exact, chunks, 50))) >= 48
 
 
-def test_push_matches_power_iteration_on_a_real_kb_graph(tmp_path: Path) -> None:
+@pytest.fixture
+def example_graph(tmp_path: Path) -> Iterator[Any]:
+    """The graph of the bundled example KB (synced with the fake embedder)."""
     import shutil
 
     root = tmp_path / "kb"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".pinakes"))
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
-        graph = graph_for(kb)
-        assert len(graph) > 50
-        chunks = np.flatnonzero(graph.chunk_id >= 0)
-        rng = np.random.default_rng(9)
-        for _ in range(10):
-            seeds = _seeds(rng, len(graph), chunks)
-            exact = personalized_pagerank(graph.transition_t(), seeds, tol=1e-12)
-            pushed = push_pagerank(graph, seeds, damping=DAMPING)
-            assert _top(pushed, chunks, 10) == _top(exact, chunks, 10)
+        yield graph_for(kb)
+
+
+def test_push_matches_power_iteration_on_a_real_kb_graph(example_graph: Any) -> None:
+    graph = example_graph
+    assert len(graph) > 50
+    chunks = np.flatnonzero(graph.chunk_id >= 0)
+    rng = np.random.default_rng(9)
+    for _ in range(10):
+        seeds = _seeds(rng, len(graph), chunks)
+        exact = personalized_pagerank(graph.transition_t(), seeds, tol=1e-12)
+        pushed = push_pagerank(graph, seeds, damping=DAMPING)
+        assert _top(pushed, chunks, 10) == _top(exact, chunks, 10)
 
 
 def test_push_of_nothing_is_nothing() -> None:
@@ -186,19 +194,15 @@ def test_product_rounds_are_exact_on_kb_shaped_graphs_with_parallel_edges(seed: 
         np.testing.assert_array_equal(product, gathered)
 
 
-def test_push_pagerank_uses_the_product_and_keeps_the_vector_on_a_real_kb(tmp_path: Path) -> None:
-    import shutil
-
-    root = tmp_path / "kb"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".pinakes"))
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
-        graph = graph_for(kb)
-        chunks = np.flatnonzero(graph.chunk_id >= 0)
-        rng = np.random.default_rng(3)
-        for _ in range(5):
-            seeds = _seeds(rng, len(graph), chunks)
-            gathered, product, products = _both_ways(graph, seeds)
-            assert products >= 1
-            np.testing.assert_array_equal(product, gathered)
-            np.testing.assert_array_equal(push_pagerank(graph, seeds, damping=DAMPING), gathered)
+def test_push_pagerank_uses_the_product_and_keeps_the_vector_on_a_real_kb(
+    example_graph: Any,
+) -> None:
+    graph = example_graph
+    chunks = np.flatnonzero(graph.chunk_id >= 0)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        seeds = _seeds(rng, len(graph), chunks)
+        gathered, product, products = _both_ways(graph, seeds)
+        assert products >= 1
+        np.testing.assert_array_equal(product, gathered)
+        np.testing.assert_array_equal(push_pagerank(graph, seeds, damping=DAMPING), gathered)
