@@ -157,7 +157,7 @@ def _both_ways(graph, seeds, *, epsilon: float = EPSILON):
     gathered = forward_push(
         graph.indptr, graph.neighbours, graph.weights, seeds, damping=DAMPING, epsilon=epsilon
     )
-    spreading = _CountingProduct(spreading_matrix(graph.indptr, graph.neighbours, graph.weights))
+    spreading = _CountingProduct(spreading_matrix(graph))
     product = forward_push(
         graph.indptr,
         graph.neighbours,

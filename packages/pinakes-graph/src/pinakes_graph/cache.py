@@ -138,6 +138,13 @@ class Graph:
             best[docs] = np.maximum.reduceat(cosine[flat], offsets)
         return best
 
+    def adjacency(self) -> Any:
+        """Return the weighted adjacency as a new scipy CSR matrix (row ``u``: edges ``u → v``)."""
+        from scipy import sparse
+
+        n = len(self)
+        return sparse.csr_matrix((self.weights, self.neighbours, self.indptr), shape=(n, n))
+
     def transition_t(self) -> Any:
         """Return the transposed row-stochastic transition matrix (scipy CSR).
 
@@ -147,10 +154,7 @@ class Graph:
         if self._transition_t is None:
             from scipy import sparse
 
-            n = len(self)
-            adjacency = sparse.csr_matrix(
-                (self.weights, self.neighbours, self.indptr), shape=(n, n)
-            )
+            adjacency = self.adjacency()
             degree = np.asarray(adjacency.sum(axis=1)).ravel()
             inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
             self._transition_t = (sparse.diags(inverse) @ adjacency).T.tocsr()

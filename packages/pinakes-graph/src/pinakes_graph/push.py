@@ -127,23 +127,15 @@ def weighted_degree(
     return degree
 
 
-def spreading_matrix(
-    indptr: npt.NDArray[np.int64],
-    neighbours: npt.NDArray[np.int64],
-    weights: npt.NDArray[np.float64],
-) -> Any:
-    """The weighted adjacency, transposed, as a scipy CSR matrix for :func:`forward_push`.
+def spreading_matrix(graph: Any) -> Any:
+    """``graph``'s weighted adjacency, transposed, as a scipy CSR matrix for :func:`forward_push`.
 
     Row ``v`` holds the weight of every edge ``u → v``, ordered by ``u`` and then by the edge's
     place in ``u``'s row (the order a CSR-to-CSC conversion keeps, parallel edges included):
     the order in which a round's ``bincount`` adds the shares reaching ``v``. Its product with
     the pushed nodes' shares is therefore that round's spread, bit for bit.
     """
-    from scipy import sparse
-
-    n = indptr.shape[0] - 1
-    adjacency = sparse.csr_matrix((weights, neighbours, indptr), shape=(n, n))
-    return adjacency.T.tocsr()
+    return graph.adjacency().T.tocsr()
 
 
 def push_pagerank(
@@ -156,7 +148,7 @@ def push_pagerank(
     cached = getattr(graph, "_push_arrays", None)
     if cached is None or cached[0].shape[0] != len(graph):
         degree = weighted_degree(graph.indptr, graph.weights)
-        spreading = spreading_matrix(graph.indptr, graph.neighbours, graph.weights)
+        spreading = spreading_matrix(graph)
         cached = (degree, spreading)
         # The graph is immutable once built (a new store generation builds a new one).
         object.__setattr__(graph, "_push_arrays", cached)
