@@ -64,7 +64,7 @@ def clean_text(value: Any, name: str) -> str:
             f"{name} must be a string, got {type(value).__name__} {_shown(value)}.",
             f"Pass {name} as text.",
         )
-    return str(without_surrogates(value))
+    return without_surrogates(value)
 
 
 def clean_query(value: Any) -> str:

@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pinakes_core.errors import UnsafeFileError
 
@@ -156,6 +156,10 @@ def _surely_within(text: str, max_nodes: int, max_depth: int) -> bool:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+@overload
+def without_surrogates(value: str) -> str: ...
+@overload
+def without_surrogates(value: Any) -> Any: ...
 def without_surrogates(value: Any) -> Any:
     r"""``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
 
