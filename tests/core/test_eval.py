@@ -12,6 +12,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB, ConfigError
+from pinakes_core import eval as eval_module
+from pinakes_core.confidence import FEATURES, TOPIC, Calibration
 from pinakes_core.eval import (
     Outcome,
     Question,
@@ -200,3 +202,57 @@ def test_eval_end_to_end_on_a_tiny_kb(tmp_path: Path) -> None:
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(ConfigError, match=r"question l1 lists 'ledgr.md', which is not a document"):
         evaluate(kb, questions, {"bm25": ["bm25"]})
+
+
+class _AnchoredKB:
+    """Fake KB for :func:`calibrate`: only its anchors matter (its searches are replaced)."""
+
+    root = Path("kb")
+
+    def __init__(self, anchors: Calibration) -> None:
+        self._anchors = anchors
+
+    def self_calibrate(self) -> None:
+        return None
+
+    def calibration(self) -> Calibration:
+        return self._anchors
+
+
+def test_calibrate_cross_validation_includes_the_off_topic_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Answerable and off-topic questions look alike to the main model; only the gate's topic
+    # margin tells them apart, as it does at search time.
+    lines = [
+        {"id": f"a{i}", "query": "q", "class": "lookup", "relevant": ["a.md"]} for i in range(20)
+    ]
+    lines += [{"id": f"o{i}", "query": "q", "class": "offtopic"} for i in range(20)]
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    same = dict.fromkeys(FEATURES, 0.5)
+
+    def searched(kb: object, questions: list[Question], channels: object) -> list[Outcome]:
+        margin = {"lookup": 1.0, "offtopic": -1.0}
+        return [
+            Outcome(q, ["a.md"], None, None, {**same, TOPIC: margin[q.cls]}, 1.0) for q in questions
+        ]
+
+    monkeypatch.setattr(eval_module, "run_questions", searched)
+    anchors = Calibration(
+        model_id="m",
+        kind="self",
+        features=list(FEATURES),
+        off=[0.0] * len(FEATURES),
+        scale=[1.0] * len(FEATURES),
+        coef=[0.0] * len(FEATURES),
+        intercept=0.0,
+        fitted_on="t",
+        n=1,
+        gate=[10.0, -2.0],
+    )
+    report = eval_module.calibrate(_AnchoredKB(anchors), path)  # type: ignore[arg-type]
+    assert report.auc == pytest.approx(1.0)
+    at_quarter = next(row for row in report.thresholds if row.threshold == 0.25)
+    assert at_quarter.false_confidence_none == 0.0
+    assert report.calibration.gate == [10.0, -2.0]

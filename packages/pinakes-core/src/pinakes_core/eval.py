@@ -564,7 +564,8 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
     log loss, AUC, reliability curve, threshold table) comes from held-out predictions: each
     question is scored by a model fitted on the other folds. The returned ``calibration`` is
     then fitted on all questions; the caller decides whether to store it
-    (``KB.save_calibration``).
+    (``KB.save_calibration``). It keeps the KB's off-topic gate, and the held-out predictions
+    include that gate as a search's ``confidence`` does.
 
     Raises:
         PinakesError: if the set lacks either correct or wrong top hits to learn from.
@@ -586,6 +587,8 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
         )
     prior = prior_calibration()
     center = prior.coef if prior is not None else None
+    # Searches multiply the model's probability by the off-topic gate's; so do the predictions.
+    gate = np.array([anchors.on_topic(o.features or {}) for o in outcomes])
     order = list(range(len(y)))
     random.Random(seed).shuffle(order)
     held_out = np.zeros(len(y))
@@ -593,7 +596,7 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
         test = np.array(order[fold::folds])
         train = np.setdiff1d(np.arange(len(y)), test)
         coef, intercept = fit_logistic(z[train], y[train], center=center, l2=LABELLED_L2)
-        held_out[test] = _predict(z[test], coef, intercept)
+        held_out[test] = _predict(z[test], coef, intercept) * gate[test]
     coef, intercept = fit_logistic(z, y, center=center, l2=LABELLED_L2)
     calibration = anchors.model_copy(
         update={
