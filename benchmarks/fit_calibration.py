@@ -9,7 +9,8 @@ golden question is searched with the default pipeline, and the prior (a logistic
 features' positions) is fitted on all of them and written to
 ``pinakes_core/data/confidence_prior.json``.
 
-Every figure printed comes from 5-fold held-out predictions, repeated over 3 shuffles: for each
+Every figure printed comes from 5-fold held-out predictions, repeated over 3 shuffles (and with
+``--samples N`` over N synthetic samples, each the one a KB with another id would draw): for each
 fold a prior is fitted on the other four, and the KB's self-calibration is refitted on its
 synthetic queries shrunk toward that prior — exactly what ``pnk sync`` does on a new KB, except
 that there the prior saw all golden questions. Rows:
@@ -92,12 +93,22 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        help="synthetic samples to cross-validate over (each as another KB id would draw it)",
+    )
     args = parser.parse_args()
     kb = KB.open(ROOT / "golden/kb")
     kb.sync()
     kb.self_calibrate()
     model_id = kb.store().get_meta("model_id") or ""
-    rows, _ = run_synthetic(kb)
+    # The KB id seeds the synthetic sample; other seeds give the samples a KB with the same
+    # documents but another id would draw (the first is golden's own).
+    seeds = [kb.config.kb.id, *(f"{kb.config.kb.id}/{i}" for i in range(1, args.samples))]
+    samples = [run_synthetic(kb, seed=seed)[0] for seed in seeds]
+    rows = samples[0]
     off, scale = anchors(rows)
     outcomes = [
         o
@@ -126,26 +137,28 @@ def main() -> None:
     )
 
     held: dict[str, list[np.ndarray[Any, Any]]] = {"self": [], "prior": [], "synthetic": []}
-    synthetic_only = fit_self(rows, None, model_id)
-    for repeat in range(args.repeats):
-        order = list(range(len(y)))
-        random.Random(repeat).shuffle(order)
-        preds = {k: np.zeros(len(y)) for k in held}
-        for fold in range(args.folds):
-            test = np.array(order[fold :: args.folds])
-            train = np.setdiff1d(np.arange(len(y)), test)
-            prior = prior_from(z[train], y[train], off, scale, model_id, len(train))
-            own = fit_self(rows, prior, model_id)
-            preds["prior"][test] = [prior.predict(outcomes[i].features or {}) for i in test]
-            preds["self"][test] = [own.predict(outcomes[i].features or {}) for i in test]
-            preds["synthetic"][test] = [
-                synthetic_only.predict(outcomes[i].features or {}) for i in test
-            ]
-        for k in held:
-            held[k].append(preds[k])
+    for sample in samples:
+        synthetic_only = fit_self(sample, None, model_id)
+        for repeat in range(args.repeats):
+            order = list(range(len(y)))
+            random.Random(repeat).shuffle(order)
+            preds = {k: np.zeros(len(y)) for k in held}
+            for fold in range(args.folds):
+                test = np.array(order[fold :: args.folds])
+                train = np.setdiff1d(np.arange(len(y)), test)
+                prior = prior_from(z[train], y[train], off, scale, model_id, len(train))
+                own = fit_self(sample, prior, model_id)
+                preds["prior"][test] = [prior.predict(outcomes[i].features or {}) for i in test]
+                preds["self"][test] = [own.predict(outcomes[i].features or {}) for i in test]
+                preds["synthetic"][test] = [
+                    synthetic_only.predict(outcomes[i].features or {}) for i in test
+                ]
+            for k in held:
+                held[k].append(preds[k])
 
     print(
-        f"golden: {len(y)} questions, {int(y.sum())} with a correct top document; synthetic rows {len(rows)}"
+        f"golden: {len(y)} questions, {int(y.sum())} with a correct top document; synthetic rows "
+        f"{len(rows)}; {len(samples)} synthetic sample(s) × {args.repeats} shuffles"
     )
     print(
         "\n| calibration | AUROC | Brier | false-confidence at false-abstain ≤ 0.10 (threshold) |\n|---|---|---|---|"
@@ -164,11 +177,16 @@ def main() -> None:
     for b in reliability(p, y):
         print(f"| {b.lower:.1f}–{b.upper:.1f} | {b.count} | {b.mean_confidence} | {b.observed} |")
     print(
-        "\n| abstain_below | false-abstain | false-confidence | false-confidence (none) |\n|---|---|---|---|"
+        "\n| abstain_below | false-abstain (min–max over runs) | false-confidence | false-confidence (none) |"
+        "\n|---|---|---|---|"
     )
-    for row in thresholds(p, y, answerable):
+    tables = [thresholds(run, y, answerable) for run in held["self"]]
+    for rows_at in zip(*tables, strict=True):
+        fa = [r.false_abstain for r in rows_at]
         print(
-            f"| {row.threshold:.2f} | {row.false_abstain} | {row.false_confidence} | {row.false_confidence_none} |"
+            f"| {rows_at[0].threshold:.2f} | {np.mean(fa):.3f} ({min(fa):.3f}–{max(fa):.3f}) "
+            f"| {np.mean([r.false_confidence for r in rows_at]):.3f} "
+            f"| {np.mean([r.false_confidence_none for r in rows_at]):.3f} |"
         )
     if offtopic_q.any():
         for t in (0.2, 0.3, 0.4, 0.5):

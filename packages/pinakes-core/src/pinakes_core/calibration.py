@@ -413,23 +413,30 @@ def fit_gate(rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]]) -> l
 
 
 def run_synthetic(
-    kb: KB, *, progress: Callable[[int, int], None] | None = None
+    kb: KB, *, progress: Callable[[int, int], None] | None = None, seed: str | None = None
 ) -> tuple[list[tuple[SyntheticQuery, dict[str, float], bool]], npt.NDArray[np.float32]]:
     """Build and search the KB's synthetic queries.
+
+    Args:
+        kb: the KB.
+        progress: called with (done, total) as the queries are searched.
+        seed: what seeds the samples instead of the KB id (the sample another KB with the same
+            documents would draw; ``benchmarks/fit_calibration.py`` cross-validates over them).
 
     Returns:
         The labelled rows ``(query, features, top hit correct)`` and the embedded off-topic
         queries.
     """
     store = kb.store()
-    queries = synthetic_queries(store.conn, kb.config.kb.id)
+    seed = kb.config.kb.id if seed is None else seed
+    queries = synthetic_queries(store.conn, seed)
     bank = offtopic_queries()
     vectors = _embed_all(kb, [*(q.text for q in queries), *bank])
     offtopic = vectors[len(queries) :]
     # Every off-topic query is embedded (the off-topic feature compares with all of them), but
     # a small KB searches only a sample: its few pseudo-questions need no more to be placed.
     wanted = min(len(bank), max(MIN_OFFTOPIC_SEARCHES, 2 * len(queries)))
-    sample = sorted(random.Random(kb.config.kb.id).sample(range(len(bank)), wanted))
+    sample = sorted(random.Random(seed).sample(range(len(bank)), wanted))
     searched = [*queries, *(SyntheticQuery(bank[i], "offtopic") for i in sample)]
     searched_vectors = np.concatenate([vectors[: len(queries)], offtopic[sample]])
     rows = _features_of(kb, searched, searched_vectors, offtopic, progress or (lambda d, t: None))
