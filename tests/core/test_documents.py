@@ -157,6 +157,42 @@ def test_yaml_escapes_for_lone_surrogates_are_replaced_not_fatal(tmp_path: Path)
     assert (root / "b.md.pnk.yaml").read_text(encoding="utf-8").endswith(side)
 
 
+def test_yaml_values_python_cannot_build_are_kept_as_text_not_fatal(tmp_path: Path) -> None:
+    # ruamel builds `2024-02-30` with datetime.date, which raised ValueError out of the sync.
+    front = (
+        "---\ntitle: Quarterly review\ntags: [planning]\ndate: 2024-02-30\n"
+        "done: !!bool maybe\nbig: " + "9" * 5000 + "\n---\n# Review\n\nxylophonics budget\n"
+    )
+    side = "updated: 2024-13-45 25:00:00\ncount: !!int many\n"
+    root = make_kb(tmp_path / "kb", {"a.md": front, "b.md": "# B\n\nzanthoxyl notes\n"})
+    (root / "b.md.pnk.yaml").write_text(side, encoding="utf-8")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        assert sorted(report.added) == ["a.md", "b.md"], report.skipped
+        assert not [w for w in report.warnings if "a.md" in w]
+        view = kb.read("a.md")
+        assert (view.title, view.tags) == ("Quarterly review", ["planning"])
+        assert (view.meta["date"], view.meta["done"]) == ("2024-02-30", "maybe")
+        hits = kb.search("xylophonics", meta=["date<2024-03-01"], channels=["bm25"]).hits
+        assert [h.path for h in hits] == ["a.md"]
+        assert [h.path for h in kb.search("zanthoxyl", channels=["bm25"]).hits] == ["b.md"]
+    assert (root / "a.md").read_text(encoding="utf-8") == front
+    assert (root / "b.md.pnk.yaml").read_text(encoding="utf-8").endswith(side)
+
+
+def test_a_recursive_yaml_alias_is_refused_with_a_warning(tmp_path: Path) -> None:
+    # `&a [*a]` loads as a list holding itself; walking it recursed until RecursionError.
+    front = "---\ntitle: Loop\nx: &a [1, *a]\n---\n# Loop\n\nbody\n"
+    root = make_kb(tmp_path / "kb", {"a.md": front, "b.md": "# B\n\nbody\n"})
+    (root / "b.md.pnk.yaml").write_text("y: &b {c: *b}\n", encoding="utf-8")
+    report = _sync(root)
+    assert report.added == ["a.md"]
+    assert any(
+        "a.md" in w and "*a repeats a collection inside itself" in w for w in report.warnings
+    )
+    assert "*b repeats a collection inside itself" in _skip_reason(report, "b.md")
+
+
 def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", {"small.md": "# Small\n\nok\n", "big.md": "word " * 2000})
     set_config(root, "sync", "max_file_mb = 0.001")

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from pinakes_core import SidecarError
-from pinakes_core.sidecar import read_sidecar, sidecar_path, write_sidecar, write_skeleton
+from pinakes_core.sidecar import (
+    append_link,
+    read_sidecar,
+    sidecar_path,
+    write_sidecar,
+    write_skeleton,
+)
 
 ORIGINAL = (
     "# top comment: this is my sidecar\n"
@@ -73,6 +79,16 @@ def test_write_sidecar_never_overwrites_a_malformed_sidecar(tmp_path: Path) -> N
     assert "a.md.pnk.yaml" in str(info.value)
     assert "line 3" in str(info.value)
     assert path.read_text(encoding="utf-8") == bad
+
+
+@pytest.mark.parametrize("note", ["2024-13-45", "!!int many", "!!bool maybe", "0x_"])
+def test_a_link_note_yaml_cannot_build_is_written_quoted(tmp_path: Path, note: str) -> None:
+    # `pnk link --note 2024-13-45` failed with ValueError from datetime.date while quoting.
+    path = tmp_path / "a.md.pnk.yaml"
+    path.write_text("id: 01ARZ3NDEKTSV4RRFFQ69G5FAV\n", encoding="utf-8")
+    entry = {"to": "pnk://01ARZ3NDEKTSV4RRFFQ69G5FAW", "rel": "cites", "note": note}
+    append_link(path, entry)
+    assert read_sidecar(path).links[0].extra == {"note": note}
 
 
 def test_write_skeleton_never_touches_an_existing_file(tmp_path: Path) -> None:

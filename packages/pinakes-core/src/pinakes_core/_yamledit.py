@@ -68,7 +68,7 @@ def _scalar(value: Any, *, flow: bool = False) -> str | None:
     if value and "\n" not in value and not (flow and _FLOW_UNSAFE.search(value)):
         try:
             loaded = YAML(typ="safe", pure=True).load(value)
-        except YAMLError:
+        except (YAMLError, ValueError, KeyError, IndexError):  # `2024-13-45`: quote it
             loaded = None
         if loaded == value and isinstance(loaded, str) and value == value.strip():
             return value

@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
 from pinakes_core.documents import FileEntry, Frontmatter, decode, parse_frontmatter, scan
 from pinakes_core.errors import ConfigError
 from pinakes_core.identity import frontmatter_id, path_id
+from pinakes_core.intake import yaml_loader
 from pinakes_core.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -217,9 +217,7 @@ def _parse_vocabulary(path: Path) -> dict[str, list[str]]:
         text = path.read_text(encoding="utf-8")
         if path.suffix != ".json" and _YAML_ALIAS.search(text):
             return {}  # aliases can expand without bound (a "billion laughs"); not worth it
-        data = (
-            json.loads(text) if path.suffix == ".json" else YAML(typ="safe", pure=True).load(text)
-        )
+        data = json.loads(text) if path.suffix == ".json" else yaml_loader().load(text)
     except (OSError, UnicodeDecodeError, ValueError, YAMLError):
         return {}
     if isinstance(data, dict) and len(data) == 1:

@@ -26,6 +26,7 @@ from pinakes_core.intake import (
     inside,
     read_limited,
     without_surrogates,
+    yaml_loader,
 )
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
 from pinakes_core.sources import source_type
@@ -336,19 +337,20 @@ def parse_frontmatter(
     block = "\n".join(lines[1:end])
     result = Frontmatter(end_line=end + 1)
     # Imported here: a sync with nothing changed parses no YAML (issue 14).
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
     try:
         check_yaml(block)
-        data = without_surrogates(YAML(typ="safe", pure=True).load(block))
+        data = without_surrogates(yaml_loader().load(block))
     except YamlLimitError as exc:
         result.warning = f"{rel}: frontmatter was ignored: {exc}"
         return result
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 2}" if mark is not None else ""
-        result.warning = f"{rel}{where}: frontmatter is not valid YAML and was ignored"
+        problem = getattr(exc, "problem", None)
+        why = f" ({problem})" if isinstance(problem, str) and problem else ""
+        result.warning = f"{rel}{where}: frontmatter is not valid YAML and was ignored{why}"
         return result
     if not isinstance(data, dict):
         if data is not None:

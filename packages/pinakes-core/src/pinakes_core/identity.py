@@ -106,12 +106,13 @@ def holds_only_id(sidecar: Path, doc_id: str) -> bool:
         return False
     if len(raw) > _SKELETON_MAX_BYTES:
         return False
-    from ruamel.yaml import YAML  # only here: opening a KB reads no YAML (issue 14)
-    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.error import YAMLError  # only here: opening a KB reads no YAML (issue 14)
+
+    from pinakes_core.intake import yaml_loader
 
     try:
         text = raw.decode("utf-8")
-        data = YAML(typ="safe", pure=True).load(text)
+        data = yaml_loader().load(text)
     except (UnicodeDecodeError, YAMLError):
         return False
     return "#" not in text and data == {"id": doc_id}

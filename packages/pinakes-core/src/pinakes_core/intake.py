@@ -9,13 +9,17 @@ instead of being expanded in memory.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from pinakes_core.errors import UnsafeFileError
+
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
 __all__ = [
     "MAX_YAML_BYTES",
@@ -27,6 +31,7 @@ __all__ = [
     "inside",
     "read_limited",
     "without_surrogates",
+    "yaml_loader",
 ]
 
 #: The largest YAML text (a sidecar, a frontmatter block) that is parsed at all. A sidecar of
@@ -206,6 +211,40 @@ def check_yaml(
         _scan_events(text, max_nodes, max_depth)
 
 
+def yaml_loader(*, round_trip: bool = False) -> YAML:
+    """A ruamel ``YAML`` for untrusted text (safe, or round-trip with ``round_trip``).
+
+    ruamel builds scalars with Python's own constructors, which raise ``ValueError``,
+    ``KeyError`` or ``IndexError`` on values that parse but cannot be built: a date such as
+    ``2024-02-30``, ``!!int foo``, ``!!bool maybe``, an integer of over 4,300 digits. One such
+    value would fail the whole file (or the whole sync); this loader keeps it as the text it is
+    written as, which is what a YAML 1.2 reader (no timestamps) makes of ``2024-02-30`` anyway.
+    Call :func:`check_yaml` first, as ever.
+    """
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt") if round_trip else YAML(typ="safe", pure=True)
+    yaml.Constructor = _lenient(yaml.Constructor)
+    return yaml
+
+
+@functools.cache
+def _lenient(base: type) -> type:
+    from ruamel.yaml.nodes import ScalarNode
+
+    class Lenient(base):  # type: ignore[misc]
+        def construct_non_recursive_object(self, node: Any, tag: str | None = None) -> Any:
+            try:
+                return super().construct_non_recursive_object(node, tag)
+            except (ValueError, KeyError, IndexError, OverflowError):
+                if isinstance(node, ScalarNode):
+                    return str(node.value)
+                raise
+
+    Lenient.__name__ = f"Lenient{base.__name__}"
+    return Lenient
+
+
 def _scan_events(text: str, max_nodes: int, max_depth: int) -> None:
     """The event scan of :func:`check_yaml` (see there)."""
     # ruamel loads only when YAML is read: opening a KB and searching it need none (issue 14).
@@ -222,6 +261,11 @@ def _scan_events(text: str, max_nodes: int, max_depth: int) -> None:
     open_at: list[tuple[int, str | None]] = []  # (total when the collection opened, anchor)
     for event in YAML(typ="safe", pure=True).parse(text):
         if isinstance(event, AliasEvent):
+            if any(anchor == event.anchor for _, anchor in open_at):
+                # ``&a [*a]`` builds a list that holds itself: anything walking it never ends.
+                raise YamlLimitError(
+                    f"the alias *{event.anchor} repeats a collection inside itself"
+                )
             total += sizes.get(str(event.anchor), 1)
         elif isinstance(event, CollectionStartEvent):
             total += 1

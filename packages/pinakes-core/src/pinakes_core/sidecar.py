@@ -29,6 +29,7 @@ from pinakes_core.intake import (
     inside,
     read_limited,
     without_surrogates,
+    yaml_loader,
 )
 from pinakes_core.uri import is_ulid
 
@@ -203,9 +204,7 @@ def read_sidecar(path: Path, raw: bytes | None = None, *, root: Path | None = No
 def _yaml() -> YAML:
     # ruamel loads only when a sidecar is read or written, never to open or search a KB
     # (issue 14, start-up cost); likewise _yamledit and ruamel's comment types below.
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="rt")
+    yaml = yaml_loader(round_trip=True)
     yaml.preserve_quotes = True
     return yaml
 

@@ -254,11 +254,12 @@ def _staged_entries(side: Path) -> list[dict[str, Any]]:
     raw = side.read_bytes()
     if SUGGESTED_KEY.encode() not in raw:
         return []
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    from pinakes_core.intake import yaml_loader
+
     try:
-        data = YAML(typ="safe").load(raw.decode("utf-8"))
+        data = yaml_loader().load(raw.decode("utf-8"))
     except (YAMLError, UnicodeDecodeError):
         return []
     entries = data.get(SUGGESTED_KEY) if isinstance(data, dict) else None
