@@ -91,6 +91,18 @@ def test_a_link_note_yaml_cannot_build_is_written_quoted(tmp_path: Path, note: s
     assert read_sidecar(path).links[0].extra == {"note": note}
 
 
+def test_a_quoted_link_note_stays_readable(tmp_path: Path) -> None:
+    # Every double-quoted value was written as \u escapes ("\u0073\u0065\u0065..."): the
+    # printable-character class ended early at a literal "]".
+    path = tmp_path / "a.md.pnk.yaml"
+    path.write_text("id: 01ARZ3NDEKTSV4RRFFQ69G5FAV\n", encoding="utf-8")
+    note = 'see: [paxos] "café" \\ 2024-13-45\tdone \x1b\u2028'
+    entry = {"to": "pnk://01ARZ3NDEKTSV4RRFFQ69G5FAW", "rel": "cites", "note": note}
+    _, after = append_link(path, entry)
+    assert 'note: "see: [paxos] \\"café\\" \\\\ 2024-13-45\tdone \\u001b\\u2028"\n' in after
+    assert read_sidecar(path).links[0].extra == {"note": note}
+
+
 def test_write_skeleton_never_touches_an_existing_file(tmp_path: Path) -> None:
     path = sidecar_path(tmp_path / "a.md")
     assert path.name == "a.md.pnk.yaml"

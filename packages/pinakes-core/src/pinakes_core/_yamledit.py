@@ -77,8 +77,9 @@ def _scalar(value: Any, *, flow: bool = False) -> str | None:
 
 # What YAML allows unescaped in a double-quoted scalar (its printable set, minus " and \).
 # NEL and the Unicode line and paragraph separators are escaped too: YAML 1.1 readers fold them.
+# A raw string, so that the regex reads the escapes: a literal \x5d (``]``) ended the class.
 _PRINTABLE = re.compile(
-    "[\t\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+    r"[\t\x20-\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
 _ESCAPES = {"\n": "\\n", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\x00": "\\0"}
 
