@@ -250,6 +250,50 @@ def test_append_to_note_and_section(kb: KB) -> None:
         append(kb, "a.md", "x", section="Missing")
 
 
+def test_append_keeps_the_file_s_line_ends_and_bom(kb: KB) -> None:
+    # Appending read the note with CRLF folded to LF and wrote every line back as LF; a BOM
+    # hid the first heading from section=.
+    crlf = b"# W\r\n\r\n## One\r\n\r\nfirst\r\n\r\n## Two\r\n\r\nsecond\r\n"
+    (kb.root / "w.md").write_bytes(crlf)
+    append(kb, "w.md", "added\nto one", section="One")
+    assert (kb.root / "w.md").read_bytes() == crlf.replace(
+        b"first\r\n\r\n", b"first\r\n\r\nadded\r\nto one\r\n\r\n"
+    )
+    append(kb, "w.md", "at the end\r\n")
+    assert (kb.root / "w.md").read_bytes().endswith(b"second\r\n\r\nat the end\r\n")
+    (kb.root / "cr.md").write_bytes(b"# CR\r\rbody\r")
+    append(kb, "cr.md", "more")
+    assert (kb.root / "cr.md").read_bytes() == b"# CR\r\rbody\r\rmore\r"
+    (kb.root / "bom.md").write_bytes("\ufeff# Bom\n\ntext\n".encode())
+    assert append(kb, "bom.md", "more", section="Bom").section == "Bom"
+    assert (kb.root / "bom.md").read_bytes() == "\ufeff# Bom\n\ntext\n\nmore\n".encode()
+
+
+def test_writes_through_a_symlink_change_the_file_it_leads_to(kb: KB) -> None:
+    # The temp-file rename replaced the link itself: the link became a copy, the note it
+    # pointed at never got the text.
+    (kb.root / "real").mkdir()
+    (kb.root / "real/target.md").write_text("# Target\n\nbody\n", "utf-8")
+    (kb.root / "link.md").symlink_to("real/target.md")
+    append(kb, "link.md", "appended")
+    assert (kb.root / "link.md").is_symlink()
+    assert (kb.root / "real/target.md").read_text("utf-8") == "# Target\n\nbody\n\nappended\n"
+    write_note(kb, "link.md", "replaced", overwrite=True)
+    assert (kb.root / "link.md").is_symlink()
+    assert (kb.root / "real/target.md").read_text("utf-8") == "replaced\n"
+    (kb.root / ".private").mkdir()
+    (kb.root / ".private/secret.md").write_text("secret\n", "utf-8")
+    (kb.root / "peek.md").symlink_to(".private/secret.md")
+    with pytest.raises(PathError, match=r"leads to '\.private/secret\.md'"):
+        append(kb, "peek.md", "x")
+    assert (kb.root / ".private/secret.md").read_text("utf-8") == "secret\n"
+
+
+def test_a_name_the_file_system_refuses_is_one_sentence(kb: KB) -> None:
+    with pytest.raises(PinakesError, match="could not be written: File name too long"):
+        write_note(kb, "n" * 300 + ".md", "x")
+
+
 def test_sync_progress_covers_every_phase(tmp_path: Path) -> None:
     pytest.importorskip("pinakes_graph")
     kb = KB.open(make_kb(tmp_path / "kb", DOCS), embedder=FakeHashEmbedder())

@@ -9,7 +9,9 @@ and rename); the caller syncs afterwards so the change is searchable.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -30,6 +32,8 @@ __all__ = ["MAX_WRITE_CHARS", "PathError", "WriteResult", "append", "confine", "
 MAX_WRITE_CHARS = 200_000
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_NEWLINES = re.compile(r"\r\n?")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _HINT = "Use a path relative to the KB root, e.g. notes/idea.md (no '..', not absolute)."
 
 
@@ -75,23 +79,46 @@ def confine(root: Path, ref: str, name: str | None = None) -> str:
 
 
 def _document_path(kb: KB, ref: str) -> tuple[str, Path]:
+    """``ref``'s KB-relative path, and the file a write changes: where a symlink leads."""
     rel = confine(kb.root, ref)
+    _check_document(kb, rel)
+    root = kb.root.resolve()
+    real = (root / rel).resolve()
+    if real != root / rel:  # a symlink on the way (confine kept it inside the KB)
+        # Writing through the link keeps it a link; the file it leads to must be a note too.
+        _check_document(kb, real.relative_to(root).as_posix(), via=rel)
+    return rel, real
+
+
+def _check_document(kb: KB, rel: str, via: str | None = None) -> None:
+    shown = f"{via!r} leads to {rel!r}, which" if via else repr(rel)
     parts = PurePosixPath(rel).parts
     if any(part.startswith(".") for part in parts) or rel.endswith(SIDECAR_SUFFIX):
         raise PathError(
-            f"{rel!r} is inside a hidden folder or is a sidecar; notes go in visible folders.",
+            f"{shown} is inside a hidden folder or is a sidecar; notes go in visible folders.",
             _HINT,
         )
     include = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.include)
     exclude = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.exclude)
     if source_type(rel) in ("pdf", "code"):  # never write text over a PDF or a source file
-        raise PathError(f"{rel!r} is a {source_type(rel)} file, not a note.", _HINT)
+        raise PathError(f"{shown} is a {source_type(rel)} file, not a note.", _HINT)
     if not include.match_file(rel) or exclude.match_file(rel):
         raise PathError(
-            f"{rel!r} is not a document this KB indexes ([sync] include/exclude).",
+            f"{shown} is not a document this KB indexes ([sync] include/exclude).",
             "Use a .md path, e.g. notes/idea.md.",
         )
-    return rel, kb.root / rel
+
+
+@contextlib.contextmanager
+def _os_errors(rel: str) -> Iterator[None]:
+    """The file system's refusal (a name too long, a read-only folder) as one sentence."""
+    try:
+        yield
+    except OSError as exc:
+        raise PinakesError(
+            f"{rel} could not be written: {exc.strerror or exc}.",
+            "Use a shorter name or another folder.",
+        ) from None
 
 
 def _check_text(text: str) -> None:
@@ -113,16 +140,17 @@ def write_note(kb: KB, path: str, text: str, *, overwrite: bool = False) -> Writ
     """
     rel, target = _document_path(kb, path)
     _check_text(text)
-    existed = target.exists()
-    if existed and not overwrite:
-        raise PinakesError(
-            f"{rel} already exists; it was not changed.",
-            "Pass overwrite=true to replace it, or append to it instead.",
-        )
-    if existed and not target.is_file():
-        raise PathError(f"{rel} is a folder, not a note.", _HINT)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, text if text.endswith("\n") else text + "\n")
+    with _os_errors(rel):
+        existed = target.exists()
+        if existed and not overwrite:
+            raise PinakesError(
+                f"{rel} already exists; it was not changed.",
+                "Pass overwrite=true to replace it, or append to it instead.",
+            )
+        if existed and not target.is_file():
+            raise PathError(f"{rel} is a folder, not a note.", _HINT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, text if text.endswith("\n") else text + "\n")
     return WriteResult(path=rel, action="overwritten" if existed else "created", chars=len(text))
 
 
@@ -142,24 +170,29 @@ def append(kb: KB, path: str, text: str, *, section: str | None = None) -> Write
             f"{rel} does not exist.", "Create it with pinakes_write_note, or check the path."
         )
     try:
-        old = target.read_text(encoding="utf-8").replace("\r\n", "\n")
+        raw = target.read_bytes().decode("utf-8")  # line ends as they are
     except UnicodeDecodeError:
         raise PinakesError(
             f"{rel} is not valid UTF-8; it was not changed.", "Fix its encoding first."
         ) from None
-    addition = text.strip("\n") + "\n"
+    # The file keeps its own bytes and line ends (CRLF, CR): only the new lines are added, in
+    # the style of its first line end.
+    rows = _LINE.findall(raw)
+    nl = next((row[len(row.rstrip("\r\n")) :] for row in rows if row.endswith(("\r", "\n"))), "\n")
+    addition = _NEWLINES.sub("\n", text).strip("\n").replace("\n", nl) + nl
     chosen: str | None = None
     if section:
-        span = section_span(old, section)
+        # Lines are counted as the reader counts them: any line end, no BOM.
+        span = section_span(_NEWLINES.sub("\n", raw.removeprefix("\ufeff")), section)
         if span is None:
             raise PinakesError(f"{rel} has no heading {section!r}.", "Read it to see its headings.")
         heading, _, end = span
         chosen = " › ".join(heading.path)
-        lines = old.split("\n")
-        head = "\n".join(lines[:end]).rstrip("\n")
-        tail = "\n".join(lines[end:]).lstrip("\n")
-        new = head + "\n\n" + addition + ("\n" + tail if tail else "")
+        head = "".join(rows[:end]).rstrip("\r\n")
+        tail = "".join(rows[end:]).lstrip("\r\n")
+        new = head + nl + nl + addition + (nl + tail if tail else "")
     else:
-        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + addition
-    atomic_write(target, new)
+        new = (raw.rstrip("\r\n") + nl + nl if raw.strip() else "") + addition
+    with _os_errors(rel):
+        atomic_write(target, new)
     return WriteResult(path=rel, action="appended", section=chosen, chars=len(text))
