@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from conftest import make_kb
+from conftest import FakeHashEmbedder, make_kb
 from pinakes_cli import render
 from pinakes_cli.main import cli
 from pinakes_core import DocumentView, Hit, SearchResult, SyncReport
@@ -249,3 +250,54 @@ def test_commands_print_bracket_text_literally(bracket_kb: Path) -> None:
 def test_errors_quote_bracket_values_literally(tmp_path: Path) -> None:
     code, _, err = run("--kb", str(tmp_path / "[red]nope[/red]"), "status")
     assert code == 1 and "[red]nope[/red]" in err
+
+
+# -- control characters: shown, never sent to the terminal ---------------------------------
+
+CONTROLS: dict[str, str | bytes] = {
+    "ansi.md": (
+        '---\ntitle: "Quokka \\e[2J\\e[H \\x9b31m done"\ntags: ["t\\e[5m"]\n---\n'
+        "# Quokka \x1b]0;owned\x07 heading\n\nquokka body \x1b[31mred\x1b[0m \x7f end\n"
+    ),
+    "plain.md": "# Plain\n\nSee [[ansi]] about quokka.\n",
+}
+# What a terminal acts on: C0 but tab and newline, DEL, C1.
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def test_commands_show_control_characters_as_escapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A title or passage holding ESC [2J cleared the user's screen (and OSC 0 retitled the
+    # window): rich passes ESC, DEL and C1 through as they are.
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    kb = str(make_kb(tmp_path / "kb", CONTROLS, name="controls"))
+    assert run("--kb", kb, "sync")[0] == 0
+    for args in (
+        ("search", "quokka"),
+        ("search", "quokka", "--format", "md"),
+        ("search", "quokka", "--explain"),
+        ("show", "ansi.md"),
+        ("links", "plain.md"),
+        ("doctor",),
+        ("search", "quokka", "--json"),
+        ("show", "ansi.md", "--json"),
+    ):
+        code, out, err = run("--kb", kb, *args)
+        assert code == 0, (args, err)
+        assert not _RAW_CONTROL.search(out + err), (args, out)
+        if "--json" in args:
+            assert "\\u001b[" in out and json.loads(out)  # JSON's own escape, same data
+        else:
+            assert "\\x1b[" in out, (args, out)
+    out = run("--kb", kb, "show", "ansi.md")[1]
+    assert "Quokka \\x1b[2J\\x1b[H \\x9b31m done" in out  # the title, escaped and whole
+    assert "quokka body \\x1b[31mred\\x1b[0m \\x7f end" in out
+    assert "t\\x1b[5m" in out  # the tag
+
+
+def test_visible_escapes_only_control_characters() -> None:
+    text = "tab\there\nnew \x1b[31m \x00 \x7f \x85 \x9b é ✓ [red]x[/red]"
+    assert render.visible(text) == (
+        "tab\there\nnew \\x1b[31m \\x00 \\x7f \\x85 \\x9b é ✓ [red]x[/red]"
+    )

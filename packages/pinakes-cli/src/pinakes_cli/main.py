@@ -64,9 +64,7 @@ def _progress(enabled: bool) -> Iterator[Any]:
     if not enabled:
         yield None
         return
-    from rich.console import Console
-
-    console = Console(stderr=True, soft_wrap=True)
+    console = render.console(stderr=True, soft_wrap=True)
     if not console.is_terminal:
         yield None
         return

@@ -64,15 +64,11 @@ def _kb(ctx: click.Context) -> KB:
 
 
 def _out() -> Console:
-    from rich.console import Console
-
-    return Console(soft_wrap=True, highlight=False)
+    return render.console(soft_wrap=True, highlight=False)
 
 
 def _err() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=True, highlight=False)
+    return render.console(stderr=True, soft_wrap=True, highlight=False)
 
 
 def _plain(console: Console, text: str, style: str | None = None) -> None:

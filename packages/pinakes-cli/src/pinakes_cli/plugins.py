@@ -112,8 +112,6 @@ def _entry_points() -> list[dict[str, Any]]:
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:
     """List the installed Pinakes distributions, plugins and the commands they add."""
-    from rich.console import Console
-
     root = ctx.find_root().command
     commands = root.commands if isinstance(root, click.Group) else {}
     missing = {
@@ -126,7 +124,7 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
         "plugins": _entry_points(),
         "missing_commands": {name: f"pip install {dist}" for name, dist in missing.items()},
     }
-    console = Console(soft_wrap=True)
+    console = render.console(soft_wrap=True)
     if as_json:
         render.print_data(console, data)
         return

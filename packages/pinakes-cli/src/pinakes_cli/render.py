@@ -1,21 +1,24 @@
-"""Human rendering of core results (the ``--json`` form is the model's own ``model_dump``).
+r"""Human rendering of core results (the ``--json`` form is the model's own ``model_dump``).
 
 Everything a user's files can influence — titles, paths, snippets, tags, link targets, error
 messages that quote them — is printed as data, never as Rich markup: lines are built as
 :class:`rich.text.Text` (whose plain strings are literal), tables get ``Text`` cells, and raw
 text goes through ``markup=False, highlight=False``. A title such as ``[red]x[/red]`` or a
-snippet holding ``[/etc/hosts]`` prints exactly as written (issue 11).
+snippet holding ``[/etc/hosts]`` prints exactly as written (issue 11). Control characters
+(an escape sequence in a title, a bell in a passage) never reach the terminal as such: the
+consoles :func:`console` makes print them as ``\\xNN`` escapes, whatever renders them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
+import functools
 import json
 import re
 import sys
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ __all__ = [
     "FORMATS",
     "LazyConsole",
     "cite",
+    "console",
     "line",
     "print_json",
     "render_calibration",
@@ -47,6 +51,7 @@ __all__ = [
     "render_search",
     "render_status",
     "render_sync",
+    "visible",
 ]
 
 #: the output formats of ``pnk search --format``.
@@ -92,6 +97,43 @@ _STOPWORDS = frozenset(
 )
 
 
+# C0 controls but tab and newline, DEL and C1: a terminal acts on them (ESC starts a
+# sequence that can clear the screen or retitle the window; U+009B is a one-byte CSI).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile("[\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    r"""``text`` with its control characters (but tab and newline) written as ``\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def console(**options: Any) -> Console:
+    """A :class:`rich.console.Console` that shows control characters in what it prints.
+
+    Every segment of text it renders (a ``Text``, a table cell, ``out()``, a rule) passes
+    through :func:`visible`; only rich's own control segments (cursor moves, styles) reach
+    the terminal as codes. Use it for every console that may print text from the user's files.
+    """
+    return cast("Console", _visible_console()(**options))
+
+
+@functools.cache
+def _visible_console() -> type:
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class VisibleConsole(Console):
+        def render(self, renderable: Any, options: Any = None) -> Iterator[Segment]:
+            for segment in super().render(renderable, options):
+                if segment.control is None and _CONTROL.search(segment.text):
+                    yield Segment(visible(segment.text), segment.style)
+                else:
+                    yield segment
+
+    return VisibleConsole
+
+
 def line(*parts: Part) -> Text:
     """One output line from literal strings and ``(text, style)`` pairs; never parses markup."""
     from rich.text import Text
@@ -120,7 +162,9 @@ def print_json(console: Console, model: BaseModel) -> None:
 
 def print_data(console: Console, data: object) -> None:
     """Print JSON-ready data as indented JSON, byte for byte (no markup, no highlighting)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False)
+    text = json.dumps(data, indent=2, ensure_ascii=False)  # escapes C0 controls itself
+    # DEL and C1 only occur inside strings here; as \u escapes they are the same JSON.
+    text = _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     if isinstance(console, LazyConsole):
         console.plain(text)
     else:
@@ -154,9 +198,7 @@ class LazyConsole:
 
     def __getattr__(self, name: str) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
+            self._console = console(**self._options)
         return getattr(self._console, name)
 
 

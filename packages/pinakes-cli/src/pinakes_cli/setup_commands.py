@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pinakes_cli.render import print_json
+from pinakes_cli.render import console, print_json
 from pinakes_core import KB, PinakesError
 from pinakes_core.kb import find_root
 from pinakes_core.schema import GENERIC_REL, match_relation
@@ -32,15 +32,11 @@ __all__ = ["hooks", "init_with_template", "relation_note", "schema", "templates"
 
 
 def _out() -> Console:
-    from rich.console import Console
-
-    return Console(soft_wrap=True)
+    return console(soft_wrap=True)
 
 
 def _err() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=True)
+    return console(stderr=True, soft_wrap=True)
 
 
 def _say(console: Console, text: str, style: str | None = None) -> None:
