@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,32 @@ def test_init_writes_config_and_gitignore(tmp_path: Path) -> None:
     assert (root / ".gitignore").read_text(encoding="utf-8") == "node_modules\n.pinakes/\n"
     with pytest.raises(ConfigError):
         KB.init(root, name="again")
+
+
+def test_init_keeps_a_crlf_gitignore_crlf(tmp_path: Path) -> None:
+    (tmp_path / ".gitignore").write_bytes(b"build/\r\n*.log")
+    KB.init(tmp_path, name="crlf")
+    assert (tmp_path / ".gitignore").read_bytes() == b"build/\r\n*.log\r\n.pinakes/\r\n"
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero", "utf-16"])
+def test_init_refuses_a_gitignore_it_cannot_read_before_writing_anything(
+    tmp_path: Path, kind: str
+) -> None:
+    # A folder or UTF-16 file made init fail with a traceback after writing pinakes.toml (so
+    # `pnk init` then said "already a KB"); a FIFO hung it; /dev/zero filled the memory.
+    ignore = tmp_path / ".gitignore"
+    if kind == "folder":
+        ignore.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(ignore)
+    elif kind == "dev-zero":
+        ignore.symlink_to("/dev/zero")
+    else:
+        ignore.write_bytes(".pinakes/\n".encode("utf-16"))
+    with pytest.raises(ConfigError, match=r"adds '\.pinakes/' to \.gitignore, but .*\.gitignore"):
+        KB.init(tmp_path, name="kb")
+    assert not (tmp_path / "pinakes.toml").exists()
 
 
 def test_init_rejects_a_bad_name_and_leaves_no_config(tmp_path: Path) -> None:

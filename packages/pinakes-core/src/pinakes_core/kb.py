@@ -111,6 +111,34 @@ def find_root(start: Path) -> Path:
     )
 
 
+#: A .gitignore larger than this is not a hand-written ignore file; init leaves it alone.
+_MAX_GITIGNORE_BYTES = 1 << 20
+
+
+def _read_gitignore(root: Path) -> str:
+    """The text of ``root/.gitignore`` (``""`` if there is none), read within limits.
+
+    Raises:
+        ConfigError: if it is not a UTF-8 text file init can add a line to (a folder, a FIFO,
+            a device, too big, UTF-16): naming the file, before anything was written.
+    """
+    path = root / ".gitignore"
+    try:
+        return read_limited(path, limit=_MAX_GITIGNORE_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        return ""
+    except UnsafeFileError as exc:
+        reason = exc.message
+    except UnicodeDecodeError:
+        reason = f"{path} is not UTF-8 text."
+    except OSError as exc:
+        reason = f"{path} cannot be read ({exc.strerror or exc})."
+    raise ConfigError(
+        f"Pinakes adds '{STORE_DIR}/' to .gitignore, but {reason[0].lower()}{reason[1:]}",
+        f"Fix or remove {path} (git reads it as UTF-8 text), then run the command again.",
+    )
+
+
 class KB:
     """A knowledge base: a folder of documents with ``pinakes.toml`` and a derived store.
 
@@ -150,6 +178,7 @@ class KB:
                 f"{config_path} already exists.", "This folder is a KB already; run `pnk sync`."
             )
         name = name or root.name
+        ignored = _read_gitignore(root)  # before anything is written: a refusal leaves no trace
         config_path.write_text(render_config(name), encoding="utf-8")
         try:
             config = load_config(root)
@@ -159,12 +188,11 @@ class KB:
                 f"{name!r} is not a valid KB name.",
                 "Use letters, digits, '.', '_' or '-', e.g. --name my-notes.",
             ) from None
-        gitignore = root / ".gitignore"
-        existing = gitignore.read_text(encoding="utf-8") if gitignore.exists() else ""
-        if not any(line.strip().rstrip("/") == STORE_DIR for line in existing.splitlines()):
-            sep = "" if not existing or existing.endswith("\n") else "\n"
-            with gitignore.open("a", encoding="utf-8") as handle:
-                handle.write(f"{sep}{STORE_DIR}/\n")
+        if not any(line.strip().rstrip("/") == STORE_DIR for line in ignored.splitlines()):
+            nl = "\r\n" if "\r\n" in ignored else "\n"  # the file's own line ends
+            sep = "" if not ignored or ignored.endswith(("\n", "\r")) else nl
+            with (root / ".gitignore").open("a", encoding="utf-8", newline="") as handle:
+                handle.write(f"{sep}{STORE_DIR}/{nl}")
         return cls(root, config)
 
     @classmethod
