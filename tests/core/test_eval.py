@@ -140,6 +140,12 @@ def test_load_questions_errors_name_file_and_line(tmp_path: Path) -> None:
     path.write_text('{"id": "a", "query": "x", "class": "lookups", "relevant": []}\n')
     with pytest.raises(ConfigError, match="unknown class 'lookups'"):
         load_questions(path)
+    # A question set saved as UTF-16 (Windows' "Unicode") raised UnicodeDecodeError.
+    path.write_bytes(
+        '{"id": "a", "query": "x", "class": "none", "relevant": []}\n'.encode("utf-16")
+    )
+    with pytest.raises(ConfigError, match=r"q.jsonl is not UTF-8 text \(byte 0\)"):
+        load_questions(path)
 
 
 @pytest.mark.parametrize(

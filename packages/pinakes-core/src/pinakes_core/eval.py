@@ -115,6 +115,10 @@ def load_questions(path: Path) -> list[Question]:
         raise ConfigError(
             f"Cannot read question file {path}: {exc.strerror}.", "Pass --questions FILE."
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {exc.start}).", "Save the question set as UTF-8 JSONL."
+        ) from None
     questions: list[Question] = []
     seen: set[str] = set()
     for number, line in enumerate(lines, 1):
