@@ -148,6 +148,10 @@ def test_unknown_section_names_the_allowed_sections(kb_root: Path) -> None:
     [
         ("sync", "chunk_tokens = 5", "sync.chunk_tokens"),
         ("sync", "max_file_mb = -1", "sync.max_file_mb"),
+        # These two passed the check and failed every sync with a traceback (OverflowError
+        # from int(inf), pathspec's GitIgnorePatternError).
+        ("sync", "max_file_mb = inf", "sync.max_file_mb"),
+        ("sync", 'exclude = ["drafts/", "a\\\\"]', "sync.exclude"),
         ("sync", 'gitignore = "sometimes"', "sync.gitignore"),
         ("retrieval", 'graph_channel = "sideways"', "retrieval.graph_channel"),
         ("retrieval", "k = 0", "retrieval.k"),

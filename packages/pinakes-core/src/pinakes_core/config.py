@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
+import pathspec
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -131,10 +132,23 @@ class SyncConfig(_Section):
     include: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf"]
     exclude: list[str] = []
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
-    max_file_mb: Annotated[float, Field(gt=0)] = 10.0
+    #: A bound, not infinity: ``max_file_mb = inf`` (valid TOML) failed every sync on int().
+    max_file_mb: Annotated[float, Field(gt=0, le=1_000_000)] = 10.0
     gitignore: bool = True
     #: Deprecated: ``false`` is ``[sidecars] write = "never"``; use ``[sidecars]`` instead.
     write_sidecars: bool | None = None
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _gitignore_patterns(cls, patterns: list[str]) -> list[str]:
+        # Checked here, so that a pattern git cannot read ('a\\') is a config error naming
+        # the key, not a traceback from pathspec in the middle of a sync.
+        for pattern in patterns:
+            try:
+                pathspec.PathSpec.from_lines("gitignore", [pattern])
+            except ValueError:
+                raise ValueError(f"{pattern!r} is not a gitignore-style pattern") from None
+        return patterns
 
 
 class SidecarsConfig(_Section):
