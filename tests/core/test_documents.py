@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeHashEmbedder, doc_ids, make_kb, scalar, set_config
+from conftest import FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB, SyncReport
 
 
@@ -191,6 +191,35 @@ def test_a_recursive_yaml_alias_is_refused_with_a_warning(tmp_path: Path) -> Non
         "a.md" in w and "*a repeats a collection inside itself" in w for w in report.warnings
     )
     assert "*b repeats a collection inside itself" in _skip_reason(report, "b.md")
+
+
+def test_nfd_file_names_are_found_by_their_nfc_spelling_and_back(tmp_path: Path) -> None:
+    # A vault written on macOS names files in NFD ("cafe" + U+0301); the name a user types or
+    # a link holds is NFC. `pnk show café.md` said "No document" and the links stayed dangling.
+    nfd, nfc = "cafe\u0301", "caf\u00e9"
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            f"{nfd}.md": "# Coffee\n\nbeans\n",
+            f"{nfc}-menu.md": "# Menu\n\nprices\n",
+            "links.md": f"# L\n\n[[{nfc}]] and [c]({nfc}.md) and [m]({nfd}-menu.md)\n",
+            " lead.md": "# Leading space\n\nkept\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        ids = doc_ids(root)
+        assert kb.resolve(f"{nfc}.md") == ids[f"{nfd}.md"]
+        assert kb.resolve(f"{nfd}-menu.md") == ids[f"{nfc}-menu.md"]
+        assert kb.resolve(" lead.md") == ids[" lead.md"]
+    conn = db(root)
+    rows = conn.execute("SELECT target, dst_doc FROM links ORDER BY rowid").fetchall()
+    conn.close()
+    assert [row["dst_doc"] for row in rows] == [
+        ids[f"{nfd}.md"],
+        ids[f"{nfd}.md"],
+        ids[f"{nfc}-menu.md"],
+    ]
 
 
 def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:

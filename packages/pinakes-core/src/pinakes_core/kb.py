@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -641,7 +642,8 @@ class KB:
         Raises:
             DocumentNotFoundError: if nothing matches.
         """
-        ref = clean_text(ref, "The document reference").strip()
+        given = clean_text(ref, "The document reference")
+        ref = given.strip()
         if not ref or len(ref) > 4096:
             raise DocumentNotFoundError(
                 f"The document reference {ref[:60]!r} is empty or too long.",
@@ -663,7 +665,15 @@ class KB:
                         f"{ref} is outside the KB at {self.root}."
                     ) from None
             rel = candidate.as_posix().removeprefix("./")
-            row = conn.execute("SELECT doc_id FROM documents WHERE path = ?", (rel,)).fetchone()
+            # The name as given (" notes.md" is a file name too), then in either Unicode
+            # normal form: a file named on macOS is NFD, the name typed for it NFC.
+            spellings = [given, rel, *(unicodedata.normalize(f, rel) for f in ("NFC", "NFD"))]
+            for path in dict.fromkeys(spellings):
+                row = conn.execute(
+                    "SELECT doc_id FROM documents WHERE path = ?", (path,)
+                ).fetchone()
+                if row:
+                    break
             # Not a path: perhaps a frontmatter id (a Dendron id, a Zettelkasten number).
             doc_id = row[0] if row else frontmatter_id(self.config.kb.id, ref)
         if (

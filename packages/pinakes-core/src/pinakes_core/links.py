@@ -15,6 +15,7 @@ import json
 import posixpath
 import re
 import sqlite3
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -99,6 +100,10 @@ def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
     return found
 
 
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
 class _Index:
     """Lookup tables over the KB's documents for resolving link targets."""
 
@@ -111,10 +116,13 @@ class _Index:
             doc_id, path = row[0], row[1]
             self.ids.add(doc_id)
             self.paths[path] = doc_id
+            # A name written on macOS is NFD ("cafe" + U+0301), the link typed to it NFC: both
+            # spellings of a path or name find it.
+            self.paths.setdefault(_nfc(path), doc_id)
             stem = posixpath.basename(path).rsplit(".", 1)[0]
             keys = {path.lower(), path.rsplit(".", 1)[0].lower(), stem.lower(), str(row[2]).lower()}
             keys.update(a.lower() for a in json.loads(row[3]))
-            for key in keys:
+            for key in {*keys, *map(_nfc, keys)}:
                 self.names.setdefault(key, []).append((path, doc_id))
 
     def by_uri(self, target: str) -> tuple[str | None, str | None, str | None]:
@@ -144,12 +152,13 @@ class _Index:
             candidates += [norm + s for s in _DOC_SUFFIXES]
             candidates += [posixpath.join(norm, n) for n in ("README.md", "index.md")]
         for candidate in candidates:
-            if candidate in self.paths:
-                return self.paths[candidate], None
+            doc = self.paths.get(candidate) or self.paths.get(_nfc(candidate))
+            if doc is not None:
+                return doc, None
         return None, f"no document at {norm}"
 
     def by_name(self, src_path: str, target: str) -> str | None:
-        name = _VAULT_PREFIX.sub("", target.split("#", 1)[0].strip()).lower()
+        name = _nfc(_VAULT_PREFIX.sub("", target.split("#", 1)[0].strip()).lower())
         if name.endswith(_DOC_SUFFIXES):
             name = name.rsplit(".", 1)[0]
         hits = self.names.get(name) or self.names.get(name.replace(" ", "-")) or []
