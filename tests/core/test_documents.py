@@ -125,6 +125,13 @@ def test_binary_file_is_skipped(tmp_path: Path) -> None:
     assert not (root / "blob.md.pnk.yaml").exists()
 
 
+def test_a_utf16_file_is_skipped_saying_so(tmp_path: Path) -> None:
+    # Notepad's "Unicode" (UTF-16 with a BOM) was reported as "binary (NUL bytes)".
+    root = make_kb(tmp_path / "kb", {"win.md": "# Notes\n\nfrom Windows\n".encode("utf-16")})
+    reason = _skip_reason(_sync(root), "win.md")
+    assert "UTF-16" in reason and "save it as UTF-8" in reason
+
+
 def test_invalid_utf8_is_decoded_with_a_warning_and_searchable(tmp_path: Path) -> None:
     root = make_kb(
         tmp_path / "kb", {"latin.md": b"# Caf\xe9\n\nquixotic reconciliation\xff notes\n"}

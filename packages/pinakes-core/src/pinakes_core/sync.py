@@ -264,7 +264,17 @@ class _Syncer:
         text = ""
         if entry.source_type != "pdf":  # a PDF is binary; its text comes from the extractor
             if b"\x00" in data:
-                plan.skips.append(Skip(entry.rel, "file looks binary (it contains NUL bytes)"))
+                # Windows Notepad's "Unicode" is UTF-16: text, but not what Pinakes reads.
+                utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+                plan.skips.append(
+                    Skip(
+                        entry.rel,
+                        "file is UTF-16 text (it starts with a UTF-16 byte-order mark); "
+                        "save it as UTF-8 to index it"
+                        if utf16
+                        else "file looks binary (it contains NUL bytes)",
+                    )
+                )
                 return None
             text, lossy = decode(data)
             if lossy:
