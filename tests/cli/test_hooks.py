@@ -201,6 +201,33 @@ def test_a_hand_edited_hook_is_never_overwritten(repo: Path) -> None:
     assert (repo / ".git" / "hooks" / "post-commit").exists(), "nothing else was touched"
 
 
+def test_odd_existing_hooks_are_kept_aside_and_put_back(repo: Path) -> None:
+    # A folder named post-commit crashed install and status with IsADirectoryError; a dangling
+    # symlink (a hook manager's link to a script not there yet) was read as "no hook" and
+    # replaced, so uninstall deleted it; a FIFO would block the read.
+    root = _kb(repo)
+    hooks = repo / ".git" / "hooks"
+    for sample in hooks.glob("*.sample"):
+        sample.unlink()
+    (hooks / "post-commit").mkdir()
+    (hooks / "post-commit" / "inner").write_text("x")
+    (hooks / "post-merge").symlink_to(repo / "tools" / "not-yet-there.sh")
+    os.mkfifo(hooks / "post-rewrite")
+    command = ["/usr/bin/python3", "-m", "pinakes_cli"]
+    install_hooks(root, command)
+    assert {h.state for h in hooks_status(root).hooks} == {"installed"}
+    assert (hooks / "post-commit.pinakes-chained" / "inner").read_text() == "x"
+    assert os.readlink(hooks / "post-merge.pinakes-chained") == str(
+        repo / "tools" / "not-yet-there.sh"
+    )
+    uninstall_hooks(root)
+    assert (hooks / "post-commit" / "inner").read_text() == "x"
+    assert os.readlink(hooks / "post-merge") == str(repo / "tools" / "not-yet-there.sh")
+    assert stat.S_ISFIFO((hooks / "post-rewrite").lstat().st_mode)
+    assert not (hooks / "post-checkout").exists()
+    assert not list(hooks.glob("*" + CHAINED))
+
+
 def test_doctor_reports_missing_and_broken_hooks(repo: Path) -> None:
     root = _kb(repo)
     with KB.open(root) as kb:

@@ -30,7 +30,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from pinakes_core.errors import HookError, LockError, PinakesError
+from pinakes_core.errors import HookError, LockError, PinakesError, UnsafeFileError
+from pinakes_core.intake import read_limited
 from pinakes_core.lock import _alive
 from pinakes_core.models import DoctorFinding
 from pinakes_core.sidecar import _atomic_write
@@ -128,6 +129,10 @@ def _locate(root: Path) -> tuple[Path, Path, str]:
     return top, hooks_dir, rel
 
 
+#: A hook script is a few lines; a bigger "hook" is not read (it is kept aside unread).
+_MAX_HOOK_BYTES = 1 << 20
+
+
 def render_hook(name: str, kbs: Sequence[str], command: Sequence[str]) -> str:
     """The text of a Pinakes hook ``name`` syncing ``kbs`` (paths relative to the repo top)."""
     cmd = shlex.join(command)
@@ -169,10 +174,17 @@ def _parse(text: str) -> tuple[list[str], list[str]] | None:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
+    """A hook file's text, ``None`` if there is none.
+
+    Anything else there — a symlink to nothing, a folder, a FIFO, a file too big or unreadable —
+    is someone's hook all the same: ``""``, so it is kept aside and put back like any other.
+    """
+    if not os.path.lexists(path):
         return None
+    try:
+        return read_limited(path, limit=_MAX_HOOK_BYTES).decode("utf-8", errors="replace")
+    except (OSError, UnsafeFileError):  # never a blocking open: FIFOs are refused unopened
+        return ""
 
 
 def _kbs(path: Path) -> list[str]:
@@ -183,7 +195,7 @@ def _kbs(path: Path) -> list[str]:
 
 def _state(name: str, path: Path, rel: str) -> HookState:
     text = _read(path)
-    chained = path.with_name(name + CHAINED).exists()
+    chained = os.path.lexists(path.with_name(name + CHAINED))
     if text is None:
         return HookState(name=name, path=str(path), state="absent", chained=chained)
     parsed = _parse(text)
@@ -263,7 +275,7 @@ def install_hooks(root: Path, command: Sequence[str]) -> HooksReport:
         path = Path(hook.path)
         if hook.state == "foreign":
             chained = path.with_name(hook.name + CHAINED)
-            if chained.exists():
+            if os.path.lexists(chained):  # a dangling symlink is a hook too: never replaced
                 raise HookError(
                     f"Both {path} and {chained} exist and neither is a Pinakes hook.",
                     f"Merge them by hand into {chained.name}, then run the command again.",
@@ -303,7 +315,9 @@ def uninstall_hooks(root: Path) -> HooksReport:
                 changed.append(f"removed this KB from {path}")
             continue
         chained = path.with_name(hook.name + CHAINED)
-        if chained.exists():
+        if os.path.lexists(chained):
+            if chained.is_dir() and not chained.is_symlink():
+                path.unlink()  # a rename cannot put a folder over a file
             os.replace(chained, path)
             changed.append(f"restored the previous {hook.name} hook")
         else:
