@@ -64,9 +64,13 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
     # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read).
-    assert not {"pinakes_core.sync", "pinakes_core.chunking", "markdown_it", "ruamel"} & (
-        loaded | _top(loaded)
-    )
+    assert not {
+        "pinakes_core.sync",
+        "pinakes_core.chunking",
+        "markdown_it",
+        "ruamel",
+        "pathspec",
+    } & (loaded | _top(loaded))
 
 
 def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-import pathspec
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -142,7 +141,10 @@ class SyncConfig(_Section):
     @classmethod
     def _gitignore_patterns(cls, patterns: list[str]) -> list[str]:
         # Checked here, so that a pattern git cannot read ('a\\') is a config error naming
-        # the key, not a traceback from pathspec in the middle of a sync.
+        # the key, not a traceback from pathspec in the middle of a sync. Imported here: a
+        # search that reads a config without patterns never loads pathspec (issue 14).
+        import pathspec
+
         for pattern in patterns:
             try:
                 pathspec.PathSpec.from_lines("gitignore", [pattern])
