@@ -369,3 +369,70 @@ def test_pnk_sync_alone_gives_a_working_calibration(tmp_path: Path) -> None:
         assert answerable.hits[0].path.startswith("consensus/")
         assert answerable.abstain is False
         assert answerable.confidence > offtopic.confidence
+
+
+def test_a_pseudo_question_another_passage_answers_word_for_word_is_left_out() -> None:
+    from pinakes_core.models import Hit
+
+    query = selfcal.SyntheticQuery(
+        "how is Toggle Preview", "positive", "doc-a", ("Toggle", "Preview")
+    )
+    parent = Hit.model_construct(
+        title="Preview commands", heading_path=["Toggle preview"], text="Opens the pane."
+    )
+    other = Hit.model_construct(title="Publish", heading_path=[], text="Toggle the site.")
+    assert selfcal._ambiguous(query, parent)  # every source word is there: no label
+    assert not selfcal._ambiguous(query, other)  # "preview" is missing: a wrong top hit
+    nearmiss = selfcal.SyntheticQuery("how is Toggle Zebra", "nearmiss")
+    assert not selfcal._ambiguous(nearmiss, parent)
+
+
+def test_synthetic_positives_record_the_words_taken_from_their_source(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        conn = kb.store().conn
+        positives = [
+            q for q in selfcal.synthetic_queries(conn, kb.config.kb.id) if q.kind == "positive"
+        ]
+        assert positives
+        for query in positives:
+            assert query.words, query
+            text = " ".join(
+                str(r[0]) + " " + str(r[1]) + " " + str(r[2])
+                for r in conn.execute(
+                    "SELECT d.title, c.heading_path, c.text FROM chunks c "
+                    "JOIN documents d USING (doc_id) WHERE doc_id = ?",
+                    (query.source_doc,),
+                )
+            ).lower()
+            # every recorded word comes from the document, none is the recipe's opener
+            assert all(w.lower() in text for w in query.words), query
+            assert query.words[0].lower() not in {"what", "how", "which", "why", "where"}
+
+
+def test_a_calibration_of_an_earlier_recipe_serves_until_the_next_sync_refits_it(
+    tmp_path: Path,
+) -> None:
+    root = make_kb(tmp_path / "kb", FILES)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        store = kb.store()
+        fitted = selfcal.stored(store)
+        assert fitted is not None and not selfcal.stale(store)
+        older = fitted.model_copy(
+            update={
+                "signature": {**fitted.signature, "version": selfcal.CALIBRATION_VERSION - 1},
+                "intercept": fitted.intercept - 1.0,
+            }
+        )
+        with store.transaction() as conn:
+            store.set_meta(conn, selfcal.META_SELF, older.model_dump_json())
+        # still used, off-topic gate and all, rather than the gateless prior ...
+        assert selfcal.stored(store) == older and older.gate
+        # ... and refitted by the next sync
+        assert selfcal.stale(store)
+        kb.sync()
+        refitted = selfcal.stored(kb.store())
+        assert refitted is not None and refitted.signature["version"] == selfcal.CALIBRATION_VERSION
+        assert not selfcal.stale(kb.store())

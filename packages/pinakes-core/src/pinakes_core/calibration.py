@@ -47,6 +47,7 @@ from pinakes_core.retrieval import default_channels, fuse_and_build
 
 if TYPE_CHECKING:
     from pinakes_core.kb import KB
+    from pinakes_core.models import Hit
     from pinakes_core.store import Store
 
 __all__ = [
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 
 #: Bumped whenever features or the synthetic recipe change: a stored calibration of another
 #: version is refitted at the next sync.
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2
 #: Meta keys in the store.
 META_SELF = "self_calibration"
 META_OFFTOPIC = "offtopic_vectors"
@@ -96,11 +97,16 @@ _ID_WITH_NUMBER = re.compile(r"\b([A-Za-z]{2,}[-_]?)(\d{2,})\b")
 
 @dataclass(frozen=True)
 class SyntheticQuery:
-    """One synthetic query: its text, its kind and, for a positive, the document it came from."""
+    """One synthetic query: its text, its kind and, for a positive, where it came from.
+
+    ``words`` are a positive's content words taken from its source (title, heading, sentence),
+    without the opener the recipe adds.
+    """
 
     text: str
     kind: str  # "positive", "nearmiss" or "offtopic"
     source_doc: str | None = None
+    words: tuple[str, ...] = ()
 
 
 # -- the bundled off-topic queries ---------------------------------------------------------------
@@ -214,19 +220,25 @@ def synthetic_queries(
     for i, (doc_id, title, heading, text) in enumerate(picked):
         sentences = _sentences(text)
         kind = i % 3
-        words: list[str]
+        opener: list[str]
+        body: list[str]  # the words taken from the document
         if kind == 0 and sentences:
             sentence = max(sentences, key=lambda s: sum(1.0 / df.get(w.lower(), 1) for w in s))
-            words = [_OPENERS[i % len(_OPENERS)], *_crop(sentence, df, rng, rng.randint(4, 7))]
+            opener = [_OPENERS[i % len(_OPENERS)]]
+            body = _crop(sentence, df, rng, rng.randint(4, 7))
         elif kind == 1 and sentences and heading:
-            words = [*heading[-1].split(), *_crop(rng.choice(sentences), df, rng, 4)]
+            opener = []
+            body = [*heading[-1].split(), *_crop(rng.choice(sentences), df, rng, 4)]
         else:
             title_words = _WORD.findall(_clean(title))
             extra = _crop(rng.choice(sentences), df, rng, 2) if sentences else []
-            words = [_OPENERS[i % 2], "is", *title_words, *extra]
+            opener = [_OPENERS[i % 2], "is"]
+            body = [*title_words, *extra]
+        words = [*opener, *body]
         query = " ".join(words).strip()
         if len(_content(words)) >= 2:
-            positives.append(SyntheticQuery(query, "positive", doc_id))
+            source = tuple(_content(_WORD.findall(" ".join(body))))
+            positives.append(SyntheticQuery(query, "positive", doc_id, source))
     return positives + _nearmisses(conn, positives, rng)
 
 
@@ -322,9 +334,26 @@ def _features_of(
         )
         if result.features is not None and result.hits:
             correct = query.kind == "positive" and result.hits[0].doc_id == query.source_doc
-            rows.append((query, result.features, correct))
+            if correct or not _ambiguous(query, result.hits[0]):
+                rows.append((query, result.features, correct))
         progress(number + 1, len(queries))
     return rows
+
+
+def _ambiguous(query: SyntheticQuery, top: Hit) -> bool:
+    """Whether a positive's top hit, from another document, holds every word it was built from.
+
+    Docs repeat themselves (a command's page and its parent's list, a topic note and the
+    changelog entry announcing it, two job ads sharing a paragraph): a pseudo-question built
+    from such text cannot say which copy is right. Counted as wrong, it would teach the model
+    that a top hit holding every query word is often wrong; it is left out instead.
+    """
+    if query.kind != "positive" or not query.words:
+        return False
+    held = {
+        w.lower() for w in _WORD.findall(f"{top.title} {' '.join(top.heading_path)} {top.text}")
+    }
+    return {w.lower() for w in query.words} <= held
 
 
 def anchors(
@@ -495,7 +524,12 @@ def _signature(store: Store) -> dict[str, int]:
 
 
 def stored(store: Store) -> Calibration | None:
-    """The KB's stored self-calibration, or ``None`` (absent or from another version)."""
+    """The KB's stored self-calibration, or ``None`` (absent, or over other features).
+
+    One fitted by an earlier recipe (another :data:`CALIBRATION_VERSION`) over the same
+    features still serves, off-topic gate included, until the next sync refits it
+    (:func:`stale`): falling back to the prior would drop the gate in between.
+    """
     raw = store.get_meta(META_SELF)
     if not raw:
         return None
@@ -503,7 +537,7 @@ def stored(store: Store) -> Calibration | None:
         calibration = Calibration.model_validate_json(raw)
     except ValidationError:
         return None
-    if calibration.signature.get("version") != CALIBRATION_VERSION:
+    if calibration.features != list(FEATURES):
         return None
     return calibration
 
@@ -539,6 +573,8 @@ def stale(store: Store) -> bool:
             int(store.get_meta(META_DRIFT) or 0) > 0
         )
     if calibration.model_id != store.get_meta("model_id"):
+        return True
+    if calibration.signature.get("version") != CALIBRATION_VERSION:
         return True
     if calibration.signature.get("prior") != _prior_digest():
         return True
