@@ -290,3 +290,47 @@ def test_mcp_config_refuses_a_file_it_cannot_parse(tmp_path: Path) -> None:
     )
     assert code == 1 and "is not plain JSON" in err and "Traceback" not in err
     assert config.read_text("utf-8") == before
+
+
+def test_mcp_config_write_keeps_a_symlink_its_mode_bom_and_line_ends(tmp_path: Path) -> None:
+    # A dotfiles-managed config (a symlink) was replaced by a detached copy, a 0644 file came
+    # back 0600, and a Windows file (BOM, CRLF) was refused for its BOM.
+    kb = make_kb(tmp_path / "notes")
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_bytes(b'\xef\xbb\xbf{\r\n  "mcpServers": {"other": {"command": "x"}}\r\n}\r\n')
+    real.chmod(0o644)
+    link = tmp_path / ".mcp.json"
+    link.symlink_to(real)
+    code, _, err = run(
+        "mcp", "config", "--host", "claude-code", "--kb", str(kb), "--file", str(link), "--write"
+    )
+    assert code == 0, err
+    assert link.is_symlink() and link.resolve() == real
+    raw = real.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf{\r\n") and b"\n" not in raw.replace(b"\r\n", b"")
+    assert set(json.loads(raw.decode("utf-8-sig"))["mcpServers"]) == {"other", "pinakes"}
+    assert real.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ('{"mcpServers": {}}'.encode("utf-16"), "is not UTF-8 text"),
+        (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
+        (b"[" * 100_000 + b"]" * 100_000, "nests too deeply"),
+    ],
+)
+def test_mcp_config_write_refuses_what_it_cannot_rewrite_faithfully(
+    tmp_path: Path, content: bytes, complaint: str
+) -> None:
+    # UTF-16 and a 100,000-deep nest were tracebacks; a duplicate key was silently dropped.
+    kb = make_kb(tmp_path / "notes")
+    config = tmp_path / "mcp.json"
+    config.write_bytes(content)
+    code, _, err = run(
+        "mcp", "config", "--host", "cursor", "--kb", str(kb), "--file", str(config), "--write"
+    )
+    assert code == 1 and complaint in err and "Traceback" not in err
+    assert config.read_bytes() == content
+    assert not list(tmp_path.glob("mcp.json.bak*"))

@@ -12,12 +12,14 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pinakes_core import PinakesError
+from pinakes_core.errors import UnsafeFileError
+from pinakes_core.intake import read_limited
+from pinakes_core.sidecar import atomic_write
 
 __all__ = [
     "HOSTS",
@@ -123,6 +125,10 @@ class MergeResult:
         return f"{self.action.capitalize()} the {self.name!r} server entry in {self.file}{saved}."
 
 
+#: A host's MCP config is a few KB; anything over this is not one (and is not read).
+_MAX_CONFIG_BYTES = 8 << 20
+
+
 def _backup_path(file: Path) -> Path:
     candidate = file.with_name(file.name + ".bak")
     number = 1
@@ -130,6 +136,38 @@ def _backup_path(file: Path) -> Path:
         number += 1
         candidate = file.with_name(f"{file.name}.bak{number}")
     return candidate
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (rewriting would silently drop one)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKey(f"the key {key!r} appears twice in one object")
+        data[key] = value
+    return data
+
+
+def _read_config(file: Path, target: Path) -> str:
+    try:
+        return read_limited(target, limit=_MAX_CONFIG_BYTES, name=str(file)).decode("utf-8")
+    except UnsafeFileError as exc:
+        raise HostConfigError(
+            exc.message, "Pass --file with the host's JSON config file."
+        ) from None
+    except UnicodeDecodeError:
+        raise HostConfigError(
+            f"{file} is not UTF-8 text; it was not changed.",
+            "Save it as UTF-8, or add the entry by hand: run the command without --write.",
+        ) from None
+    except OSError as exc:
+        raise HostConfigError(
+            f"{file} cannot be read ({exc.strerror}); it was not changed."
+        ) from None
 
 
 def merge(host: str, file: Path, name: str, entry: dict[str, Any]) -> MergeResult:
@@ -141,15 +179,28 @@ def merge(host: str, file: Path, name: str, entry: dict[str, Any]) -> MergeResul
     """
     key = HOSTS[host]
     file = file.expanduser()
+    # A config kept in a dotfiles repository is often a symlink: write the file it leads to,
+    # so the link stays a link.
+    target = file.resolve() if file.is_symlink() else file
     data: dict[str, Any] = {}
     original: str | None = None
-    if file.exists():
-        original = file.read_text(encoding="utf-8")
+    if os.path.lexists(target):
+        original = _read_config(file, target)
         try:
-            data = json.loads(original) if original.strip() else {}
+            data = (
+                json.loads(original.removeprefix("\ufeff"), object_pairs_hook=_no_duplicates)
+                if original.strip("\ufeff \t\r\n")
+                else {}
+            )
         except json.JSONDecodeError as exc:
             raise HostConfigError(
                 f"{file} is not plain JSON (line {exc.lineno}: {exc.msg}); it was not changed.",
+                "Add the entry by hand: run the command without --write to print it.",
+            ) from None
+        except (_DuplicateKey, RecursionError) as exc:
+            why = exc if isinstance(exc, _DuplicateKey) else "it nests too deeply to read"
+            raise HostConfigError(
+                f"{file}: {why}; it was not changed.",
                 "Add the entry by hand: run the command without --write to print it.",
             ) from None
         if not isinstance(data, dict):
@@ -162,17 +213,13 @@ def merge(host: str, file: Path, name: str, entry: dict[str, Any]) -> MergeResul
     action = "created" if original is None else "replaced" if name in servers else "added"
     servers[name] = entry
     backup = None
-    file.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     if original is not None:
         backup = _backup_path(file)
-        shutil.copy2(file, backup)
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        shutil.copy2(target, backup)
+    text = json.dumps(data, indent=2) + "\n"
+    if original is not None:  # the file's own BOM and line ends
+        text = ("\ufeff" if original.startswith("\ufeff") else "") + text
+        text = text.replace("\n", "\r\n") if "\r\n" in original else text
+    atomic_write(target, text)  # the replaced file's permissions are kept
     return MergeResult(file, action, backup, name)
