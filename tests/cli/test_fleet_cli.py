@@ -111,3 +111,21 @@ def test_search_several_kbs_and_link_across(tmp_path: Path) -> None:
     assert run("--kb", str(one), "sync")[0] == 0
     code, out, _ = run("--kb", str(one), "links", "raft.md")
     assert code == 0 and "[two] paxos.md" in out
+
+
+def test_a_symlinked_fleet_registry_stays_a_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The registry's atomic rewrite replaced a dotfiles symlink with a detached copy (and
+    # pinakes.toml, a hook, a sidecar written the same way would have been too).
+    real = tmp_path / "dotfiles" / "fleet.toml"
+    real.parent.mkdir()
+    real.write_text("# my fleet\n", "utf-8")
+    link = tmp_path / "config" / "fleet.toml"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    monkeypatch.setenv("PINAKES_FLEET", str(link))
+    notes = make_kb(tmp_path / "notes", {"a.md": "# A\n\nAlpha.\n"}, name="notes")
+    code, _, err = run("fleet", "add", str(notes))
+    assert code == 0, err
+    assert link.is_symlink() and "notes" in real.read_text("utf-8")
