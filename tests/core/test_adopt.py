@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -178,3 +179,13 @@ def test_a_vocabulary_with_yaml_aliases_is_not_expanded(tmp_path: Path) -> None:
     write_files(tmp_path / "v", {"vocab.yml": bomb, "n.md": "---\ntags: [x]\n---\nText.\n"})
     report = adopt(tmp_path / "v", dry_run=True)
     assert report.vocabulary is None  # refused, never expanded (3^20 items otherwise)
+
+
+def test_a_fifo_where_adopt_looks_for_editor_settings_does_not_hang(tmp_path: Path) -> None:
+    # adopt read .vscode/extensions.json (looking for Foam) with read_text: a FIFO there
+    # blocked it forever.
+    write_files(tmp_path / "v", {"n.md": "# N\n\nText.\n"})
+    (tmp_path / "v" / ".vscode").mkdir()
+    os.mkfifo(tmp_path / "v" / ".vscode" / "extensions.json")
+    report = adopt(tmp_path / "v", dry_run=True)
+    assert report.flavour == "markdown"

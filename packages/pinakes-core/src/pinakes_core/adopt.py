@@ -33,9 +33,9 @@ from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
 from pinakes_core.documents import FileEntry, Frontmatter, decode, parse_frontmatter, scan
-from pinakes_core.errors import ConfigError
+from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.identity import frontmatter_id, path_id
-from pinakes_core.intake import yaml_loader
+from pinakes_core.intake import read_limited, yaml_loader
 from pinakes_core.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -150,9 +150,10 @@ def _flavour(root: Path, docs: list[_Doc]) -> str:
 
 
 def _read_small(path: Path) -> str:
+    # read_limited: a FIFO named extensions.json hung adopt; a huge file is not read at all.
     try:
-        return path.read_text(encoding="utf-8", errors="replace")[:100_000]
-    except OSError:
+        return read_limited(path, limit=1 << 20).decode("utf-8", errors="replace")[:100_000]
+    except (OSError, UnsafeFileError):
         return ""
 
 
