@@ -451,6 +451,25 @@ def test_worker_work_left_by_one_search_cannot_block_the_next(synced: KB) -> Non
     assert left is not None and left.result(timeout=60).size > 0
 
 
+def test_phrase_counts_are_kept_between_queries_until_a_sync_changes_the_kb(synced: KB) -> None:
+    first = synced.query_context("leader election")
+    before = first.doc_freq('"leader"')
+    second = synced.query_context("who is the leader")
+    assert second._doc_freq is first._doc_freq  # counted once for both queries
+    # A count kept from before a sync would give BM25 a stale IDF: the next query recounts.
+    (synced.root / "leaders.md").write_text("# Leaders\n\nA leader leads.\n", encoding="utf-8")
+    synced.sync()
+    after = synced.query_context("leader election")
+    assert after._doc_freq is not first._doc_freq
+    assert after.doc_freq('"leader"') == before + 1
+    fresh = KB.open(synced.root, embedder=synced.embedder)
+    try:
+        plain = [(h.path, h.chunk, h.score) for h in fresh.search("the leader election").hits]
+    finally:
+        fresh.close()
+    assert [(h.path, h.chunk, h.score) for h in synced.search("the leader election").hits] == plain
+
+
 def test_a_forked_child_embeds_queries_with_its_own_worker(synced: KB) -> None:
     synced.search("leader election", channels=["bm25", "dense"])  # the parent's worker exists
 

@@ -83,6 +83,9 @@ __all__ = ["KB"]
 log = logging.getLogger(__name__)
 
 TimeLike = float | datetime | None
+#: Most FTS phrase counts a KB keeps between queries (a few MB at most; a long-lived server
+#: that sees this many distinct words starts again).
+MAX_COUNTED_PHRASES = 50_000
 
 
 def _source_types(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -161,6 +164,8 @@ class KB:
         self._embedder_lock = threading.Lock()
         self._calibration_generation = -1
         self._peers: Peers | None = None
+        self._phrase_counts: dict[str, int] = {}
+        self._counted_generation = -1
 
     # -- construction ---------------------------------------------------------------------
 
@@ -225,6 +230,7 @@ class KB:
         self._calibration = None
         self._offtopic = None
         self._calibration_generation = -1
+        self._counted_generation = -1
 
     def __enter__(self) -> KB:
         return self
@@ -392,6 +398,21 @@ class KB:
             self._ann_checked = True
         return self._ann
 
+    def _counts_of_phrases(self) -> dict[str, int]:
+        """Rows per FTS phrase, shared by the queries of the current store generation.
+
+        Any committed write bumps the generation, and with it this starts empty; so does a
+        table grown past :data:`MAX_COUNTED_PHRASES`.
+        """
+        generation = self.store().generation()
+        if (
+            generation != self._counted_generation
+            or len(self._phrase_counts) >= MAX_COUNTED_PHRASES
+        ):
+            self._phrase_counts = {}
+            self._counted_generation = generation
+        return self._phrase_counts
+
     def query_context(
         self,
         query: str,
@@ -417,6 +438,7 @@ class KB:
             ann=self.ann,
             ann_oversample=self.config.scale.ann_oversample,
             bm25_max_rows=self.config.scale.bm25_max_rows,
+            phrase_counts=self._counts_of_phrases(),
             entities=entities,
             concepts=concepts,
             kb=self,

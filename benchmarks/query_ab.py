@@ -1,0 +1,117 @@
+"""Paired A/B of the warm query path's speed-ups at scale (issue 14), in one process.
+
+As in ``gated_ab.py``: this VM's speed drifts between runs minutes apart, so the variants
+alternate query by query, in random order, on one warm KB object, and the report is each
+variant's p50 and the median of the per-query differences. ``old`` undoes the changes named
+by ``--undo`` (default: all of them) through small patches; ``new`` is the code as it is:
+
+- ``phrase-counts``: FTS phrase row counts kept by the KB for its store generation instead of
+  counted again by every query.
+
+Every query's hits (path, chunk, score) and confidence must be the same in both variants; the
+script stops with an error otherwise. One BLAS thread, as ``pnk`` and ``pinakes-mcp`` run::
+
+    OPENBLAS_NUM_THREADS=1 uv run python benchmarks/query_ab.py --kb /tmp/scale50k/kb \\
+        --rounds 5 [--configs hybrid,default,gated]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pinakes_core import KB
+from scale import GATED_QUERIES, QUERIES  # a sibling benchmark script
+
+CONFIGS: dict[str, tuple[list[str] | None, list[str]]] = {
+    "hybrid": (["bm25", "dense"], QUERIES),
+    "default": (None, QUERIES),
+    "gated": (["bm25", "dense", "ppr-auto"], GATED_QUERIES),
+}
+
+
+def _undo_phrase_counts() -> Callable[[], None]:
+    """Every query counts its phrases' rows again."""
+    new = KB._counts_of_phrases
+
+    def apply() -> None:
+        KB._counts_of_phrases = lambda self: {}  # type: ignore[method-assign]
+
+    def restore() -> None:
+        KB._counts_of_phrases = new  # type: ignore[method-assign]
+
+    apply.restore = restore  # type: ignore[attr-defined]
+    return apply
+
+
+UNDO: dict[str, Callable[[], Callable[[], None]]] = {
+    "phrase-counts": _undo_phrase_counts,
+}
+
+
+def _signature(result: Any) -> tuple[Any, ...]:
+    return (tuple((h.path, h.chunk, h.score) for h in result.hits), result.confidence)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--configs", default="hybrid,default")
+    parser.add_argument("--undo", default=",".join(UNDO), help="changes the old variant undoes")
+    parser.add_argument("--stage", help="also the paired median of this timings_ms entry")
+    args = parser.parse_args()
+    patches = [UNDO[name]() for name in args.undo.split(",") if name]
+
+    def use(variant: str) -> None:
+        for patch in patches:
+            patch() if variant == "old" else patch.restore()  # type: ignore[attr-defined]
+
+    kb = KB.open(args.kb)
+    for name in args.configs.split(","):
+        channels, queries = CONFIGS[name]
+        for q in queries[:3]:  # warm-up: model, matrix, graph
+            for variant in ("old", "new"):
+                use(variant)
+                kb.search(q, channels=channels)
+        times: dict[str, list[float]] = {"old": [], "new": []}
+        stage: dict[str, list[float]] = {"old": [], "new": []}
+        rng = random.Random(14)
+        for _ in range(args.rounds):
+            for q in queries:
+                order = ["old", "new"]
+                rng.shuffle(order)
+                seen = {}
+                for variant in order:
+                    use(variant)
+                    result = kb.search(q, channels=channels)
+                    times[variant].append(result.timings_ms["total"])
+                    if args.stage:
+                        stage[variant].append(result.timings_ms.get(args.stage, 0.0))
+                    seen[variant] = _signature(result)
+                if seen["old"] != seen["new"]:
+                    sys.exit(f"{name}: the variants ranked {q!r} differently")
+        use("new")
+        paired = [b - a for a, b in zip(times["old"], times["new"], strict=True)]
+        print(
+            f"{name}: {len(paired)} pairs, load {os.getloadavg()[0]:.2f}, p50 old "
+            f"{statistics.median(times['old']):.1f} ms, new {statistics.median(times['new']):.1f}"
+            f" ms, paired median {statistics.median(paired):+.1f} ms; rankings identical"
+        )
+        if args.stage:
+            diffs = [b - a for a, b in zip(stage["old"], stage["new"], strict=True)]
+            print(
+                f"  {args.stage}: p50 old {statistics.median(stage['old']):.2f} ms, new "
+                f"{statistics.median(stage['new']):.2f} ms, paired {statistics.median(diffs):+.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
