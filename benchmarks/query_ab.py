@@ -6,7 +6,9 @@ variant's p50 and the median of the per-query differences. ``old`` undoes the ch
 by ``--undo`` (default: all of them) through small patches; ``new`` is the code as it is:
 
 - ``phrase-counts``: FTS phrase row counts kept by the KB for its store generation instead of
-  counted again by every query.
+  counted again by every query;
+- ``word-sets``: near-duplicate folding reads each distinct passage text's words once (and
+  equal texts are duplicates without reading them) instead of once per copy.
 
 Every query's hits (path, chunk, score) and confidence must be the same in both variants; the
 script stops with an error otherwise. One BLAS thread, as ``pnk`` and ``pinakes-mcp`` run::
@@ -28,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pinakes_core import KB
+from pinakes_core import hits as core_hits
 from scale import GATED_QUERIES, QUERIES  # a sibling benchmark script
 
 CONFIGS: dict[str, tuple[list[str] | None, list[str]]] = {
@@ -51,8 +54,41 @@ def _undo_phrase_counts() -> Callable[[], None]:
     return apply
 
 
+def _undo_word_sets() -> Callable[[], None]:
+    """Every row reads its own words; equal texts are compared word by word."""
+    new_words, new_duplicate = core_hits._Row.words, core_hits._duplicate
+
+    def words(self: Any) -> frozenset[str]:
+        if "_words" not in self.__dict__:
+            self.__dict__["_words"] = frozenset(core_hits._WORD.findall(self.text.lower()))
+        return self.__dict__["_words"]  # type: ignore[no-any-return]
+
+    def duplicate(a: Any, b: Any) -> bool:
+        small, large = sorted((len(a.text), len(b.text)))
+        if small < 0.8 * large:
+            return False
+        if not a.words or not b.words:
+            return bool(a.text.strip() == b.text.strip())
+        small, large = sorted((len(a.words), len(b.words)))
+        if small < 0.9 * large:
+            return False
+        return len(a.words & b.words) / len(a.words | b.words) >= core_hits.DUPLICATE_JACCARD
+
+    def apply() -> None:
+        core_hits._Row.words = property(words)  # type: ignore[assignment,method-assign]
+        core_hits._duplicate = duplicate
+
+    def restore() -> None:
+        core_hits._Row.words = new_words  # type: ignore[method-assign]
+        core_hits._duplicate = new_duplicate
+
+    apply.restore = restore  # type: ignore[attr-defined]
+    return apply
+
+
 UNDO: dict[str, Callable[[], Callable[[], None]]] = {
     "phrase-counts": _undo_phrase_counts,
+    "word-sets": _undo_word_sets,
 }
 
 

@@ -226,6 +226,37 @@ def test_near_duplicate_passages_fold_into_one_hit(kb: KB) -> None:
     assert all(h.duplicates is None for h in result.hits if h is not top)
 
 
+def _reference_duplicate(a: str, b: str) -> bool:
+    """The near-duplicate rule read straight from its definition (hits.DUPLICATE_JACCARD)."""
+    import re
+
+    from pinakes_core.hits import DUPLICATE_JACCARD
+
+    small, large = sorted((len(a), len(b)))
+    if small < 0.8 * large:
+        return False
+    wa, wb = (frozenset(re.findall(r"\w+", t.lower())) for t in (a, b))
+    if not wa or not wb:
+        return a.strip() == b.strip()
+    if min(len(wa), len(wb)) < 0.9 * max(len(wa), len(wb)):
+        return False
+    return len(wa & wb) / len(wa | wb) >= DUPLICATE_JACCARD
+
+
+_PASSAGE = st.text(alphabet=st.sampled_from("ab cd\n.éZ"), max_size=40)
+
+
+@given(a=_PASSAGE, b=_PASSAGE, same=st.booleans())
+def test_folding_decides_as_the_near_duplicate_rule_does(a: str, b: str, same: bool) -> None:
+    from pinakes_core.hits import _duplicate, _Row
+
+    def row(text: str) -> _Row:
+        return _Row(1, 0.5, "d", 0, "p.md", "t", [], text, (1, 1), "markdown", None, None)
+
+    b = a if same else b
+    assert _duplicate(row(a), row(b)) == _reference_duplicate(a, b)
+
+
 def test_per_document_search_returns_k_distinct_documents_with_their_passages(kb: KB) -> None:
     chunks = kb.search("ledger configuration retry error journal", k=4)
     per_doc = kb.search("ledger configuration retry error journal", k=4, group_by="document")

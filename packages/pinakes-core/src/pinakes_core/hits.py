@@ -59,9 +59,19 @@ class _Row:
     page_start: int | None
     page_end: int | None
 
-    @functools.cached_property
+    @property
     def words(self) -> frozenset[str]:
-        return frozenset(_WORD.findall(self.text.lower()))
+        return _word_set(self.text)
+
+
+@functools.lru_cache(maxsize=256)
+def _word_set(text: str) -> frozenset[str]:
+    """The lower-cased words of ``text``, once per distinct text among the last few hundred.
+
+    Copies of a passage (the case folding exists for) have equal texts: their word sets are
+    read once per search, not once per copy.
+    """
+    return frozenset(_WORD.findall(text.lower()))
 
 
 def _rows(
@@ -103,6 +113,8 @@ def _rows(
 
 def _duplicate(a: _Row, b: _Row) -> bool:
     """Whether two passages hold the same text (near enough)."""
+    if a.text == b.text:  # what the rules below conclude for equal texts, without the words
+        return True
     small, large = sorted((len(a.text), len(b.text)))
     if small < 0.8 * large:  # word sets within 10 % cannot come from texts this different
         return False
