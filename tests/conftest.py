@@ -188,3 +188,22 @@ def doc_ids(root: Path) -> dict[str, str]:
         return {r["path"]: r["doc_id"] for r in conn.execute("SELECT path, doc_id FROM documents")}
     finally:
         conn.close()
+
+
+def make_calibration(**update: object) -> Any:
+    """A confidence :class:`~pinakes_core.confidence.Calibration` for tests: anchors at 0 and 1,
+    each coefficient 1 with its feature's sign, no gate; ``update`` replaces any field."""
+    from pinakes_core.confidence import FEATURES, SIGNS, Calibration
+
+    base = Calibration(
+        model_id="m",
+        kind="self",
+        features=list(FEATURES),
+        off=[0.0] * len(FEATURES),
+        scale=[1.0] * len(FEATURES),
+        coef=[float(SIGNS[f]) for f in FEATURES],
+        intercept=0.0,
+        fitted_on="t",
+        n=1,
+    )
+    return base.model_copy(update=update)

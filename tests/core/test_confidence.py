@@ -16,14 +16,13 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FakeHashEmbedder, make_kb, set_config
+from conftest import FakeHashEmbedder, make_calibration, make_kb, set_config
 from pinakes_core import KB
 from pinakes_core import calibration as selfcal
 from pinakes_core.confidence import (
     FEATURES,
     SIGNS,
     TOPIC,
-    Calibration,
     Evidence,
     Ranking,
     extract_features,
@@ -34,21 +33,6 @@ from pinakes_core.query import query_terms
 
 ROOT = Path(__file__).resolve().parents[2]
 _WORD = re.compile(r"\w+")
-
-
-def _calibration(**update: object) -> Calibration:
-    base = Calibration(
-        model_id="m",
-        kind="self",
-        features=list(FEATURES),
-        off=[0.0] * len(FEATURES),
-        scale=[1.0] * len(FEATURES),
-        coef=[float(SIGNS[f]) for f in FEATURES],
-        intercept=0.0,
-        fitted_on="t",
-        n=1,
-    )
-    return base.model_copy(update=update)
 
 
 # -- features ----------------------------------------------------------------------------------
@@ -176,7 +160,7 @@ def test_sample_weights_move_the_intercept() -> None:
 
 
 def test_predict_is_a_probability_monotone_in_each_signed_feature() -> None:
-    calibration = _calibration()
+    calibration = make_calibration()
     base = dict.fromkeys(FEATURES, 0.5)
     for name in FEATURES:
         low = calibration.predict({**base, name: 0.0})
@@ -187,7 +171,7 @@ def test_predict_is_a_probability_monotone_in_each_signed_feature() -> None:
 
 
 def test_positions_are_clipped_and_a_missing_feature_is_neutral() -> None:
-    calibration = _calibration()
+    calibration = make_calibration()
     z = calibration.positions(dict.fromkeys(FEATURES, 1e6))
     assert z.max() <= 4.0
     partial = calibration.positions({})
@@ -195,8 +179,8 @@ def test_positions_are_clipped_and_a_missing_feature_is_neutral() -> None:
 
 
 def test_the_offtopic_gate_only_ever_lowers_confidence() -> None:
-    gated = _calibration(gate=[10.0, -2.0])
-    plain = _calibration()
+    gated = make_calibration(gate=[10.0, -2.0])
+    plain = make_calibration()
     features = {**dict.fromkeys(FEATURES, 1.0)}
     assert gated.predict({**features, TOPIC: 1.0}) == pytest.approx(
         plain.predict(features) * (1 / (1 + math.exp(-8.0)))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import FakeHashEmbedder, make_kb
+from conftest import FakeHashEmbedder, make_calibration, make_kb
 from pinakes_core import KB, ConfigError
 from pinakes_core import eval as eval_module
 from pinakes_core.confidence import FEATURES, TOPIC, Calibration
@@ -245,18 +245,7 @@ def test_calibrate_cross_validation_includes_the_off_topic_gate(
         ]
 
     monkeypatch.setattr(eval_module, "run_questions", searched)
-    anchors = Calibration(
-        model_id="m",
-        kind="self",
-        features=list(FEATURES),
-        off=[0.0] * len(FEATURES),
-        scale=[1.0] * len(FEATURES),
-        coef=[0.0] * len(FEATURES),
-        intercept=0.0,
-        fitted_on="t",
-        n=1,
-        gate=[10.0, -2.0],
-    )
+    anchors = make_calibration(coef=[0.0] * len(FEATURES), gate=[10.0, -2.0])
     report = eval_module.calibrate(_AnchoredKB(anchors), path)  # type: ignore[arg-type]
     assert report.auc == pytest.approx(1.0)
     at_quarter = next(row for row in report.thresholds if row.threshold == 0.25)
