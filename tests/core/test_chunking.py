@@ -329,3 +329,30 @@ def test_chunking_properties(doc_skip: tuple[_Doc, int], budget: int) -> None:
             assert holder[0].start_line <= after <= holder[0].end_line
         else:
             assert holder[0] is out[-1]
+
+
+def test_a_heading_whose_body_is_only_images_or_embeds_joins_the_next_chunk() -> None:
+    # A docs vault's screenshot sections and note embeds (`![[note#summary]]`): on their own
+    # they made chunks with no words of their own (716 of 5,914 in a real ~1,000-note vault).
+    text = (
+        "# Guide\n\n## Screens\n\n![welcome](a.png) ![layout](b.png)\n\n"
+        "## Schemas\n\n![[vault://site/topic.schema#summary,1:#*]]\n\n"
+        "## Usage\n\nRun the command.\n\n## Links\n\n[the manual](manual.md) explains it.\n"
+    )
+    out = chunks(text)
+    assert [(c.heading_path, c.text) for c in out] == [
+        (
+            ("Guide", "Usage"),
+            "# Guide\n\n## Screens\n\n![welcome](a.png) ![layout](b.png)\n\n## Schemas\n\n"
+            "![[vault://site/topic.schema#summary,1:#*]]\n\n## Usage\n\nRun the command.",
+        ),
+        (("Guide", "Links"), "## Links\n\n[the manual](manual.md) explains it."),
+    ]
+
+
+def test_a_page_of_nothing_but_images_keeps_them_as_its_chunks() -> None:
+    out = chunks(
+        "# Gallery\n\n## Light\n\n![light theme](l.png)\n\n## Dark\n\n![dark theme](d.png)\n"
+    )
+    assert [c.heading_path for c in out] == [("Gallery", "Light"), ("Gallery", "Dark")]
+    assert "![dark theme](d.png)" in out[1].text

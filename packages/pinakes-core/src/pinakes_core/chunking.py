@@ -23,7 +23,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.tokens import TokenCounter
 
@@ -44,7 +44,8 @@ __all__ = [
 #: Bump whenever a change to this module changes the chunks it makes: a store chunked by another
 #: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
-CHUNKER_VERSION = 2
+#: 3: so do headings whose body is only images or note embeds.
+CHUNKER_VERSION = 3
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -120,6 +121,22 @@ class _Block:
     end: int  # body line, exclusive
     heading: tuple[int, str] | None = None  # (level, text) for heading blocks
     content: bool = True  # False for headings and thematic breaks: no text a reader can use
+    media: bool = False  # a paragraph of nothing but images and note embeds
+
+
+# An Obsidian / Dendron note embed (``![[note#section]]``): the text is in the other note.
+_EMBED = re.compile(r"!\[\[[^\]]*\]\]")
+_PROSE = re.compile(r"\w")
+
+
+def _media_only(inline: Any) -> bool:
+    """Whether a paragraph's inline tokens hold no words but images' alt text and embeds."""
+    words = "".join(
+        child.content
+        for child in inline.children or ()
+        if child.type in ("text", "code_inline")  # an image's alt text is its child, not here
+    )
+    return not _PROSE.search(_EMBED.sub(" ", words))
 
 
 def _markdown_blocks(lines: list[str]) -> list[_Block]:
@@ -141,8 +158,9 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
             if len(text) > MAX_HEADING_CHARS:
                 text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
             heading = (int(tok.tag[1]), text)
-        content = heading is None and tok.type != "hr"
-        blocks.append(_Block(tok.map[0], tok.map[1], heading, content))
+        media = tok.type == "paragraph_open" and _media_only(tokens[i + 1])
+        content = heading is None and tok.type != "hr" and not media
+        blocks.append(_Block(tok.map[0], tok.map[1], heading, content, media))
     return blocks
 
 
@@ -384,6 +402,11 @@ def chunk_document(
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
     blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
+    # A heading whose body is only images or embeds joins the next chunk like a body-less one;
+    # a page of nothing else (a screenshot gallery) keeps them as its text.
+    if not any(block.content for block in blocks):
+        for block in blocks:
+            block.content = block.content or block.media
     content = [False] * len(lines)
     for block in blocks:
         if block.content:
