@@ -356,3 +356,14 @@ def test_a_page_of_nothing_but_images_keeps_them_as_its_chunks() -> None:
     )
     assert [c.heading_path for c in out] == [("Gallery", "Light"), ("Gallery", "Dark")]
     assert "![dark theme](d.png)" in out[1].text
+
+
+def test_a_heading_whose_body_is_only_links_is_not_a_chunk_of_its_own() -> None:
+    text = (
+        "# Schemas\n\n## Documentation\n\n[[Schemas|vault://site/topic.schema]]\n\n"
+        "## Usage\n\nSchemas describe a hierarchy.\n\n## See also\n\n[the guide](guide.md)\n"
+    )
+    out = chunks(text)
+    assert [c.heading_path for c in out] == [("Schemas", "Usage")]
+    assert out[0].text.startswith("# Schemas\n\n## Documentation\n\n[[Schemas|")
+    assert out[0].text.endswith("## See also\n\n[the guide](guide.md)")

@@ -44,7 +44,7 @@ __all__ = [
 #: Bump whenever a change to this module changes the chunks it makes: a store chunked by another
 #: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
-#: 3: so do headings whose body is only images or note embeds.
+#: 3: so do headings whose body is only images, note embeds and links.
 CHUNKER_VERSION = 3
 
 _TITLE_SEP = " › "
@@ -121,22 +121,31 @@ class _Block:
     end: int  # body line, exclusive
     heading: tuple[int, str] | None = None  # (level, text) for heading blocks
     content: bool = True  # False for headings and thematic breaks: no text a reader can use
-    media: bool = False  # a paragraph of nothing but images and note embeds
+    pointer: bool = False  # a paragraph of nothing but images, embeds and links
 
 
-# An Obsidian / Dendron note embed (``![[note#section]]``): the text is in the other note.
-_EMBED = re.compile(r"!\[\[[^\]]*\]\]")
+# A wikilink or note embed (``[[note]]``, ``![[note#section]]``): its words name another note.
+_WIKILINK = re.compile(r"!?\[\[[^\]]*\]\]")
 _PROSE = re.compile(r"\w")
 
 
-def _media_only(inline: Any) -> bool:
-    """Whether a paragraph's inline tokens hold no words but images' alt text and embeds."""
-    words = "".join(
-        child.content
-        for child in inline.children or ()
-        if child.type in ("text", "code_inline")  # an image's alt text is its child, not here
-    )
-    return not _PROSE.search(_EMBED.sub(" ", words))
+def _pointer_only(inline: Any) -> bool:
+    """Whether a paragraph holds no words of its own: only images, embeds and links.
+
+    Such a paragraph points at text that lives elsewhere (a screenshot, a transcluded section,
+    a "see [[Schemas]]" stub); under a heading of its own it would be a chunk that matches by
+    its heading and link text and answers nothing.
+    """
+    words: list[str] = []
+    depth = 0  # inside a Markdown link's text
+    for child in inline.children or ():  # an image's alt text is its child, not listed here
+        if child.type == "link_open":
+            depth += 1
+        elif child.type == "link_close":
+            depth -= 1
+        elif child.type in ("text", "code_inline") and depth == 0:
+            words.append(child.content)
+    return not _PROSE.search(_WIKILINK.sub(" ", " ".join(words)))
 
 
 def _markdown_blocks(lines: list[str]) -> list[_Block]:
@@ -158,9 +167,9 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
             if len(text) > MAX_HEADING_CHARS:
                 text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
             heading = (int(tok.tag[1]), text)
-        media = tok.type == "paragraph_open" and _media_only(tokens[i + 1])
-        content = heading is None and tok.type != "hr" and not media
-        blocks.append(_Block(tok.map[0], tok.map[1], heading, content, media))
+        pointer = tok.type == "paragraph_open" and _pointer_only(tokens[i + 1])
+        content = heading is None and tok.type != "hr" and not pointer
+        blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer))
     return blocks
 
 
@@ -402,11 +411,11 @@ def chunk_document(
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
     blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
-    # A heading whose body is only images or embeds joins the next chunk like a body-less one;
-    # a page of nothing else (a screenshot gallery) keeps them as its text.
+    # A heading whose body only points elsewhere (images, embeds, links) joins the next chunk
+    # like a body-less one; a page of nothing else (a gallery, a link list) keeps them as text.
     if not any(block.content for block in blocks):
         for block in blocks:
-            block.content = block.content or block.media
+            block.content = block.content or block.pointer
     content = [False] * len(lines)
     for block in blocks:
         if block.content:
