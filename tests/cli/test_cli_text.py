@@ -301,3 +301,24 @@ def test_visible_escapes_only_control_characters() -> None:
     assert render.visible(text) == (
         "tab\there\nnew \\x1b[31m \\x00 \\x7f \\x85 \\x9b é ✓ [red]x[/red]"
     )
+
+
+def test_a_console_writing_to_a_pipe_is_wide_enough_for_whole_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.table import Table
+
+    from pinakes_cli import render
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    console = render.console(file=io.StringIO(), soft_wrap=True)  # stdout under pytest: no tty
+    assert console.width == render.PIPE_WIDTH
+    table = Table("config", "false-confidence (none + offtopic)", "AUROC")
+    table.add_row("hybrid+ppr-auto", "0.518", "0.847")
+    console.print(table)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "false-confidence (none + offtopic)" in out and "hybrid+ppr-auto" in out
+    # The user's COLUMNS and an explicit width still decide.
+    monkeypatch.setenv("COLUMNS", "100")
+    assert render.console(file=io.StringIO()).width == 100
+    assert render.console(file=io.StringIO(), width=70).width == 70

@@ -15,6 +15,7 @@ import datetime as dt
 import difflib
 import functools
 import json
+import os
 import re
 import sys
 import textwrap
@@ -114,8 +115,26 @@ def console(**options: Any) -> Console:
     Every segment of text it renders (a ``Text``, a table cell, ``out()``, a rule) passes
     through :func:`visible`; only rich's own control segments (cursor moves, styles) reach
     the terminal as codes. Use it for every console that may print text from the user's files.
+
+    Written to a pipe or a file (no terminal, no ``COLUMNS``), it is :data:`PIPE_WIDTH` wide
+    rather than rich's 80 columns, so a table in a log keeps its headers and values whole.
     """
+    if "width" not in options and "COLUMNS" not in os.environ:
+        stream = options.get("file") or (sys.stderr if options.get("stderr") else sys.stdout)
+        if not _is_terminal(stream):
+            options["width"] = PIPE_WIDTH
     return cast("Console", _visible_console()(**options))
+
+
+#: Columns of a console that writes to a pipe or a file.
+PIPE_WIDTH = 160
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 @functools.cache
