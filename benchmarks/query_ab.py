@@ -10,8 +10,9 @@ by ``--undo`` (default: all of them) through small patches; ``new`` is the code 
 - ``word-sets``: near-duplicate folding reads each distinct passage text's words once (and
   equal texts are duplicates without reading them) instead of once per copy.
 
-Every query's hits (path, chunk, score) and confidence must be the same in both variants; the
-script stops with an error otherwise. One BLAS thread, as ``pnk`` and ``pinakes-mcp`` run::
+Every query's hits (path, chunk, score, folded duplicates) and confidence must be the same in
+both variants; the script stops with an error otherwise. Times are each search's own
+``timings_ms["total"]``. One BLAS thread, as ``pnk`` and ``pinakes-mcp`` run::
 
     OPENBLAS_NUM_THREADS=1 uv run python benchmarks/query_ab.py --kb /tmp/scale50k/kb \\
         --rounds 5 [--configs hybrid,default,gated]
@@ -93,7 +94,8 @@ UNDO: dict[str, Callable[[], Callable[[], None]]] = {
 
 
 def _signature(result: Any) -> tuple[Any, ...]:
-    return (tuple((h.path, h.chunk, h.score) for h in result.hits), result.confidence)
+    hits = tuple((h.path, h.chunk, h.score, tuple(h.duplicates or ())) for h in result.hits)
+    return (hits, result.confidence)
 
 
 def main() -> None:
