@@ -229,6 +229,17 @@ def test_nfd_file_names_are_found_by_their_nfc_spelling_and_back(tmp_path: Path)
     ]
 
 
+def test_nested_lists_in_frontmatter_give_their_words_not_python_reprs(tmp_path: Path) -> None:
+    # An unquoted Obsidian link (title: [[My Note]]) loads as a nested list; it became the
+    # title "[['My Note']]" and tags such as "{'c': 'd'}".
+    front = "---\ntitle: [[My Note]]\ntags: [[a, b], {c: d}, [[x]]]\naliases: {x: y}\n---\nbody\n"
+    root = make_kb(tmp_path / "kb", {"n.md": front})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        view = kb.read("n.md")
+    assert (view.title, view.tags, view.aliases) == ("My Note", ["a", "b", "x"], [])
+
+
 def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", {"small.md": "# Small\n\nok\n", "big.md": "word " * 2000})
     set_config(root, "sync", "max_file_mb = 0.001")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,14 +302,23 @@ def decode(data: bytes) -> tuple[str, bool]:
     return text, lossy
 
 
+def _scalars(value: Any) -> Iterator[Any]:
+    """The scalars in ``value``, nested lists flattened, mappings left out.
+
+    ``tags: [[a, b]]`` or ``title: [[My Note]]`` (an Obsidian link left unquoted) loads as a
+    nested list; its words are meant, not Python's ``"[['My Note']]"``.
+    """
+    if isinstance(value, list | tuple | set):
+        for item in value:
+            yield from _scalars(item)
+    elif value is not None and not isinstance(value, dict):
+        yield value
+
+
 def _as_list(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
     if isinstance(value, str):
         return tuple(v.strip() for v in value.replace(",", " ").split() if v.strip())
-    if isinstance(value, list):
-        return tuple(str(v).strip() for v in value if v is not None and str(v).strip())
-    return (str(value),)
+    return tuple(str(v).strip() for v in _scalars(value) if str(v).strip())
 
 
 def _first(data: dict[str, Any], keys: list[str]) -> Any:
@@ -358,8 +367,8 @@ def parse_frontmatter(
         return result
     result.fields = data
     keys = keys or FrontmatterConfig()
-    title = _first(data, keys.title)
-    result.title = str(title).strip() if title not in (None, "") else None
+    title = " ".join(str(part) for part in _scalars(_first(data, keys.title))).strip()
+    result.title = title or None
     own_id = _first(data, keys.id)
     if isinstance(own_id, str | int) and not isinstance(own_id, bool) and str(own_id).strip():
         result.id = str(own_id).strip()
