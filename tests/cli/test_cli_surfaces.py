@@ -22,7 +22,7 @@ from pinakes_cli import render
 from pinakes_cli.main import cli
 from pinakes_cli.plugins import KNOWN_COMMANDS, _missing
 from pinakes_core import KB, SearchResult
-from pinakes_core.watching import watch
+from pinakes_core.watching import watch, watched_folders
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 
@@ -233,6 +233,54 @@ def test_watch_syncs_at_start_and_after_changes(tmp_path: Path) -> None:
         worker.join(10)
         kb.close()
     assert not worker.is_alive()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_watch_ignores_a_symlink_out_of_the_kb_and_sees_new_folders(tmp_path: Path) -> None:
+    # notify's recursive watch followed `root.md -> /` and walked the whole file system, dying
+    # with PermissionError on the first folder it could not watch (/proc/1/task/1/fdinfo, even
+    # as root); `pnk watch` exited with a traceback and the MCP server stopped re-syncing.
+    root = make_kb(tmp_path / "kb")
+    (root / "outside").symlink_to("/proc")
+    (root / "loop").symlink_to(".")
+    folders = {p.relative_to(root).as_posix() for p in watched_folders(root)}
+    assert "outside" not in folders and "loop" not in folders and "." in folders
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    stop = threading.Event()
+    events: list[int] = []
+    failures: list[BaseException] = []
+
+    def sync(count: int) -> None:
+        kb.sync()
+        events.append(count)
+
+    def run() -> None:
+        try:
+            watch(root, sync, debounce_ms=100, stop=stop)
+        except BaseException as exc:  # the test reports it below
+            failures.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        deadline = time.time() + 30
+        while not events and not failures and time.time() < deadline:
+            time.sleep(0.05)
+        (root / "fresh" / "deeper").mkdir(parents=True)
+        time.sleep(0.5)  # the folder's own event restarts the watch on the new folders
+        (root / "fresh" / "deeper" / "late.md").write_text("# Late\n\nokapi herds\n", "utf-8")
+        while time.time() < deadline and not failures:
+            hits = kb.search("okapi herds", channels=["bm25"]).hits
+            if hits and hits[0].path == "fresh/deeper/late.md":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the new folder's file was never synced: {failures}")
+    finally:
+        stop.set()
+        worker.join(10)
+        kb.close()
+    assert not failures and not worker.is_alive()
 
 
 # -- pnk mcp config (item 10) ---------------------------------------------------------------

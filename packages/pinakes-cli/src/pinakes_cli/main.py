@@ -664,7 +664,11 @@ def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
     if not as_json:
         _err().print(render.line((f"watching {kb.root} (Ctrl-C stops)", "dim")))
 
+    started: list[bool] = []  # the first sync reports even when nothing changed
+
     def run_sync(events: int) -> None:
+        first = not started
+        started.append(True)
         try:
             with _progress(not as_json) as progress:
                 report = kb.sync(progress=progress)
@@ -674,7 +678,7 @@ def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
         if as_json:
             data = report.model_dump(mode="json", by_alias=True)
             _out().out(json.dumps({"events": events, **data}), highlight=False)
-        elif report.added or report.changed or report.removed or report.renamed or not events:
+        elif report.added or report.changed or report.removed or report.renamed or first:
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             _out().print(render.line((stamp, "dim"), " "), end="")
             render.render_sync(_out(), report)

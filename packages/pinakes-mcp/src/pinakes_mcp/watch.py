@@ -18,7 +18,12 @@ import anyio.to_thread
 from watchfiles import awatch
 
 from pinakes_core import PinakesError, SyncReport
-from pinakes_core.watching import DEFAULT_DEBOUNCE_MS, change_filter
+from pinakes_core.watching import (
+    DEFAULT_DEBOUNCE_MS,
+    change_filter,
+    folders_changed,
+    watched_folders,
+)
 from pinakes_mcp.served import Registry, ServedKB
 
 __all__ = ["DEFAULT_DEBOUNCE_MS", "Watcher"]
@@ -58,21 +63,30 @@ class Watcher:
         self._tasks.clear()
 
     async def _watch(self, served: ServedKB) -> None:
-        # The catch-up sync runs on the first (empty) yield (see pinakes_core.watching).
-        first = True
-        async for changes in awatch(
-            served.root,
-            watch_filter=change_filter(),
-            debounce=self._debounce_ms,
-            stop_event=self._stop,
-            rust_timeout=200,
-            yield_on_timeout=True,
-        ):
-            if not changes and not first:
-                continue
-            first = False
-            log.debug("KB %r: %d file event(s)", served.name, len(changes))
-            await self._sync_in_thread(served)
+        # The catch-up sync runs on the first (empty) yield, and each folder is watched on
+        # its own, made again when folders come or go (see pinakes_core.watching).
+        while not self._stop.is_set():
+            folders = await anyio.to_thread.run_sync(watched_folders, served.root)
+            known = {str(folder) for folder in folders}
+            first = True
+            async for changes in awatch(
+                *folders,
+                watch_filter=change_filter(),
+                debounce=self._debounce_ms,
+                stop_event=self._stop,
+                rust_timeout=200,
+                yield_on_timeout=True,
+                recursive=False,
+            ):
+                if not changes and not first:
+                    continue
+                first = False
+                log.debug("KB %r: %d file event(s)", served.name, len(changes))
+                await self._sync_in_thread(served)
+                if folders_changed(changes, known):
+                    break
+            else:
+                return
 
     async def _sync_in_thread(self, served: ServedKB) -> None:
         try:
