@@ -125,6 +125,17 @@ def test_binary_file_is_skipped(tmp_path: Path) -> None:
     assert not (root / "blob.md.pnk.yaml").exists()
 
 
+def test_status_does_not_count_a_skipped_file_as_new_until_it_changes(tmp_path: Path) -> None:
+    # `pnk status` said "1 new ... since last sync" for a binary .md after every sync.
+    root = make_kb(tmp_path / "kb", {"ok.md": "# Ok\n\nfine\n", "blob.md": b"PK\x00\x00"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        assert kb.status().stale["new"] == 2
+        kb.sync()
+        assert kb.status().stale == {"new": 0, "changed": 0, "removed": 0}
+        (root / "blob.md").write_bytes(b"PK\x00\x00 edited")
+        assert kb.status().stale["new"] == 1
+
+
 def test_a_utf16_file_is_skipped_saying_so(tmp_path: Path) -> None:
     # Notepad's "Unicode" (UTF-16 with a BOM) was reported as "binary (NUL bytes)".
     root = make_kb(tmp_path / "kb", {"win.md": "# Notes\n\nfrom Windows\n".encode("utf-16")})

@@ -77,6 +77,11 @@ class FileEntry:
         return Path(self.location)
 
     @property
+    def stamp(self) -> list[int | None]:
+        """The stat data change detection compares (a list, as it is stored in JSON)."""
+        return [self.mtime_ns, self.size, self.sidecar_mtime_ns, self.sidecar_size]
+
+    @property
     def is_markdown(self) -> bool:
         """Whether the document is parsed as Markdown (otherwise as plain text)."""
         return self.rel.lower().endswith(_MARKDOWN_SUFFIXES)

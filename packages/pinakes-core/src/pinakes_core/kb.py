@@ -1037,6 +1037,7 @@ class KB:
             return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
         last = store.get_meta("last_sync")
+        skipped = json.loads(store.get_meta("skipped_files") or "{}")
         dim = store.get_meta("dim")
         ner = store.get_meta("ner_settings") is not None  # the NER layer was derived
         mentions = conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'mentions'").fetchone()
@@ -1052,7 +1053,11 @@ class KB:
             schema_version=int(store.get_meta("schema_version") or SCHEMA_VERSION),
             last_sync=float(last) if last else None,
             stale={
-                "new": len(seen - rows.keys()),
+                "new": sum(
+                    1
+                    for e in entries
+                    if e.rel not in rows and skipped.get(e.rel) != e.stamp  # skipped as it is
+                ),
                 "changed": changed,
                 "removed": len(rows.keys() - seen),
             },

@@ -978,6 +978,11 @@ def run_sync(
                         "(SELECT embed_hash FROM chunks UNION SELECT embed_hash FROM node_vectors)"
                     )
                 store.set_meta(conn, "last_sync", str(time.time()))
+                # Files read and left out, as they were: status counts them as new only
+                # once they change (else a binary .md stays "1 new" after every sync).
+                by_rel = {e.rel: e for e in entries}
+                skipped = {s.path: by_rel[s.path].stamp for s in plan.skips if s.path in by_rel}
+                store.set_meta(conn, "skipped_files", json.dumps(skipped))
                 store.set_meta(conn, "chunking", syncer.chunking)
                 store.set_meta(conn, "fts_rows", FTS_ROWS)
             # A rebuild was written beside the store readers use; now it becomes theirs.
