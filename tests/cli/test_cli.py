@@ -135,3 +135,19 @@ def test_kb_option_after_the_command_as_in_the_readme(kb_dir: Path) -> None:
     assert "consensus/raft.md" in out
     code, out, _ = run("--kb", "/nonexistent", "status", "--kb", str(kb_dir), "--json")
     assert code == 0 and json.loads(out)["name"] == "distsys-notes"
+
+
+def test_calibrate_on_a_tiny_kb_says_why_and_keeps_json_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With one document `pnk calibrate` said "The KB has no documents", and with --json it
+    # printed that sentence instead of JSON.
+    from conftest import FakeHashEmbedder, make_kb
+
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    kb = str(make_kb(tmp_path / "kb", {"a.md": "# One\n\nonly document here\n"}))
+    assert run("--kb", kb, "sync")[0] == 0
+    code, out, _ = run("--kb", kb, "calibrate")
+    assert code == 0 and "no documents" not in out and "Too little distinct text" in out
+    code, out, err = run("--kb", kb, "calibrate", "--json")
+    assert code == 0 and json.loads(out) is None and "Too little distinct text" in err

@@ -628,7 +628,13 @@ def calibrate(ctx: click.Context, as_json: bool) -> None:
     with _progress(not as_json) as progress:
         calibration = kb.self_calibrate(force=True, progress=progress)
     if calibration is None:
-        _out().print("The KB has no documents: nothing to calibrate.", markup=False)
+        # None: no documents, or none of the synthetic queries it drew found its passage.
+        note = "Too little distinct text to calibrate from; confidence keeps the built-in prior."
+        if as_json:
+            render.print_data(_out(), None)  # still JSON on stdout
+            _err().print(render.line(note))
+        else:
+            _out().print(render.line(note))
     elif as_json:
         render.print_json(_out(), calibration)
     else:
