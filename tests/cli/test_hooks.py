@@ -245,6 +245,10 @@ def test_outside_a_repository_hooks_fail_clearly_and_doctor_stays_quiet(tmp_path
     KB.init(root)
     code, _, err = run("--kb", str(root), "hooks", "install")
     assert code == 1 and "not inside a git work tree" in err and "Traceback" not in err
+    # With --json the error is JSON on stdout, as for every other command (it was text).
+    for args in (("hooks", "status", "--json"), ("upgrade", "--json")):
+        code, out, _ = run("--kb", str(root), *args)
+        assert code == 1 and set(json.loads(out)["error"]) == {"type", "message", "hint"}
     with KB.open(root) as kb:
         assert "git-hooks" not in {f.check for f in kb.doctor().findings}
 
