@@ -322,8 +322,10 @@ class FleetRegistry:
 
     def save(self) -> None:
         """Write the registry back atomically, keeping the user's comments and layout."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.path, tomlkit.dumps(self._document))
+        # Through a symlink (a registry kept in a dotfiles repository stays a link).
+        target = self.path.resolve() if self.path.is_symlink() else self.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, tomlkit.dumps(self._document))
 
     def _aot(self) -> AoT:
         current = self._document.get("kb")

@@ -230,14 +230,13 @@ def _locked_temp(directory: Path, name: str) -> tuple[int, str]:
 def _atomic_write(path: Path, text: str, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` atomically (temp file, fsync, rename).
 
-    A symlink is written through: the file it leads to is replaced and the link stays a link
-    (a config kept in a dotfiles repository, a note linked under a second name). Callers that
-    must stay inside the KB resolve and check the path first.
+    A symlink at ``path`` is replaced, never followed: a link planted in a KB between a check
+    and the rename cannot send the write outside it. Callers that mean to write through a
+    link (the user's own fleet registry) resolve the path first.
 
     ``mode``: the permission bits to give the file (default: the replaced file's, or what a
     new file gets).
     """
-    path = Path(os.path.realpath(path))
     fd, tmp = _locked_temp(path.parent, path.name)
     try:
         if mode is None:
