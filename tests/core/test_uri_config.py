@@ -78,6 +78,18 @@ def test_init_writes_config_and_gitignore(tmp_path: Path) -> None:
         KB.init(root, name="again")
 
 
+@pytest.mark.parametrize(
+    ("folder", "name"), [("My Notes (2024)", "My-Notes-2024"), ("日本語メモ", "kb")]
+)
+def test_init_makes_a_valid_name_from_any_folder_name(
+    tmp_path: Path, folder: str, name: str
+) -> None:
+    # `pnk init` in "~/My Notes" failed: "'My Notes' is not a valid KB name" (adopt and an
+    # absent [kb] name already made the folder name valid).
+    kb = KB.init(tmp_path / folder)
+    assert kb.config.kb.name == name == load_config(tmp_path / folder).kb.name
+
+
 def test_init_keeps_a_crlf_gitignore_crlf(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_bytes(b"build/\r\n*.log")
     KB.init(tmp_path, name="crlf")

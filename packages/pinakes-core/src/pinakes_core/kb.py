@@ -31,7 +31,13 @@ from pinakes_core.arguments import (
 )
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import Calibration, prior_calibration
-from pinakes_core.config import CONFIG_FILE, Config, load_config, render_config
+from pinakes_core.config import (
+    CONFIG_FILE,
+    Config,
+    default_kb_name,
+    load_config,
+    render_config,
+)
 from pinakes_core.embedding import Embedder, load_embedder
 from pinakes_core.errors import (
     ConfigError,
@@ -183,7 +189,7 @@ class KB:
             raise ConfigError(
                 f"{config_path} already exists.", "This folder is a KB already; run `pnk sync`."
             )
-        name = name or root.name
+        name = name or default_kb_name(root)  # "My Notes (2024)" -> "My-Notes-2024"
         ignored = _read_gitignore(root)  # before anything is written: a refusal leaves no trace
         config_path.write_text(render_config(name), encoding="utf-8")
         try:
