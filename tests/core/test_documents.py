@@ -105,6 +105,16 @@ def test_gitignore_include_exclude_and_dot_directories(tmp_path: Path) -> None:
     ]
 
 
+def test_a_gitignore_line_git_cannot_read_is_skipped_not_fatal(tmp_path: Path) -> None:
+    # `build\` (a Windows-style path) in a .gitignore made pathspec raise out of every sync,
+    # status and adopt; git itself skips such a line.
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "notes/b.md": "# B\n\nbeta\n"})
+    (root / ".gitignore").write_text("build\\\n", encoding="utf-8")
+    (root / "notes" / ".gitignore").write_text("drafts\\\nb.md\n", encoding="utf-8")
+    report = _sync(root)
+    assert report.added == ["a.md"]  # notes/b.md is still ignored by the valid line
+
+
 def test_include_globs_restrict_documents(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", {"a.md": "# A\n\na\n", "b.txt": "b\n", "docs/c.rst": "c\n"})
     set_config(root, "sync", 'include = ["**/*.md", "docs/*.rst"]')

@@ -141,7 +141,19 @@ def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
         data = read_limited(path, limit=_MAX_GITIGNORE_BYTES)
     except (OSError, UnsafeFileError):
         return None
-    return pathspec.GitIgnoreSpec.from_lines(data.decode("utf-8", errors="replace").splitlines())
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # a line git cannot read either (Windows' 'build\'): git skips it
+        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if _pattern_ok(line)])
+
+
+def _pattern_ok(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return False
+    return True
 
 
 def scan(
