@@ -322,3 +322,24 @@ def test_a_console_writing_to_a_pipe_is_wide_enough_for_whole_tables(
     monkeypatch.setenv("COLUMNS", "100")
     assert render.console(file=io.StringIO()).width == 100
     assert render.console(file=io.StringIO(), width=70).width == 70
+
+
+def test_json_with_del_and_c1_in_user_text_stays_valid_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `pnk review --json` went through rich's print_json, whose raw DEL/C1 characters the
+    # escaping console turned into "\x7f", an invalid JSON escape.
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    kb = str(root)
+    assert run("--kb", kb, "sync")[0] == 0
+    side = root / "a.md.pnk.yaml"
+    side.write_text(
+        side.read_text("utf-8")
+        + 'suggested_links:\n  - {to: b.md, rel: "cites\\x7f\\x9b", operation: "ask\\x85"}\n',
+        "utf-8",
+    )
+    code, out, err = run("--kb", kb, "review", "--json")
+    assert code == 0, err
+    staged = json.loads(out)
+    assert staged and staged[0]["rel"] == "cites\x7f\x9b"

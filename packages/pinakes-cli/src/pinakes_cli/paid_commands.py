@@ -341,8 +341,6 @@ def review(
     as_json: bool,
 ) -> None:
     """List the links `ask --write-suggestions` staged in sidecars; accept or reject them."""
-    import json
-
     from rich.table import Table
     from rich.text import Text
 
@@ -357,7 +355,7 @@ def review(
     if accept or reject:
         report = writeback.review(kb, accept=accept, reject=reject)
         if as_json:
-            _out().print_json(json.dumps(report.model_dump(mode="json")), highlight=False)
+            render.print_data(_out(), report.model_dump(mode="json"))
             return
         for s in report.accepted:
             _plain(
@@ -374,7 +372,7 @@ def review(
         return
     items = writeback.staged(kb)
     if as_json:
-        _out().print_json(json.dumps([s.model_dump(mode="json") for s in items]), highlight=False)
+        render.print_data(_out(), [s.model_dump(mode="json") for s in items])
         return
     if not items:
         _plain(_out(), "No staged suggestions.")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pinakes_cli.render import console, print_json
+from pinakes_cli.render import console, print_data, print_json
 from pinakes_core import KB, PinakesError
 from pinakes_core.kb import find_root
 from pinakes_core.schema import GENERIC_REL, match_relation
@@ -160,7 +160,7 @@ def templates(as_json: bool) -> None:
     found = list_templates()
     out = _out()
     if as_json:
-        out.print_json(data=[t.model_dump(mode="json") for t in found], highlight=False)
+        print_data(out, [t.model_dump(mode="json") for t in found])
         return
     table = Table(box=None, pad_edge=False)
     for column in ("template", "version", "schema", "description"):
@@ -283,7 +283,7 @@ def review(
                 applied.append(candidate.name)
         payload = result.model_dump(mode="json")
         payload["applied"] = applied
-        _out().print_json(data=payload, highlight=False)
+        print_data(_out(), payload)
         return
     out = _out()
     _say(
