@@ -45,6 +45,17 @@ def test_a_section_runs_to_the_next_heading_of_its_level() -> None:
     assert find_section(DOC, "fenced") is None
 
 
+def test_a_heading_holding_a_path_separator_is_found_by_its_text() -> None:
+    # "## Input > Output" could not be read by section: the name was split at " > " and
+    # matched as a two-level path, while the error listed 'Input > Output' as a heading.
+    text = "# Guide\n\n## Input > Output\n\nmapping\n\n## A › B\n\nother\n"
+    for name in ("Input > Output", "guide › input > output", "A › B", "Guide > A > B"):
+        found = find_section(text, name)
+        assert found is not None, name
+    assert find_section(text, "Input > Output")[1] == "## Input > Output\n\nmapping\n"  # type: ignore[index]
+    assert find_section(text, "Output") is None
+
+
 def test_truncate_cuts_at_a_paragraph_break() -> None:
     text = "\n\n".join(f"paragraph {i} " + "x" * 70 for i in range(20))
     cut, truncated = truncate(text, 100)

@@ -112,13 +112,19 @@ def headings(text: str) -> list[Heading]:
     return found
 
 
+def _flat(name: str) -> str:
+    return " › ".join(part.strip() for part in _PATH_SEP.split(name.strip())).casefold()
+
+
 def section_span(text: str, name: str) -> tuple[Heading, int, int] | None:
     """Return the heading called ``name`` and its section's 0-based [start, end) line span."""
-    wanted = tuple(part.strip().casefold() for part in _PATH_SEP.split(name.strip()))
+    # Compared as text with every separator alike, so that a heading that itself holds one
+    # ("Input > Output", "A › B") is found by its own text and inside a heading path.
+    wanted = _flat(name)
     found = headings(text)
     for index, heading in enumerate(found):
-        path = tuple(part.casefold() for part in heading.path)
-        if path[-len(wanted) :] != wanted:
+        suffixes = (heading.path[-k:] for k in range(1, len(heading.path) + 1))
+        if not any(_flat(" › ".join(parts)) == wanted for parts in suffixes):
             continue
         end = next(
             (h.line for h in found[index + 1 :] if h.level <= heading.level), text.count("\n") + 1
