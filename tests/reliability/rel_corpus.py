@@ -304,6 +304,23 @@ CASES: list[Case] = [
         "lone surrogates as text",
         _files({"sur.md": b"# S\n\n" + "\ud800 text".encode("utf-8", "surrogatepass")}),
     ),
+    # -- found by probing a new user's folders (probe session) ------------------------------------
+    Case(
+        "YAML values Python cannot build",
+        _many(
+            _files({"date.md": "---\ndate: 2024-02-30\nok: !!bool maybe\n---\n# Date\n"}),
+            _sidecar("side.md", "updated: 2024-13-45\ncount: !!int many\n"),
+        ),
+    ),
+    Case("YAML alias inside itself", _files({"loop.md": "---\nx: &a [1, *a]\n---\n# Loop\n"})),
+    Case(
+        ".gitignore line git cannot read",
+        _files({"sub/.gitignore": "build\\\n", "sub/s.md": "# S\n"}),
+    ),
+    Case(
+        "nested lists and UTF-16 notes",
+        _files({"n.md": "---\ntitle: [[My Note]]\n---\nx\n", "w.md": "# W\n".encode("utf-16")}),
+    ),
     # -- item 5: crash leftovers and store damage -------------------------------------------------
     Case(
         "sidecar temp files left by a crash",
