@@ -261,6 +261,15 @@ def test_nested_lists_in_frontmatter_give_their_words_not_python_reprs(tmp_path:
     assert (view.title, view.tags, view.aliases) == ("My Note", ["a", "b", "x"], [])
 
 
+def test_a_path_filter_finds_an_nfd_folder_by_its_nfc_spelling(tmp_path: Path) -> None:
+    # --path café/ answered "No document path starts with 'café/'; top folders: café/".
+    root = make_kb(tmp_path / "kb", {"cafe\u0301/menu.md": "# Menu\n\nespresso prices\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        hits = kb.search("espresso", path="caf\u00e9/", channels=["bm25"]).hits
+    assert [h.path for h in hits] == ["cafe\u0301/menu.md"]
+
+
 def test_file_over_max_file_mb_is_skipped(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", {"small.md": "# Small\n\nok\n", "big.md": "word " * 2000})
     set_config(root, "sync", "max_file_mb = 0.001")

@@ -12,6 +12,7 @@ import functools
 import math
 import os
 import sqlite3
+import unicodedata
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -148,8 +149,13 @@ class Filters:
             params += [*tags, len(set(tags))]
         prefix = clean_path(self.path)
         if prefix is not None:
-            clauses.append("substr(d.path, 1, ?) = ?")
-            params += [len(prefix), prefix]
+            # Either Unicode spelling: a folder named on macOS is NFD, the prefix typed NFC.
+            spellings = dict.fromkeys(
+                (prefix, *(unicodedata.normalize(form, prefix) for form in ("NFC", "NFD")))
+            )
+            clauses.append("(" + " OR ".join(["substr(d.path, 1, ?) = ?"] * len(spellings)) + ")")
+            for spelling in spellings:
+                params += [len(spelling), spelling]
         if self.doc_ids:
             clauses.append(f"d.doc_id IN ({','.join('?' * len(self.doc_ids))})")
             params += [clean_text(d, "doc_ids") for d in self.doc_ids]
