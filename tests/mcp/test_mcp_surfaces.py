@@ -100,6 +100,15 @@ async def test_write_note_is_searchable_when_the_call_returns(kb: KB, writer: Cl
     ] == "ideas/zebra.md"
 
 
+async def test_a_written_note_the_sync_leaves_out_says_why(kb: KB, writer: Client[Any]) -> None:
+    # A note written into a .gitignored folder came back with doc_id null, synced false and
+    # no note at all: the agent could not tell what went wrong.
+    (kb.root / ".gitignore").write_text(".pinakes/\nbuild/\n", "utf-8")
+    result = await call(writer, "pinakes_write_note", path="build/x.md", text="# X\n\nxeno")
+    assert (result["action"], result["synced"], result["doc_id"]) == ("created", False, None)
+    assert "left it out" in result["notes"][0] and ".gitignore" in result["notes"][0]
+
+
 @pytest.mark.parametrize(
     ("path", "complaint"),
     [

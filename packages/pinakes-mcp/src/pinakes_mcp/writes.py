@@ -89,6 +89,11 @@ def _finish(registry: Registry, served: ServedKB, result: WriteResult) -> WriteO
         try:
             doc_id = handle.resolve(result.path)
         except (DocumentNotFoundError, PinakesError):
+            if synced:  # the sync ran and left it out: say why, or the agent cannot know
+                notes.append(
+                    f"{result.path} was written but the sync left it out: a .gitignore rule "
+                    "ignores it, or it could not be read (see `pnk sync`). Write it elsewhere."
+                )
             synced = False
     return WriteOutput(
         kb=served.name,
