@@ -259,6 +259,12 @@ def test_nested_lists_in_frontmatter_give_their_words_not_python_reprs(tmp_path:
         kb.sync()
         view = kb.read("n.md")
     assert (view.title, view.tags, view.aliases) == ("My Note", ["a", "b", "x"], [])
+    # A !!binary title or tag was shown as Python's "b'\\xff'"; it is no text, so it is left out.
+    (root / "b.md").write_text("---\ntitle: !!binary /w==\ntags: [!!binary /w==, t]\n---\n# Bin\n")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        view = kb.read("b.md")
+    assert (view.title, view.tags) == ("Bin", ["t"])
 
 
 def test_a_path_filter_finds_an_nfd_folder_by_its_nfc_spelling(tmp_path: Path) -> None:

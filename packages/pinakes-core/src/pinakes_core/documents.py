@@ -320,7 +320,7 @@ def decode(data: bytes) -> tuple[str, bool]:
 
 
 def _scalars(value: Any) -> Iterator[Any]:
-    """The scalars in ``value``, nested lists flattened, mappings left out.
+    """The scalars in ``value``, nested lists flattened, mappings and ``!!binary`` left out.
 
     ``tags: [[a, b]]`` or ``title: [[My Note]]`` (an Obsidian link left unquoted) loads as a
     nested list; its words are meant, not Python's ``"[['My Note']]"``.
@@ -328,7 +328,7 @@ def _scalars(value: Any) -> Iterator[Any]:
     if isinstance(value, list | tuple | set):
         for item in value:
             yield from _scalars(item)
-    elif value is not None and not isinstance(value, dict):
+    elif value is not None and not isinstance(value, dict | bytes):  # !!binary is no text
         yield value
 
 
