@@ -343,3 +343,12 @@ def test_json_with_del_and_c1_in_user_text_stays_valid_json(
     assert code == 0, err
     staged = json.loads(out)
     assert staged and staged[0]["rel"] == "cites\x7f\x9b"
+
+
+def test_bidi_overrides_in_user_text_are_shown_not_obeyed() -> None:
+    from pinakes_cli import render
+
+    # U+202E would display "txt.exe" as "exe.txt"; right-to-left text itself is untouched.
+    assert render.visible("report\u202eexe.txt") == "report\\u202eexe.txt"
+    assert render.visible("a\u2066b\u2069c") == "a\\u2066b\\u2069c"
+    assert render.visible("שלום עולם") == "שלום עולם"

@@ -99,14 +99,25 @@ _STOPWORDS = frozenset(
 
 
 # C0 controls but tab and newline, DEL and C1: a terminal acts on them (ESC starts a
-# sequence that can clear the screen or retitle the window; U+009B is a one-byte CSI).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# sequence that can clear the screen or retitle the window; U+009B is a one-byte CSI). Also
+# the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder the
+# rest of the line as displayed, so a title could show other text than it holds; right-to-left
+# scripts display correctly without them.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _C1 = re.compile("[\x7f-\x9f]")
 
 
 def visible(text: str) -> str:
-    r"""``text`` with its control characters (but tab and newline) written as ``\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    r"""``text`` with its control characters (but tab and newline) written as ``\xNN``.
+
+    The bidi controls are written ``\u202e``.
+    """
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def console(**options: Any) -> Console:
