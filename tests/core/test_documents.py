@@ -62,6 +62,33 @@ def test_malformed_frontmatter_warns_and_still_indexes(tmp_path: Path) -> None:
     assert scalar(root, "SELECT title FROM documents") == "Body"
 
 
+def test_toml_frontmatter_of_hugo_and_zola_sites_is_read_not_indexed_as_text(
+    tmp_path: Path,
+) -> None:
+    page = (
+        '+++\ntitle = "Deploying the gateway"\ntags = ["ops", "gateway"]\n'
+        'aliases = ["gateway deploy"]\ndate = 2024-05-01\ndraft = false\n+++\n\n'
+        "Roll out with kumquat canaries.\n"
+    )
+    broken = '+++\ntitle = "unclosed\n+++\n# Broken\n\nsome text\n'
+    deep = "+++\nx = " + "[" * 5000 + "]" * 5000 + "\n+++\n# Deep\n\nbody\n"
+    root = make_kb(tmp_path / "kb", {"deploy.md": page, "broken.md": broken, "deep.md": deep})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        view = kb.read("deploy.md")
+        assert (view.title, view.tags, view.aliases) == (
+            "Deploying the gateway",
+            ["ops", "gateway"],
+            ["gateway deploy"],
+        )
+        assert kb.search("kumquat", meta=["draft=false"], channels=["bm25"]).hits
+        # the block is frontmatter, not text: its words are not indexed
+        assert not kb.search("draft", channels=["bm25"]).hits
+        assert {kb.read(p).title for p in ("broken.md", "deep.md")} == {"Broken", "Deep"}
+    assert any("broken.md" in w and "TOML" in w for w in report.warnings)
+    assert any("deep.md" in w and "nested too deeply" in w for w in report.warnings)
+
+
 # -- which files are documents ---------------------------------------------------------------
 
 

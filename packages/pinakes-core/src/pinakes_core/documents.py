@@ -20,6 +20,7 @@ import pathspec
 from pinakes_core.config import FrontmatterConfig, SyncConfig
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import (
+    MAX_YAML_BYTES,
     YamlLimitError,
     check_yaml,
     display_name,
@@ -28,6 +29,7 @@ from pinakes_core.intake import (
     without_surrogates,
     yaml_loader,
 )
+from pinakes_core.sections import frontmatter_block
 from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
 from pinakes_core.sources import source_type
 
@@ -346,41 +348,24 @@ def _first(data: dict[str, Any], keys: list[str]) -> Any:
 def parse_frontmatter(
     rel: str, lines: list[str], keys: FrontmatterConfig | None = None
 ) -> Frontmatter:
-    """Read a leading ``---`` YAML block from the document's lines.
+    """Read a leading frontmatter block from the document's lines.
 
+    YAML between ``---`` lines, or TOML between ``+++`` lines (Hugo, Zola).
     ``keys`` names the frontmatter keys holding the id, title, tags and aliases (default: the
     ``[frontmatter]`` defaults, ``id``, ``title``, ``tags``, ``aliases``).
 
-    Never raises: malformed YAML or bad values produce a :class:`Frontmatter` whose ``warning``
-    names the file and line, with ``end_line`` still covering the block so it is not indexed as
-    text.
+    Never raises: malformed YAML or TOML or bad values produce a :class:`Frontmatter` whose
+    ``warning`` names the file and line, with ``end_line`` still covering the block so it is not
+    indexed as text.
     """
-    if not lines or lines[0].rstrip() != "---":
+    found = frontmatter_block(lines)
+    if found is None:
         return Frontmatter()
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
-        return Frontmatter()
+    fence, end = found
     block = "\n".join(lines[1:end])
     result = Frontmatter(end_line=end + 1)
-    # Imported here: a sync with nothing changed parses no YAML (issue 14).
-    from ruamel.yaml.error import YAMLError
-
-    try:
-        check_yaml(block)
-        data = without_surrogates(yaml_loader().load(block))
-    except YamlLimitError as exc:
-        result.warning = f"{rel}: frontmatter was ignored: {exc}"
-        return result
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(exc, "problem", None)
-        why = f" ({problem})" if isinstance(problem, str) and problem else ""
-        result.warning = f"{rel}{where}: frontmatter is not valid YAML and was ignored{why}"
-        return result
-    if not isinstance(data, dict):
-        if data is not None:
-            result.warning = f"{rel}: frontmatter is not a YAML mapping and was ignored"
+    data = _load_toml(rel, block, result) if fence == "+++" else _load_yaml(rel, block, result)
+    if data is None:
         return result
     result.fields = data
     keys = keys or FrontmatterConfig()
@@ -396,3 +381,47 @@ def parse_frontmatter(
     except SidecarError as exc:
         result.warning = f"{exc.message} (frontmatter links ignored)"
     return result
+
+
+def _load_yaml(rel: str, block: str, result: Frontmatter) -> dict[str, Any] | None:
+    """A YAML frontmatter block's mapping, or ``None`` with ``result.warning`` set if unusable."""
+    # Imported here: a sync with nothing changed parses no YAML (issue 14).
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        check_yaml(block)
+        data = without_surrogates(yaml_loader().load(block))
+    except YamlLimitError as exc:
+        result.warning = f"{rel}: frontmatter was ignored: {exc}"
+        return None
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None)
+        why = f" ({problem})" if isinstance(problem, str) and problem else ""
+        result.warning = f"{rel}{where}: frontmatter is not valid YAML and was ignored{why}"
+        return None
+    if not isinstance(data, dict):
+        if data is not None:
+            result.warning = f"{rel}: frontmatter is not a YAML mapping and was ignored"
+        return None
+    return data
+
+
+def _load_toml(rel: str, block: str, result: Frontmatter) -> dict[str, Any] | None:
+    """A TOML frontmatter block's table, or ``None`` with ``result.warning`` set if unusable."""
+    import tomllib
+
+    if len(block.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
+        result.warning = (
+            f"{rel}: frontmatter was ignored: it is over {MAX_YAML_BYTES:,} bytes, "
+            "more than any frontmatter needs"
+        )
+        return None
+    try:
+        return tomllib.loads(block)
+    except tomllib.TOMLDecodeError as exc:
+        result.warning = f"{rel}: frontmatter is not valid TOML and was ignored ({exc})"
+    except RecursionError:  # arrays nested thousands deep
+        result.warning = f"{rel}: frontmatter was ignored: it is nested too deeply"
+    return None

@@ -76,13 +76,27 @@ class Heading:
     line: int
 
 
+#: A frontmatter block's opening line → the lines that may close it: YAML (``---`` … ``---``
+#: or ``...``) and TOML as Hugo and Zola write it (``+++`` … ``+++``).
+FRONTMATTER_FENCES = {"---": ("---", "..."), "+++": ("+++",)}
+
+
+def frontmatter_block(lines: list[str]) -> tuple[str, int] | None:
+    """The leading frontmatter block: its opening fence and the index of its closing line.
+
+    ``None`` when the document does not open with a fence or the block is never closed.
+    """
+    closers = FRONTMATTER_FENCES.get(lines[0].rstrip()) if lines else None
+    if closers is None:
+        return None
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in closers), None)
+    return None if end is None else (lines[0].rstrip(), end)
+
+
 def _body_start(lines: list[str]) -> int:
-    """Return the index of the first line after YAML frontmatter (0 when there is none)."""
-    if lines and lines[0].rstrip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].rstrip() in ("---", "..."):
-                return i + 1
-    return 0
+    """Return the index of the first line after the frontmatter (0 when there is none)."""
+    block = frontmatter_block(lines)
+    return 0 if block is None else block[1] + 1
 
 
 def headings(text: str) -> list[Heading]:
