@@ -352,3 +352,18 @@ def test_bidi_overrides_in_user_text_are_shown_not_obeyed() -> None:
     assert render.visible("report\u202eexe.txt") == "report\\u202eexe.txt"
     assert render.visible("a\u2066b\u2069c") == "a\\u2066b\\u2069c"
     assert render.visible("שלום עולם") == "שלום עולם"
+
+
+def test_a_path_holding_a_line_break_stays_one_line_in_files_and_md_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    root = make_kb(tmp_path / "kb", {"two\nlines.md": "# Odd\n\nkumquat\n", "b.md": "# B\n\nx\n"})
+    kb = str(root)
+    assert run("--kb", kb, "sync")[0] == 0
+    code, out, err = run("--kb", kb, "search", "kumquat", "--format", "files", "--channel", "bm25")
+    assert code == 0, err
+    assert out.splitlines() == ["two\\nlines.md"]
+    code, out, err = run("--kb", kb, "search", "kumquat", "--format", "md", "--channel", "bm25")
+    assert code == 0, err
+    assert "## 1. two\\nlines.md" in out

@@ -228,7 +228,7 @@ def render_fleet_search(
     if fmt == "files":
         roots = {item.name: item.root for item in result.kbs}
         for kb_name, rel in dict.fromkeys((h.kb, h.path) for h in result.hits):
-            console.out(str(Path(roots.get(kb_name, ".")) / rel), highlight=False)
+            console.out(render.one_line(str(Path(roots.get(kb_name, ".")) / rel)), highlight=False)
         return
     if fmt == "table":
         for item in result.kbs:

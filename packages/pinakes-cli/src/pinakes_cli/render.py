@@ -41,6 +41,7 @@ __all__ = [
     "cite",
     "console",
     "line",
+    "one_line",
     "print_json",
     "render_calibration",
     "render_diff",
@@ -118,6 +119,15 @@ def visible(text: str) -> str:
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def one_line(text: str) -> str:
+    r"""``text`` on one line: a line break in it (a file name may hold one) written as ``\n``.
+
+    For the line-per-item outputs (``--format files``, Markdown headings), where a raw break
+    would split one path into two.
+    """
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def console(**options: Any) -> Console:
@@ -299,7 +309,7 @@ def render_search(
         return
     if fmt == "files":
         for path in dict.fromkeys(hit.path for hit in result.hits):
-            console.out(path, highlight=False)
+            console.out(one_line(path), highlight=False)
         return
     from rich.text import Text
 
@@ -353,7 +363,7 @@ def render_search(
 
 
 def _render_search_md(console: Console, result: SearchResult) -> None:
-    out = [f"# Search: {result.query}", ""]
+    out = [f"# Search: {one_line(result.query)}", ""]
     if result.confidence is not None:
         out += [
             f"confidence {result.confidence:.2f}" + (" (abstain)" if result.abstain else ""),
@@ -363,7 +373,7 @@ def _render_search_md(console: Console, result: SearchResult) -> None:
         out.append(f"No hits. {result.note or ''}".rstrip())
     for i, hit in enumerate(result.hits, 1):
         where = hit.location
-        out += [f"## {i}. {cite(hit)} — {where}", ""]
+        out += [f"## {i}. {one_line(cite(hit))} — {one_line(where)}", ""]
         out += ["> " + row if row else ">" for row in hit.text.strip("\n").split("\n")]
         out.append("")
     console.out("\n".join(out).rstrip("\n"), highlight=False)
