@@ -367,3 +367,14 @@ def test_a_heading_whose_body_is_only_links_is_not_a_chunk_of_its_own() -> None:
     assert [c.heading_path for c in out] == [("Schemas", "Usage")]
     assert out[0].text.startswith("# Schemas\n\n## Documentation\n\n[[Schemas|")
     assert out[0].text.endswith("## See also\n\n[the guide](guide.md)")
+
+
+def test_a_long_gallery_is_split_like_text_not_carried_onto_the_next_chunk() -> None:
+    shots = " ".join(f"![shot {i}](https://example.com/screens/shot-{i}.png)" for i in range(60))
+    page = f"# P\n\n## Screenshots\n\n{shots}\n\n## Proxy\n\nSet the proxy in the settings.\n"
+    out = chunks(page, budget=256)
+    proxy = [c for c in out if c.heading_path == ("P", "Proxy")]
+    assert [c.text for c in proxy] == ["## Proxy\n\nSet the proxy in the settings."]
+    assert len(out) > 2
+    for c in out:
+        assert c.tokens == COUNT(c.text) and c.tokens <= 256

@@ -124,6 +124,10 @@ class _Block:
     pointer: bool = False  # a paragraph of nothing but images, embeds and links
 
 
+#: A paragraph of images, embeds and links joins the next chunk only while it holds at most
+#: this fraction of the token budget (a few images or a "see [[X]]" line, not a gallery).
+POINTER_SHARE = 4
+
 # A wikilink or note embed (``[[note]]``, ``![[note#section]]``): its words name another note.
 _WIKILINK = re.compile(r"!?\[\[[^\]]*\]\]")
 _PROSE = re.compile(r"\w")
@@ -412,7 +416,14 @@ def chunk_document(
     ]
     blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
     # A heading whose body only points elsewhere (images, embeds, links) joins the next chunk
-    # like a body-less one; a page of nothing else (a gallery, a link list) keeps them as text.
+    # like a body-less one, if that body is small: a long gallery or link list is text to split
+    # like any other (carried whole, it would push the next chunk far over the budget). A page
+    # of nothing else keeps them as its text.
+    limit = budget // POINTER_SHARE
+    for block in blocks:
+        if block.pointer:
+            text = "\n".join(lines[block.start : block.end])
+            block.content = _char_cost(text) > limit or count(text) > limit  # chars first: cheap
     if not any(block.content for block in blocks):
         for block in blocks:
             block.content = block.content or block.pointer
