@@ -17,6 +17,7 @@ from paid_support import (
 )
 from pinakes_core import KB
 from pinakes_core.ask import ask
+from pinakes_core.errors import SidecarError
 from pinakes_core.suggestions import read_suggestions
 from pinakes_core.writeback import SUGGESTED_KEY, review, staged
 
@@ -141,3 +142,24 @@ def test_rejected_suggestions_are_removed_and_unknown_ids_reported(kb: KB) -> No
     assert [s.id for s in report.rejected] == [item.id] and report.unknown == ["nope"]
     text = (kb.root / "services" / "ledger.md.pnk.yaml").read_text()
     assert SUGGESTED_KEY not in text and "links:" not in text and "# keep me" in text
+
+
+def test_review_of_a_sidecar_holding_a_value_python_cannot_build_is_a_clean_refusal(
+    tmp_path: Path,
+) -> None:
+    # Sync keeps `reviewed: 2024-02-30` as text; the rewriter's fallback re-load raised a bare
+    # ValueError out of `pnk review`.
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nAlpha text.\n", "b.md": "# B\n\nBeta.\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        doc = dict((p, d) for d, p in kb.store().conn.execute("SELECT doc_id, path FROM documents"))
+        side = root / "a.md.pnk.yaml"
+        text = (
+            f"id: {doc['a.md']}\nreviewed: 2024-02-30\nsuggested_links:\n- to: b.md\n  rel: see\n"
+        )
+        side.write_text(text)
+        assert not kb.sync().skipped
+        item = staged(kb)[0]
+        with pytest.raises(SidecarError, match=r"a\.md\.pnk\.yaml"):
+            review(kb, accept=[item.id])
+    assert side.read_text() == text  # left as it was

@@ -335,7 +335,10 @@ def _rewrite(
     read_sidecar(path, original.encode("utf-8"))
     expected = plain_data(change(_load(path, original)))
     for attempt in (edit, lambda text: redump(text, change)):
-        text = attempt(original)
+        try:
+            text = attempt(original)
+        except (YAMLError, ValueError):  # redump's load cannot build a value (2024-02-30)
+            continue
         if text is None:
             continue
         try:
