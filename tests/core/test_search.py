@@ -451,6 +451,17 @@ def test_worker_work_left_by_one_search_cannot_block_the_next(synced: KB) -> Non
     assert left is not None and left.result(timeout=60).size > 0
 
 
+def test_only_short_phrases_are_kept_between_queries(synced: KB) -> None:
+    # A query word may be 100,000 characters; kept for every query, 50,000 of them would hold
+    # gigabytes in a long-lived server.
+    huge = '"' + "a" * 5000 + '"'
+    ctx = synced.query_context("x")
+    assert ctx.doc_freq(huge) == 0 and ctx.doc_freq('"leader"') > 0
+    shared = synced.query_context("y")._doc_freq
+    assert '"leader"' in shared and huge not in shared
+    assert ctx.doc_freq(huge) == 0  # still counted once within its own query
+
+
 def test_phrase_counts_are_kept_between_queries_until_a_sync_changes_the_kb(synced: KB) -> None:
     first = synced.query_context("leader election")
     before = first.doc_freq('"leader"')

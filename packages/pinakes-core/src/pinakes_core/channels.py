@@ -177,6 +177,10 @@ class Filters:
         return (" AND ".join(clauses) or "1"), params
 
 
+#: Longest FTS phrase whose row count a KB keeps for all its queries (:meth:`QueryContext.doc_freq`).
+MAX_SHARED_PHRASE_CHARS = 64
+
+
 class QueryContext:
     """Everything a channel may need for one query, computed lazily and at most once."""
 
@@ -215,6 +219,7 @@ class QueryContext:
         # Rows per FTS phrase: a constant of the KB's content, so a KB passes one dict to all
         # the queries of a store generation (KB.query_context); a bare context counts its own.
         self._doc_freq: dict[str, int] = {} if phrase_counts is None else phrase_counts
+        self._own_freq: dict[str, int] = {}  # phrases too long for the shared table
         self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
         self._dense_job: (
             Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]] | None
@@ -326,9 +331,12 @@ class QueryContext:
         reads its whole doclist (~0.6 ms for one in 21,000 of 52,000 chunks), and a long
         question's common words recur from query to query.
         """
-        count = self._doc_freq.get(phrase)
+        # Only short phrases go to the KB's shared table: a query word may be 100,000
+        # characters, and 50,000 of those would hold gigabytes in a long-lived server.
+        cache = self._doc_freq if len(phrase) <= MAX_SHARED_PHRASE_CHARS else self._own_freq
+        count = cache.get(phrase)
         if count is None:
-            count = self._doc_freq[phrase] = int(
+            count = cache[phrase] = int(
                 self.conn.execute(
                     "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
                 ).fetchone()[0]
