@@ -27,6 +27,7 @@ from pinakes_core.confidence import (
     Ranking,
     extract_features,
     fit_logistic,
+    identifiers,
     prior_calibration,
 )
 from pinakes_core.query import query_terms
@@ -420,3 +421,12 @@ def test_a_calibration_of_an_earlier_recipe_serves_until_the_next_sync_refits_it
         refitted = selfcal.stored(kb.store())
         assert refitted is not None and refitted.signature["version"] == selfcal.CALIBRATION_VERSION
         assert not selfcal.stale(kb.store())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab1_-./: é9Z\n", max_size=30))
+def test_identifiers_are_found_as_by_the_unanchored_pattern(query: str) -> None:
+    # The pattern is anchored at word starts so a long word is not rescanned from each of its
+    # characters; what it finds must be what the plain pattern finds.
+    plain = re.compile(r"\w+(?:[-._/:]\w+)+|\w*\d\w*", re.UNICODE)
+    assert identifiers(query) == [m for m in plain.findall(query) if len(m) > 1]

@@ -83,7 +83,9 @@ POSITION_LIMIT = 4.0
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_IDENTIFIER = re.compile(r"\w+(?:[-._/:]\w+)+|\w*\d\w*", re.UNICODE)
+# Anchored at word starts: unanchored, a long word without a digit was rescanned from each of
+# its characters (a 100,000-character query word took minutes); the matches are the same.
+_IDENTIFIER = re.compile(r"\b\w+(?:[-._/:]\w+)+|\b\w*\d\w*", re.UNICODE)
 
 
 def identifiers(query: str) -> list[str]:
