@@ -163,3 +163,22 @@ def test_review_of_a_sidecar_holding_a_value_python_cannot_build_is_a_clean_refu
         with pytest.raises(SidecarError, match=r"a\.md\.pnk\.yaml"):
             review(kb, accept=[item.id])
     assert side.read_text() == text  # left as it was
+
+
+def test_review_never_writes_through_a_sidecar_symlink_leading_out_of_the_kb(
+    tmp_path: Path,
+) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nAlpha text.\n", "b.md": "# B\n\nBeta.\n"})
+    outside = tmp_path / "outside.yaml"
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        doc = dict((p, d) for d, p in kb.store().conn.execute("SELECT doc_id, path FROM documents"))
+        text = f"id: {doc['a.md']}\nsuggested_links:\n- to: b.md\n  rel: see\n"
+        outside.write_text(text)
+        side = root / "a.md.pnk.yaml"
+        side.unlink()
+        side.symlink_to(outside)
+        item = staged(kb)[0]
+        with pytest.raises(SidecarError, match="outside the KB"):
+            review(kb, accept=[item.id])
+    assert outside.read_text() == text and side.is_symlink()  # neither the file nor the link

@@ -233,7 +233,7 @@ def stage(kb: KB, suggestions: Sequence[LinkSuggestion]) -> list[LinkSuggestion]
                 data[SUGGESTED_KEY].append(entry)
                 return data
 
-            edit_sidecar(side, change)
+            edit_sidecar(side, change, root=kb.root.resolve())  # no write through a link out
             out.append(suggestion.model_copy(update={"status": "staged"}))
             if not in_schema and suggestion.rel not in (CO_CITED, GENERIC_REL):
                 record_schema_suggestion(
@@ -350,7 +350,7 @@ def review(kb: KB, *, accept: Sequence[str] = (), reject: Sequence[str] = ()) ->
                 del data[SUGGESTED_KEY]
             return data
 
-        edit_sidecar(sidecar_path(kb.root / path), change)
+        edit_sidecar(sidecar_path(kb.root / path), change, root=kb.root.resolve())
         for suggestion in chosen:
             (accepted if wanted[suggestion.id] else rejected).append(suggestion)
     return ReviewReport(accepted=accepted, rejected=rejected, unknown=unknown)
