@@ -62,8 +62,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever features or the synthetic recipe change: a stored calibration of another
-#: version is refitted at the next sync.
+#: Bumped whenever the synthetic recipe or what a feature measures changes: a stored calibration
+#: of another version is refitted at the next sync, and serves until then only while its
+#: feature names are the current ones (a feature whose meaning changes gets a new name).
 CALIBRATION_VERSION = 2
 #: Meta keys in the store.
 META_SELF = "self_calibration"

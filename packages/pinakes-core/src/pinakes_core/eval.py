@@ -552,10 +552,6 @@ def _positions(
     return z, y, answerable
 
 
-def _predict(z: np.ndarray[Any, Any], coef: np.ndarray[Any, Any], b: float) -> Any:
-    return 1.0 / (1.0 + np.exp(-np.clip(z @ coef + b, -40, 40)))
-
-
 #: Strength of the shrinkage of a labelled fit toward the prior (in questions).
 LABELLED_L2 = 3.0
 
@@ -591,26 +587,29 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
         )
     prior = prior_calibration()
     center = prior.coef if prior is not None else None
-    # Searches multiply the model's probability by the off-topic gate's; so do the predictions.
-    gate = np.array([anchors.on_topic(o.features or {}) for o in outcomes])
+
+    def fitted(rows: np.ndarray[Any, Any]) -> Calibration:
+        """The anchors' model (off-topic gate and all) with coefficients fitted on ``rows``."""
+        coef, intercept = fit_logistic(z[rows], y[rows], center=center, l2=LABELLED_L2)
+        return anchors.model_copy(
+            update={
+                "kind": "labelled",
+                "coef": [round(float(v), 6) for v in coef],
+                "intercept": round(intercept, 6),
+                "fitted_on": f"{questions_file.name} ({len(rows)} questions)",
+                "n": len(rows),
+            }
+        )
+
     order = list(range(len(y)))
     random.Random(seed).shuffle(order)
     held_out = np.zeros(len(y))
     for fold in range(folds):
         test = np.array(order[fold::folds])
-        train = np.setdiff1d(np.arange(len(y)), test)
-        coef, intercept = fit_logistic(z[train], y[train], center=center, l2=LABELLED_L2)
-        held_out[test] = _predict(z[test], coef, intercept) * gate[test]
-    coef, intercept = fit_logistic(z, y, center=center, l2=LABELLED_L2)
-    calibration = anchors.model_copy(
-        update={
-            "kind": "labelled",
-            "coef": [round(float(v), 6) for v in coef],
-            "intercept": round(intercept, 6),
-            "fitted_on": f"{questions_file.name} ({len(y)} questions)",
-            "n": len(y),
-        }
-    )
+        # Scored as a search scores it: Calibration.predict, the off-topic gate included.
+        model = fitted(np.setdiff1d(np.arange(len(y)), test))
+        held_out[test] = [model.predict(outcomes[i].features or {}) for i in test]
+    calibration = fitted(np.arange(len(y)))
     clipped = np.clip(held_out, 1e-6, 1 - 1e-6)
     return CalibrationReport(
         calibration=calibration,

@@ -139,7 +139,11 @@ class Graph:
         return best
 
     def adjacency(self) -> Any:
-        """Return the weighted adjacency as a new scipy CSR matrix (row ``u``: edges ``u → v``)."""
+        """Return the weighted adjacency as a scipy CSR matrix (row ``u``: edges ``u → v``).
+
+        The matrix is built over the graph's own arrays: derive new matrices from it, never
+        edit it in place.
+        """
         from scipy import sparse
 
         n = len(self)
