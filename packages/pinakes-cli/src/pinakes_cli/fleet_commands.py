@@ -7,13 +7,13 @@ came from a user's files is printed with Rich markup off.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pinakes_cli import render
+from pinakes_cli.options import json_option
 from pinakes_core import SearchResult
 from pinakes_core.errors import UriError
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["adopt_command", "fleet", "fleet_search", "render_fleet_search"]
 
-FC = TypeVar("FC", bound=Callable[..., Any])
-
 
 def _consoles() -> tuple[Console, Console]:
     from pinakes_cli.main import _err, _out
@@ -40,24 +38,6 @@ def _consoles() -> tuple[Console, Console]:
 def _say(console: Console, *parts: str | tuple[str, str]) -> None:
     """Print literal text (never parsed as markup); a ``(text, style)`` part is styled."""
     console.print(render.line(*parts), soft_wrap=True)
-
-
-def _json_option(help_text: str) -> Callable[[FC], FC]:
-    """``--json``, marking the context so that errors print as JSON too (as in main's commands).
-
-    Defined here rather than imported: main imports this module before it defines its own.
-    """
-
-    def mark(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-        from pinakes_cli.main import JSON_META
-
-        if value:
-            ctx.meta[JSON_META] = True
-        return value
-
-    return click.option(
-        "--json", "as_json", is_flag=True, callback=mark, is_eager=True, help=help_text
-    )
 
 
 @click.group()
@@ -71,7 +51,7 @@ def fleet() -> None:
 @fleet.command("add")
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="The KB's name in the fleet [default: its [kb] name].")
-@_json_option("Print the entry as JSON.")
+@json_option("Print the entry as JSON.")
 def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     """Register the KB at PATH; a KB already registered (moved folder) is updated, not doubled."""
     from pinakes_core.registry import FleetRegistry
@@ -97,7 +77,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
 
 @fleet.command("remove")
 @click.argument("name")
-@_json_option("Print the removed entry as JSON.")
+@json_option("Print the removed entry as JSON.")
 def fleet_remove(name: str, as_json: bool) -> None:
     """Forget the KB NAME (a name, KB id or folder); its files are not touched."""
     from pinakes_core.registry import FleetRegistry
@@ -113,7 +93,7 @@ def fleet_remove(name: str, as_json: bool) -> None:
 
 
 @fleet.command("list")
-@_json_option("Print the list as JSON.")
+@json_option("Print the list as JSON.")
 def fleet_list(as_json: bool) -> None:
     """Each registered KB with its documents, chunks and how fresh its index is."""
     from pinakes_core.fleet import registry_status
@@ -167,7 +147,7 @@ def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Pa
 @fleet.command("sync")
 @click.argument("names", nargs=-1)
 @click.option("--rebuild", is_flag=True, help="Rebuild each index from its files.")
-@_json_option("Print the reports as JSON.")
+@json_option("Print the reports as JSON.")
 def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
     """Sync every registered KB (or NAMES), each under its own lock; one failing stops no other.
 
@@ -289,7 +269,7 @@ def fleet_search(
 @click.option("--name", help="The KB name [default: the folder name].")
 @click.option("--dry-run", is_flag=True, help="Analyse and report only; write nothing.")
 @click.option("--sync", "then_sync", is_flag=True, help="Sync the new KB right away.")
-@_json_option("Print the report as JSON.")
+@json_option("Print the report as JSON.")
 def adopt_command(
     path: Path, name: str | None, dry_run: bool, then_sync: bool, as_json: bool
 ) -> None:

@@ -7,14 +7,15 @@ import datetime as dt
 import gc
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pinakes_cli import render
 from pinakes_cli.fleet_commands import adopt_command, fleet, fleet_search
+from pinakes_cli.options import JSON_META, json_option
 from pinakes_cli.plugins import plugins, register_plugin_commands
 from pinakes_cli.setup_commands import (
     hooks,
@@ -40,9 +41,6 @@ _STAGES = {
     "graph links": "graph links",
     "labels": "labels",
 }
-FC = TypeVar("FC", bound=Callable[..., Any])
-#: ``ctx.meta`` key set by every ``--json`` flag, so errors print as JSON too.
-JSON_META = "pinakes.json"
 
 
 def _out() -> Console:
@@ -129,19 +127,6 @@ def _kb_option(command: Any) -> Any:
     )(command)
 
 
-def _mark_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.meta[JSON_META] = True
-    return value
-
-
-def _json_option(help_text: str = "Print the result as JSON.") -> Callable[[FC], FC]:
-    """``--json``: print the result as JSON; errors then print as ``{"error": {…}}`` too."""
-    return click.option(
-        "--json", "as_json", is_flag=True, callback=_mark_json, is_eager=True, help=help_text
-    )
-
-
 def _kb(ctx: click.Context) -> KB:
     kb: KB = KB.open(ctx.obj["kb"])
     ctx.call_on_close(kb.close)
@@ -197,7 +182,7 @@ def cli(ctx: click.Context, kb_path: Path) -> None:
     help="Stamp a template: general, research-papers, engineering-docs (see `pnk templates`) "
     "or a template folder.",
 )
-@_json_option()
+@json_option()
 @click.pass_context
 def init(
     ctx: click.Context, path: Path | None, name: str | None, template: str | None, as_json: bool
@@ -223,7 +208,7 @@ def init(
 @_kb_option
 @click.option("--rebuild", is_flag=True, help="Delete the index and rebuild it from the files.")
 @click.option("--strict", is_flag=True, help="Exit 1 if any file was skipped.")
-@_json_option("Print the sync report as JSON.")
+@json_option("Print the sync report as JSON.")
 @click.pass_context
 def sync(ctx: click.Context, rebuild: bool, strict: bool, as_json: bool) -> None:
     """Index new and changed files; remove deleted ones. Incremental and crash-safe."""
@@ -338,7 +323,7 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     show_default=True,
     help="table: ranked passages; json: the result JSON; files: matching paths; md: Markdown.",
 )
-@_json_option("Print the result as JSON (same as --format json).")
+@json_option("Print the result as JSON (same as --format json).")
 @click.pass_context
 def search(
     ctx: click.Context,
@@ -435,7 +420,7 @@ class _LineRange(click.ParamType[tuple[int, int]]):
     type=click.IntRange(1, None),
     help="Cut the text to about N tokens (characters / 4) at a paragraph break.",
 )
-@_json_option("Print the document as JSON.")
+@json_option("Print the document as JSON.")
 @click.pass_context
 def show(
     ctx: click.Context,
@@ -456,7 +441,7 @@ def show(
 
 @cli.command()
 @_kb_option
-@_json_option("Print the status as JSON.")
+@json_option("Print the status as JSON.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Counts, model, schema and how many files changed since the last sync."""
@@ -482,7 +467,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     help="Hops (served at most 3).",
 )
 @click.option("--query", help="Rank neighbours by similarity to this text and report a confidence.")
-@_json_option()
+@json_option()
 @click.pass_context
 def links(
     ctx: click.Context,
@@ -514,7 +499,7 @@ def links(
 @click.option(
     "--to-kb", "to_kb", help="The fleet KB holding DST (a name or KB id), when not this one."
 )
-@_json_option("Print the sidecar path and its text before and after as JSON.")
+@json_option("Print the sidecar path and its text before and after as JSON.")
 @click.pass_context
 def link(
     ctx: click.Context,
@@ -547,7 +532,7 @@ def link(
     help="Repair what is safe: new ids for copied sidecars; orphans after confirmation.",
 )
 @click.option("--yes", is_flag=True, help="With --fix, remove orphan sidecars without asking.")
-@_json_option("Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
     """Check sidecars, ids, links, hubs, schema, model and store size."""
@@ -581,7 +566,7 @@ def doctor(ctx: click.Context, fix: bool, yes: bool, as_json: bool) -> None:
     is_flag=True,
     help="Fit this KB's confidence calibration (cross-validated) and store it.",
 )
-@_json_option("Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @click.pass_context
 def eval_(
     ctx: click.Context,
@@ -620,7 +605,7 @@ def eval_(
 
 @cli.command()
 @_kb_option
-@_json_option("Print the calibration as JSON.")
+@json_option("Print the calibration as JSON.")
 @click.pass_context
 def calibrate(ctx: click.Context, as_json: bool) -> None:
     """Refit confidence for this KB from its own synthetic queries (sync does it when needed)."""
@@ -655,7 +640,7 @@ def calibrate(ctx: click.Context, as_json: bool) -> None:
     show_default=True,
     help="Quiet time (ms) after the last change before a sync starts.",
 )
-@_json_option("Print each sync report as one JSON line (JSON Lines).")
+@json_option("Print each sync report as one JSON line (JSON Lines).")
 @click.pass_context
 def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
     """Keep the index in step with the files: sync now, then after every burst of changes.

@@ -7,14 +7,14 @@ Rich markup and highlighting off.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pinakes_cli import render
+from pinakes_cli.options import json_option
 from pinakes_core import KB, PinakesError
 from pinakes_core.errors import BudgetExceededError
 
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 # rich loads inside the functions that draw (issue 14, start-up cost).
 
 __all__ = ["ask", "budget", "review"]
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _main() -> Any:
@@ -44,18 +42,6 @@ def _kb_option(command: Any) -> Any:
         callback=lambda ctx, param, value: _main()._set_kb(ctx, param, value),
         help="The KB folder (or any folder inside it).",
     )(command)
-
-
-def _json_option(help_text: str) -> Callable[[_F], _F]:
-    """``--json`` as the other commands have it: errors then print as JSON too."""
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        is_eager=True,
-        callback=lambda ctx, param, value: _main()._mark_json(ctx, param, value),
-        help=help_text,
-    )
 
 
 def _kb(ctx: click.Context) -> KB:
@@ -189,7 +175,7 @@ def render_answer(console: Console, result: Any) -> None:
     is_flag=True,
     help="Stage the proposed links in the sidecars for `pnk review` (else only printed).",
 )
-@_json_option("Print the result as JSON.")
+@json_option("Print the result as JSON.")
 @click.pass_context
 def ask(
     ctx: click.Context,
@@ -271,7 +257,7 @@ def _amount(text: str) -> Decimal:
     "--resolve", "call", metavar="CALL_ID", help="Settle a call whose outcome is unknown."
 )
 @click.option("--actual", metavar="EUR", help="With --resolve: what the call really cost, in EUR.")
-@_json_option("Print the status as JSON.")
+@json_option("Print the status as JSON.")
 @click.pass_context
 def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bool) -> None:
     """Spend per [budget] window and calls with an unknown outcome (free: reads the ledger)."""
@@ -330,7 +316,7 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
 @click.option("--reject", multiple=True, metavar="ID", help="Delete a staged suggestion.")
 @click.option("--accept-all", is_flag=True, help="Accept every staged suggestion.")
 @click.option("--reject-all", is_flag=True, help="Reject every staged suggestion.")
-@_json_option("Print the suggestions as JSON.")
+@json_option("Print the suggestions as JSON.")
 @click.pass_context
 def review(
     ctx: click.Context,

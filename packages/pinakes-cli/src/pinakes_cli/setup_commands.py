@@ -9,12 +9,12 @@ and without ``--yes`` they refuse (exit 1) instead of waiting for an answer that
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from pinakes_cli.options import json_option
 from pinakes_cli.render import console, print_data, print_json
 from pinakes_core import KB, PinakesError
 from pinakes_core.kb import find_root
@@ -27,29 +27,10 @@ if TYPE_CHECKING:
     from pinakes_core.templates import StampReport
     from pinakes_core.upgrade import UpgradePlan
 
-FC = TypeVar("FC", bound=Callable[..., Any])
 
 # rich and the template/upgrade/suggestion modules load inside the commands that use them (issue 14).
 
 __all__ = ["hooks", "init_with_template", "relation_note", "schema", "templates", "upgrade"]
-
-
-def _json_option(help_text: str) -> Callable[[FC], FC]:
-    """``--json``, marking the context so that errors print as ``{"error": …}`` JSON too.
-
-    As in fleet_commands: main imports this module before it defines its own option.
-    """
-
-    def mark(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-        from pinakes_cli.main import JSON_META
-
-        if value:
-            ctx.meta[JSON_META] = True
-        return value
-
-    return click.option(
-        "--json", "as_json", is_flag=True, callback=mark, is_eager=True, help=help_text
-    )
 
 
 def _out() -> Console:
@@ -150,7 +131,7 @@ def init_with_template(path: Path, template: str, name: str | None, as_json: boo
 
 
 @click.command()
-@_json_option("Print the templates as JSON.")
+@json_option("Print the templates as JSON.")
 def templates(as_json: bool) -> None:
     """List the templates `pnk init --template` can stamp."""
     from rich.table import Table
@@ -213,7 +194,7 @@ def _render_plan(console: Console, plan: UpgradePlan) -> None:
 )
 @click.option("--yes", is_flag=True, help="Apply without asking.")
 @click.option("--dry-run", is_flag=True, help="Only show what would change.")
-@_json_option("Print the plan as JSON (applied only with --yes).")
+@json_option("Print the plan as JSON (applied only with --yes).")
 @click.pass_context
 def upgrade(
     ctx: click.Context,
@@ -261,7 +242,7 @@ def schema() -> None:
 @_kb_path_option
 @click.option("--yes", is_flag=True, help="Promote every proposal without asking.")
 @click.option("--dry-run", is_flag=True, help="Only show the proposals.")
-@_json_option("Print the review as JSON (applied only with --yes).")
+@json_option("Print the review as JSON (applied only with --yes).")
 @click.pass_context
 def review(
     ctx: click.Context, kb_path: Path | None, yes: bool, dry_run: bool, as_json: bool
@@ -352,7 +333,7 @@ def hooks() -> None:
 
 @hooks.command()
 @_kb_path_option
-@_json_option("Print the hook status as JSON.")
+@json_option("Print the hook status as JSON.")
 @click.pass_context
 def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Install the hooks (existing hooks are kept and still run first)."""
@@ -365,7 +346,7 @@ def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 
 @hooks.command()
 @_kb_path_option
-@_json_option("Print the hook status as JSON.")
+@json_option("Print the hook status as JSON.")
 @click.pass_context
 def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Remove the hooks for this KB, restoring what was there before."""
@@ -378,7 +359,7 @@ def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 
 @hooks.command()
 @_kb_path_option
-@_json_option("Print the hook status as JSON.")
+@json_option("Print the hook status as JSON.")
 @click.pass_context
 def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Show which hooks are installed and how the last background sync went."""
