@@ -41,6 +41,7 @@ __all__ = [
     "decode",
     "parse_frontmatter",
     "scan",
+    "utf8_name",
 ]
 
 _STORE_DIR = ".pinakes"
@@ -245,7 +246,7 @@ def scan(
             if is_dir:
                 if child.name == _STORE_DIR or ignored(rel, True, ignores):
                     continue
-                if not _utf8(child.name):
+                if not utf8_name(child.name):
                     skips.append(Skip(display_name(rel), _NOT_UTF8 + "; nothing in it is indexed"))
                 elif depth >= MAX_DEPTH:
                     skips.append(
@@ -261,7 +262,7 @@ def scan(
                 continue
             if exclude(rel) or ignored(rel, False, ignores):
                 continue
-            if not _utf8(child.name):
+            if not utf8_name(child.name):
                 skips.append(Skip(display_name(rel), _NOT_UTF8))
                 continue
             try:
@@ -298,7 +299,8 @@ def scan(
     return entries, skips
 
 
-def _utf8(name: str) -> bool:
+def utf8_name(name: str) -> bool:
+    """Whether a file name from the file system is valid UTF-8 (the scan skips others)."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes arrive as surrogate escapes

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pinakes_core.documents import MAX_DEPTH
+from pinakes_core.documents import MAX_DEPTH, utf8_name
 from pinakes_core.store import STORE_DIR
 
 __all__ = ["DEFAULT_DEBOUNCE_MS", "change_filter", "folders_changed", "watch", "watched_folders"]
@@ -92,7 +92,7 @@ def watched_folders(root: Path) -> list[Path]:
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.name.startswith(".") or not _utf8(entry.name):
+                    if entry.name.startswith(".") or not utf8_name(entry.name):
                         continue
                     with contextlib.suppress(OSError):
                         if entry.is_dir(follow_symlinks=False):
@@ -112,11 +112,3 @@ def folders_changed(changes: set[tuple[Any, str]], known: set[str]) -> bool:
         if change == Change.added and os.path.isdir(path) and not os.path.islink(path):
             return True
     return False
-
-
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # undecodable bytes arrive as surrogate escapes
-        return False
-    return True
