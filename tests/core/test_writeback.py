@@ -182,3 +182,20 @@ def test_review_never_writes_through_a_sidecar_symlink_leading_out_of_the_kb(
         with pytest.raises(SidecarError, match="outside the KB"):
             review(kb, accept=[item.id])
     assert outside.read_text() == text and side.is_symlink()  # neither the file nor the link
+
+
+def test_a_sidecar_holding_an_alias_bomb_stages_nothing(tmp_path: Path) -> None:
+    # Read like every sidecar: checked for aliases that expand without bound before loading.
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nAlpha text.\n", "b.md": "# B\n\nBeta.\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        doc = dict((p, d) for d, p in kb.store().conn.execute("SELECT doc_id, path FROM documents"))
+        levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"] + [
+            f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)
+        ]
+        side = root / "a.md.pnk.yaml"
+        side.write_text(
+            f"id: {doc['a.md']}\n" + "\n".join(levels) + "\n"
+            "suggested_links:\n- to: b.md\n  rel: see\n  note: *l8\n"
+        )
+        assert staged(kb) == []

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pinakes_core.errors import PinakesError, SidecarError
+from pinakes_core.errors import PinakesError, SidecarError, UnsafeFileError
 from pinakes_core.links import resolver
 from pinakes_core.sidecar import edit_sidecar, read_sidecar, sidecar_path, write_skeleton
 from pinakes_core.uri import SCHEME
@@ -251,16 +251,32 @@ def stage(kb: KB, suggestions: Sequence[LinkSuggestion]) -> list[LinkSuggestion]
 
 
 def _staged_entries(side: Path) -> list[dict[str, Any]]:
-    raw = side.read_bytes()
-    if SUGGESTED_KEY.encode() not in raw:
-        return []
+    """The suggestion entries staged in one sidecar; none from one too big or unsafe to read.
+
+    Read like every sidecar: within the YAML size limit, never a FIFO, and checked for alias
+    bombs before it is loaded.
+    """
     from ruamel.yaml.error import YAMLError
 
-    from pinakes_core.intake import yaml_loader
+    from pinakes_core.intake import (
+        MAX_YAML_BYTES,
+        YamlLimitError,
+        check_yaml,
+        read_limited,
+        yaml_loader,
+    )
 
     try:
-        data = yaml_loader().load(raw.decode("utf-8"))
-    except (YAMLError, UnicodeDecodeError):
+        raw = read_limited(side, limit=MAX_YAML_BYTES)
+    except (OSError, UnsafeFileError):
+        return []
+    if SUGGESTED_KEY.encode() not in raw:
+        return []
+    try:
+        text = raw.decode("utf-8")
+        check_yaml(text)
+        data = yaml_loader().load(text)
+    except (YAMLError, YamlLimitError, UnicodeDecodeError):
         return []
     entries = data.get(SUGGESTED_KEY) if isinstance(data, dict) else None
     return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
