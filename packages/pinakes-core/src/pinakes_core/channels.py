@@ -12,7 +12,6 @@ import functools
 import math
 import os
 import sqlite3
-import unicodedata
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import numpy.typing as npt
 from pinakes_core.arguments import clean_path, clean_text, clean_time
 from pinakes_core.fusion import BM25_K1, QueryShape, bm25_idf, query_shape
 from pinakes_core.hookspecs import hookimpl
+from pinakes_core.intake import spellings
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import fts_phrases, query_terms
 from pinakes_core.store import VectorMatrix, chunk_count
@@ -150,12 +150,10 @@ class Filters:
         prefix = clean_path(self.path)
         if prefix is not None:
             # Either Unicode spelling: a folder named on macOS is NFD, the prefix typed NFC.
-            spellings = dict.fromkeys(
-                (prefix, *(unicodedata.normalize(form, prefix) for form in ("NFC", "NFD")))
-            )
-            clauses.append("(" + " OR ".join(["substr(d.path, 1, ?) = ?"] * len(spellings)) + ")")
-            for spelling in spellings:
-                params += [len(spelling), spelling]
+            forms = spellings(prefix)
+            clauses.append("(" + " OR ".join(["substr(d.path, 1, ?) = ?"] * len(forms)) + ")")
+            for form in forms:
+                params += [len(form), form]
         if self.doc_ids:
             clauses.append(f"d.doc_id IN ({','.join('?' * len(self.doc_ids))})")
             params += [clean_text(d, "doc_ids") for d in self.doc_ids]

@@ -13,6 +13,7 @@ import functools
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -30,6 +31,7 @@ __all__ = [
     "display_name",
     "inside",
     "read_limited",
+    "spellings",
     "without_surrogates",
     "yaml_loader",
 ]
@@ -159,6 +161,15 @@ def _surely_within(text: str, max_nodes: int, max_depth: int) -> bool:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def spellings(name: str) -> tuple[str, ...]:
+    """``name`` as given, then in Unicode's composed (NFC) and decomposed (NFD) forms, once each.
+
+    A file named on macOS is stored decomposed ("cafe" + U+0301) while the name typed for it is
+    composed: a path lookup tries every spelling.
+    """
+    return tuple(dict.fromkeys((name, *(unicodedata.normalize(f, name) for f in ("NFC", "NFD")))))
 
 
 @overload

@@ -8,7 +8,6 @@ import logging
 import os
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -49,7 +48,7 @@ from pinakes_core.errors import (
 )
 from pinakes_core.hits import GroupBy
 from pinakes_core.identity import frontmatter_id
-from pinakes_core.intake import read_limited
+from pinakes_core.intake import read_limited, spellings
 from pinakes_core.meta import MetaFilter, parse_meta_filter
 from pinakes_core.models import (
     DoctorReport,
@@ -695,8 +694,7 @@ class KB:
             rel = candidate.as_posix().removeprefix("./")
             # The name as given (" notes.md" is a file name too), then in either Unicode
             # normal form: a file named on macOS is NFD, the name typed for it NFC.
-            spellings = [given, rel, *(unicodedata.normalize(f, rel) for f in ("NFC", "NFD"))]
-            for path in dict.fromkeys(spellings):
+            for path in dict.fromkeys((given, *spellings(rel))):
                 row = conn.execute(
                     "SELECT doc_id FROM documents WHERE path = ?", (path,)
                 ).fetchone()
