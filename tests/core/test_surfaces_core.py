@@ -289,6 +289,23 @@ def test_writes_through_a_symlink_change_the_file_it_leads_to(kb: KB) -> None:
     assert (kb.root / ".private/secret.md").read_text("utf-8") == "secret\n"
 
 
+def test_writes_find_a_folder_or_note_named_in_nfd_by_its_nfc_spelling(kb: KB) -> None:
+    # A folder stored decomposed (as macOS writes it) got a second, composed twin beside it.
+    nfd = "cafe\u0301"
+    (kb.root / nfd).mkdir()
+    (kb.root / nfd / "menu.md").write_text("# Menu\n\nespresso\n", "utf-8")
+    assert write_note(kb, "caf\u00e9/new.md", "# New\n").path == f"{nfd}/new.md"
+    assert append(kb, "caf\u00e9/menu.md", "latte").path == f"{nfd}/menu.md"
+    assert sorted(os.listdir(kb.root / nfd)) == ["menu.md", "new.md"]
+    assert not (kb.root / "caf\u00e9").exists() or os.path.samefile(
+        kb.root / "caf\u00e9",
+        kb.root / nfd,  # a file system that folds the forms itself
+    )
+    assert (kb.root / nfd / "menu.md").read_text("utf-8").endswith("espresso\n\nlatte\n")
+    # A name that exists in no spelling keeps the one given.
+    assert write_note(kb, "fresh/n\u00e9.md", "x").path == "fresh/n\u00e9.md"
+
+
 def test_a_name_the_file_system_refuses_is_one_sentence(kb: KB) -> None:
     with pytest.raises(PinakesError, match="could not be written: File name too long"):
         write_note(kb, "n" * 300 + ".md", "x")

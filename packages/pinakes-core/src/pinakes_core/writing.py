@@ -10,7 +10,9 @@ and rename); the caller syncs afterwards so the change is searchable.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -78,9 +80,39 @@ def confine(root: Path, ref: str, name: str | None = None) -> str:
     return path.as_posix().removeprefix("./")
 
 
+def _on_disk(root: Path, rel: str) -> str:
+    """``rel`` spelled as the file system holds it, component by component.
+
+    A name typed composed (NFC) finds the folder or note macOS stored decomposed (NFD), and the
+    other way round, so a write goes into the folder that is there rather than beside a second
+    one that looks the same. Components that do not exist yet keep the spelling given.
+    """
+    parts = PurePosixPath(rel).parts
+    here = root
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if not os.path.lexists(here / part):
+            key = unicodedata.normalize("NFC", part)
+            try:
+                with os.scandir(here) as entries:
+                    found = next(
+                        (e.name for e in entries if unicodedata.normalize("NFC", e.name) == key),
+                        None,
+                    )
+            except OSError:  # not a folder (yet): nothing to match
+                found = None
+            if found is None:
+                out.extend(parts[i:])
+                break
+            part = found
+        out.append(part)
+        here = here / part
+    return "/".join(out)
+
+
 def _document_path(kb: KB, ref: str) -> tuple[str, Path]:
     """``ref``'s KB-relative path, and the file a write changes: where a symlink leads."""
-    rel = confine(kb.root, ref)
+    rel = _on_disk(kb.root, confine(kb.root, ref))
     _check_document(kb, rel)
     root = kb.root.resolve()
     real = (root / rel).resolve()
