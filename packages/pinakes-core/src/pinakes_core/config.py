@@ -141,16 +141,22 @@ class SyncConfig(_Section):
     @classmethod
     def _gitignore_patterns(cls, patterns: list[str]) -> list[str]:
         # Checked here, so that a pattern git cannot read ('a\\') is a config error naming
-        # the key, not a traceback from pathspec in the middle of a sync. Imported here: a
-        # search that reads a config without patterns never loads pathspec (issue 14).
-        import pathspec
-
+        # the key, not a traceback from pathspec in the middle of a sync.
         for pattern in patterns:
-            try:
-                pathspec.PathSpec.from_lines("gitignore", [pattern])
-            except ValueError:
-                raise ValueError(f"{pattern!r} is not a gitignore-style pattern") from None
+            if not gitignore_line(pattern):
+                raise ValueError(f"{pattern!r} is not a gitignore-style pattern")
         return patterns
+
+
+def gitignore_line(line: str) -> bool:
+    r"""Whether git can read ``line`` as a gitignore pattern (``build\`` from Windows it cannot)."""
+    import pathspec  # here: a search that reads a config without patterns never loads it
+
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return False
+    return True
 
 
 class SidecarsConfig(_Section):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pathspec
 
-from pinakes_core.config import FrontmatterConfig, SyncConfig
+from pinakes_core.config import FrontmatterConfig, SyncConfig, gitignore_line
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import (
     MAX_YAML_BYTES,
@@ -80,9 +80,9 @@ class FileEntry:
         return Path(self.location)
 
     @property
-    def stamp(self) -> list[int | None]:
-        """The stat data change detection compares (a list, as it is stored in JSON)."""
-        return [self.mtime_ns, self.size, self.sidecar_mtime_ns, self.sidecar_size]
+    def stamp(self) -> tuple[int, int, int | None, int | None]:
+        """The stat data change detection compares: the file's and its sidecar's."""
+        return (self.mtime_ns, self.size, self.sidecar_mtime_ns, self.sidecar_size)
 
     @property
     def is_markdown(self) -> bool:
@@ -148,15 +148,7 @@ def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except ValueError:  # a line git cannot read either (Windows' 'build\'): git skips it
-        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if _pattern_ok(line)])
-
-
-def _pattern_ok(line: str) -> bool:
-    try:
-        pathspec.GitIgnoreSpec.from_lines([line])
-    except ValueError:
-        return False
-    return True
+        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if gitignore_line(line)])
 
 
 def scan(

@@ -1018,24 +1018,13 @@ class KB:
         store = self.store()
         conn = store.conn
         rows = {
-            r["path"]: r
+            r[0]: tuple(r[1:])
             for r in conn.execute(
                 "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents"
             )
         }
         seen = {e.rel for e in entries}
-        changed = sum(
-            1
-            for e in entries
-            if e.rel in rows
-            and (
-                rows[e.rel]["mtime_ns"],
-                rows[e.rel]["size"],
-                rows[e.rel]["sidecar_mtime_ns"],
-                rows[e.rel]["sidecar_size"],
-            )
-            != (e.mtime_ns, e.size, e.sidecar_mtime_ns, e.sidecar_size)
-        )
+        changed = sum(1 for e in entries if e.rel in rows and rows[e.rel] != e.stamp)
 
         def count(table: str) -> int:
             return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
@@ -1060,7 +1049,8 @@ class KB:
                 "new": sum(
                     1
                     for e in entries
-                    if e.rel not in rows and skipped.get(e.rel) != e.stamp  # skipped as it is
+                    if e.rel not in rows
+                    and tuple(skipped.get(e.rel, ())) != e.stamp  # skipped as it is
                 ),
                 "changed": changed,
                 "removed": len(rows.keys() - seen),

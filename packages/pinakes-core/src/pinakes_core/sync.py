@@ -320,12 +320,7 @@ class _Syncer:
         candidates: list[FileEntry] = []
         for entry in entries:
             known = stats.get(entry.rel)
-            if (
-                known is not None
-                and not self.rechunk
-                and known[1]
-                == (entry.mtime_ns, entry.size, entry.sidecar_mtime_ns, entry.sidecar_size)
-            ):
+            if known is not None and not self.rechunk and known[1] == entry.stamp:
                 claimed[known[0]] = entry.rel
                 unchanged += 1
                 continue
