@@ -655,11 +655,11 @@ def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
     if not as_json:
         _err().print(render.line((f"watching {kb.root} (Ctrl-C stops)", "dim")))
 
-    started: list[bool] = []  # the first sync reports even when nothing changed
+    reported = False  # the first sync reports even when nothing changed
 
     def run_sync(events: int) -> None:
-        first = not started
-        started.append(True)
+        nonlocal reported
+        first, reported = not reported, True
         try:
             with _progress(not as_json) as progress:
                 report = kb.sync(progress=progress)

@@ -20,6 +20,7 @@ import pathspec
 from pinakes_core.config import FrontmatterConfig, SyncConfig, gitignore_line
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import (
+    MAX_GITIGNORE_BYTES,
     MAX_YAML_BYTES,
     YamlLimitError,
     check_yaml,
@@ -46,7 +47,6 @@ __all__ = [
 
 _STORE_DIR = ".pinakes"
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
-_MAX_GITIGNORE_BYTES = 1 << 20
 _NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
 # The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
 _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
@@ -141,7 +141,7 @@ def _matcher(spec: pathspec.PathSpec[Any]) -> Callable[[str], bool]:
 def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
     path = directory / ".gitignore"
     try:
-        data = read_limited(path, limit=_MAX_GITIGNORE_BYTES)
+        data = read_limited(path, limit=MAX_GITIGNORE_BYTES)
     except (OSError, UnsafeFileError):
         return None
     lines = data.decode("utf-8", errors="replace").splitlines()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ruamel.yaml import YAML
 
 __all__ = [
+    "MAX_GITIGNORE_BYTES",
     "MAX_YAML_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_NODES",
@@ -35,6 +36,9 @@ __all__ = [
     "without_surrogates",
     "yaml_loader",
 ]
+
+#: The largest .gitignore read: a hand-written ignore file is far smaller.
+MAX_GITIGNORE_BYTES = 1 << 20
 
 #: The largest YAML text (a sidecar, a frontmatter block) that is parsed at all. A sidecar of
 #: this size holds some three thousand links; the pure-Python parser takes seconds beyond it.

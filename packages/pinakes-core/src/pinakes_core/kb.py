@@ -48,7 +48,7 @@ from pinakes_core.errors import (
 )
 from pinakes_core.hits import GroupBy
 from pinakes_core.identity import frontmatter_id
-from pinakes_core.intake import read_limited, spellings
+from pinakes_core.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
 from pinakes_core.meta import MetaFilter, parse_meta_filter
 from pinakes_core.models import (
     DoctorReport,
@@ -120,10 +120,6 @@ def find_root(start: Path) -> Path:
     )
 
 
-#: A .gitignore larger than this is not a hand-written ignore file; init leaves it alone.
-_MAX_GITIGNORE_BYTES = 1 << 20
-
-
 def _read_gitignore(root: Path) -> str:
     """The text of ``root/.gitignore`` (``""`` if there is none), read within limits.
 
@@ -133,7 +129,7 @@ def _read_gitignore(root: Path) -> str:
     """
     path = root / ".gitignore"
     try:
-        return read_limited(path, limit=_MAX_GITIGNORE_BYTES).decode("utf-8")
+        return read_limited(path, limit=MAX_GITIGNORE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return ""
     except UnsafeFileError as exc:
