@@ -324,15 +324,21 @@ def test_a_console_writing_to_a_pipe_is_wide_enough_for_whole_tables(
     assert render.console(file=io.StringIO(), width=70).width == 70
 
 
+def _synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> Path:
+    """A KB of ``files`` synced through ``pnk`` with the fake embedder."""
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    root = make_kb(tmp_path / "kb", files)
+    assert run("--kb", str(root), "sync")[0] == 0
+    return root
+
+
 def test_json_with_del_and_c1_in_user_text_stays_valid_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `pnk review --json` went through rich's print_json, whose raw DEL/C1 characters the
     # escaping console turned into "\x7f", an invalid JSON escape.
-    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
-    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    root = _synced(tmp_path, monkeypatch, {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
     kb = str(root)
-    assert run("--kb", kb, "sync")[0] == 0
     side = root / "a.md.pnk.yaml"
     side.write_text(
         side.read_text("utf-8")
@@ -357,10 +363,8 @@ def test_bidi_overrides_in_user_text_are_shown_not_obeyed() -> None:
 def test_a_path_holding_a_line_break_stays_one_line_in_files_and_md_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
-    root = make_kb(tmp_path / "kb", {"two\nlines.md": "# Odd\n\nkumquat\n", "b.md": "# B\n\nx\n"})
-    kb = str(root)
-    assert run("--kb", kb, "sync")[0] == 0
+    files = {"two\nlines.md": "# Odd\n\nkumquat\n", "b.md": "# B\n\nx\n"}
+    kb = str(_synced(tmp_path, monkeypatch, files))
     code, out, err = run("--kb", kb, "search", "kumquat", "--format", "files", "--channel", "bm25")
     assert code == 0, err
     assert out.splitlines() == ["two\\nlines.md"]
