@@ -10,7 +10,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, doc_ids, make_kb
 from pinakes_core import KB
-from pinakes_core.links import TextLink, extract_links
+from pinakes_core.links import IN_NOTE, TextLink, extract_links
 
 
 def targets(text: str) -> list[str]:
@@ -189,3 +189,40 @@ def test_wikilink_prefers_the_document_in_the_linking_folder(tmp_path: Path) -> 
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
     assert _link_rows(root, "y/src.md") == [("dup", "y/dup.md", None)]
+
+
+def test_links_into_the_same_note_are_neither_documents_nor_dangling(tmp_path: Path) -> None:
+    # Obsidian: [[#Heading]], [[#^block]], [[#Heading|label]]; Dendron: [[label|#Heading]], and
+    # its tag form [[#tag|tags.x]], which does name a document.
+    text = (
+        "# Src\n\n## Heading\n\nSee [[#Heading]], [[#^blk]], [[#Heading|an external link]] "
+        "and [[the heading|#Heading]]; tagged [[#x|tags.x]].\n"
+    )
+    root = make_kb(tmp_path / "kb", {"src.md": text, "tags.x.md": "# x\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert kb.links("src.md").unresolved == []
+        assert all(f.check != "dangling-links" for f in kb.doctor().findings)
+    assert _link_rows(root, "src.md") == [
+        ("#Heading", None, IN_NOTE),
+        ("#^blk", None, IN_NOTE),
+        ("#Heading|an external link", None, IN_NOTE),
+        ("the heading|#Heading", None, IN_NOTE),
+        ("#x|tags.x", "tags.x.md", None),
+    ]
+
+
+def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
+    tmp_path: Path,
+) -> None:
+    root = make_kb(tmp_path / "kb", {"src.md": "# Src\n\n## H\n\n[[#H]]\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    conn = db(root)
+    with conn:  # as the previous release left it
+        conn.execute("UPDATE links SET reason = 'no document named '''''")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'links_resolved'")
+    conn.close()
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        assert kb.sync().unchanged == 1
+    assert _link_rows(root, "src.md") == [("#H", None, IN_NOTE)]

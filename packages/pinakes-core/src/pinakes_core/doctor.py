@@ -18,7 +18,7 @@ from pinakes_core.documents import MAX_DEPTH, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
 from pinakes_core.intake import display_name
-from pinakes_core.links import OTHER_KB
+from pinakes_core.links import IN_NOTE, OTHER_KB
 from pinakes_core.models import DoctorFinding, DoctorReport
 from pinakes_core.schema import schema_findings
 from pinakes_core.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
@@ -195,8 +195,8 @@ def run_doctor(
             r
             for r in conn.execute(
                 "SELECT l.rowid, d.path, l.target, l.reason FROM links l JOIN documents d "
-                "ON d.doc_id = l.src_doc WHERE l.reason IS NOT NULL AND l.reason != ? ORDER BY d.path",
-                (OTHER_KB,),
+                "ON d.doc_id = l.src_doc WHERE l.reason IS NOT NULL AND l.reason NOT IN (?, ?) ORDER BY d.path",
+                (OTHER_KB, IN_NOTE),
             )
             if r[0] not in via_fleet
         ]

@@ -26,6 +26,7 @@ from pinakes_core.errors import UriError
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 __all__ = [
+    "IN_NOTE",
     "NO_SUCH_ID",
     "OTHER_KB",
     "TextLink",
@@ -38,6 +39,9 @@ __all__ = [
 #: The stored reason of a ``pnk://`` link naming another KB; the fleet resolves it when read
 #: (:mod:`pinakes_core.crosskb`), so the other KB's changes never need this KB's sync.
 OTHER_KB = "document in another KB"
+#: The stored reason of a wikilink to a heading or block of the note that holds it
+#: (``[[#Heading]]``): it names no document, and is not a dangling link either.
+IN_NOTE = "a heading or block of the same note"
 #: The stored reason of a ``pnk://`` link whose document id is not in this KB (a bare
 #: ``pnk://<doc-ulid>`` may still name a document in another KB of the fleet).
 NO_SUCH_ID = "no document with this id"
@@ -176,13 +180,19 @@ class _Index:
             return self.by_uri(target)
         if kind == "wiki":
             parts = [p.strip() for p in target.split("|", 1)]
+            named = [p for p in parts if p.split("#", 1)[0].strip()]
             # Dendron writes [[label|target]], Obsidian [[target|label]]: try the right part first.
-            for part in reversed(parts):
+            for part in reversed(named):
                 doc = self.by_name(src_path, part)
                 if doc is not None:
                     return None, doc, None
-            name = _VAULT_PREFIX.sub("", parts[-1].split("#", 1)[0])
-            return None, None, f"no document named {name!r}"
+            if len(named) < len(parts):
+                # [[#Heading]], [[#^block]], Obsidian's [[#Heading|label]], Dendron's
+                # [[label|#Heading]]: a place in the linking note itself, not a missing document.
+                return None, None, IN_NOTE
+            # Either part may be the target: name both ("no document named 'a' or 'b'").
+            names = dict.fromkeys(_VAULT_PREFIX.sub("", p.split("#", 1)[0]) for p in named)
+            return None, None, "no document named " + " or ".join(map(repr, names))
         doc, reason = self.by_path(src_path, target)
         if doc is None and "/" not in target.split("#", 1)[0]:
             doc = self.by_name(src_path, target)  # a bare name in a Markdown link

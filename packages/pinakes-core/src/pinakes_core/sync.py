@@ -868,6 +868,14 @@ def _link_rows(
     return rows
 
 
+#: The ``links_resolved`` meta value of a store whose links were resolved by today's rules
+#: (``"0"``: a resolution is due). Raise it when :mod:`pinakes_core.links` resolves a stored
+#: target differently, so a store synced before re-resolves at its next sync even if no file
+#: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
+#: ``[[a|b]]`` names both parts.
+LINKS_RESOLVED = "2"
+
+
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
     """:func:`pinakes_core.links.resolve_all`, imported when a sync first needs it.
 
@@ -956,11 +964,11 @@ def run_sync(
             if not quiet:
                 syncer.fill_missing_vectors()
             relinked: set[str] = set()
-            if changed_ids or removed_ids or store.get_meta("links_resolved") != "1":
+            if changed_ids or removed_ids or store.get_meta("links_resolved") != LINKS_RESOLVED:
                 syncer.progress("links", 0, 0)
                 with store.transaction() as conn:
                     relinked = resolve_all(conn, config.kb.id, config.kb.name)
-                    store.set_meta(conn, "links_resolved", "1")
+                    store.set_meta(conn, "links_resolved", LINKS_RESOLVED)
                 syncer.progress("links", 1, 1)
             if after_write is not None:
                 after_write(store, changed_ids, removed_ids, sorted(relinked - set(changed_ids)))

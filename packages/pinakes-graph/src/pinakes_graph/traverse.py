@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pinakes_core.errors import PinakesError
+from pinakes_core.links import IN_NOTE
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
 from pinakes_core.schema import RelationMatch, match_relation
 from pinakes_core.sidecar import normalise_rel
@@ -209,8 +210,9 @@ def links(
     unresolved = [
         UnresolvedLink(target=r[0], reason=r[1])
         for r in conn.execute(
-            "SELECT target, reason FROM links WHERE src_doc = ? AND reason IS NOT NULL ORDER BY rowid",
-            (doc_id,),
+            "SELECT target, reason FROM links WHERE src_doc = ? AND reason IS NOT NULL AND reason != ? "
+            "ORDER BY rowid",
+            (doc_id, IN_NOTE),
         )
     ]
     confidence = None
