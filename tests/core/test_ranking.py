@@ -272,6 +272,29 @@ def test_per_document_search_returns_k_distinct_documents_with_their_passages(kb
     assert scores == sorted(scores, reverse=True)
 
 
+def test_a_passage_no_channel_matched_does_not_ride_along(kb: KB) -> None:
+    # The graph reranker can place a head document's other chunks at score 0 (reached by the
+    # graph, matched by nothing): they are not among the document's best passages.
+    from conftest import db
+    from pinakes_core.hits import build_hits
+
+    conn = db(kb.root)
+    try:
+        chunks = [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.chunk_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                "WHERE d.path = 'services/ledger.md' ORDER BY c.ordinal"
+            )
+        ]
+        assert len(chunks) >= 3
+        ranked = [(chunks[0], 0.8), (chunks[1], 0.4), *((c, 0.0) for c in chunks[2:])]
+        (hit,) = build_hits(conn, ranked, {}, k=1, explain=False, group_by="document")
+    finally:
+        conn.close()
+    assert [p.score for p in hit.passages or []] == [0.4]
+
+
 # -- titles -----------------------------------------------------------------------------------
 
 

@@ -240,19 +240,23 @@ def test_mass_stays_in_the_seeds_component() -> None:
 
 
 def test_the_tail_follows_its_documents_ppr_mass_below_the_head() -> None:
-    # Chunks 0-3; document nodes 4 (chunk 0, the head), 5 (chunk 1) and 6 (chunks 2, 3).
-    graph = _graph(7, [])
-    graph.doc_of = np.array([4, 5, 6, 6, -1, -1, -1], dtype=np.int64)
+    # Chunks 0-3, 7, 8; document nodes 4 (chunks 0, 7 and 8: the head's), 5 (chunk 1) and 6
+    # (chunks 2, 3).
+    graph = _graph(9, [])
+    graph.doc_of = np.array([4, 5, 6, 6, -1, -1, -1, 4, 4], dtype=np.int64)
     # Chunk 1 holds much mass itself, but its document little; document 6 receives the most
-    # (links end at document nodes) while its passages hold little each.
-    mass = np.array([0.3, 0.5, 0.01, 0.01, 0.2, 0.1, 0.4])
-    fused = {0: 0.9, 1: 0.6, 2: 0.3, 3: 0.2}
-    pool = {c: float(mass[c]) for c in (1, 2, 3)}
+    # (links end at document nodes) while its passages hold little each. The head's document
+    # holds more than any.
+    mass = np.array([0.3, 0.5, 0.01, 0.01, 0.6, 0.1, 0.4, 0.01, 0.01])
+    fused = {0: 0.9, 1: 0.6, 2: 0.3, 3: 0.2, 7: 0.5}
+    pool = {c: float(mass[c]) for c in (1, 2, 3, 7, 8)}
     cap = 0.9 * (1 - 1e-6)
     tail = dict(_blend_tail(graph, mass, pool, [(0, 0.9)], fused, cap))
     assert tail[2] == pytest.approx(cap) and tail[3] == pytest.approx(cap)  # g = 1
     g = 0.1 / 0.4  # document 5 over the largest document outside the head
     assert tail[1] == pytest.approx(g * cap + (1 - TAIL_PPR_WEIGHT) * (1 - g) * 0.6)
+    # Other passages of the head's document keep their own evidence, not its mass.
+    assert tail[7] == pytest.approx(0.5) and tail[8] == 0.0
     assert max(tail.values()) <= cap < 0.9
 
 

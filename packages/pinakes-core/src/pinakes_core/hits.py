@@ -152,8 +152,12 @@ def build_hits(
     for row in _rows(conn, ranked, page=max(k + 10, 20) if group_by == "chunk" else 500):
         if group_by == "document" and row.doc_id in by_doc:
             more = extra.setdefault(row.doc_id, [])
-            if len(more) < PASSAGES_PER_DOCUMENT - 1 and not any(
-                _duplicate(row, other) for other in [by_doc[row.doc_id], *more]
+            # A passage without evidence (score 0: reached by the graph, matched by no channel)
+            # is not one of the document's best.
+            if (
+                len(more) < PASSAGES_PER_DOCUMENT - 1
+                and row.score > 0
+                and not any(_duplicate(row, other) for other in [by_doc[row.doc_id], *more])
             ):
                 more.append(row)
             continue

@@ -289,10 +289,13 @@ def _blend_tail(
     """Score the ``tail`` chunks after the head: ``g × cap + (1 − w)(1 − g) × min(s, cap)``.
 
     g is the PPR mass of the candidate's document node over the largest among the documents
-    outside the head (capped at 1: other passages of head documents follow the head), s its
-    fused score (0 for a chunk only the graph found) and w :data:`TAIL_PPR_WEIGHT`. The score
-    rises with both and is at most ``cap``, so the head stays first. A chunk outside the graph
-    has no mass; one without a document node (none today) counts its own.
+    outside the head (capped at 1), s its fused score (0 for a chunk only the graph found) and
+    w :data:`TAIL_PPR_WEIGHT`. The score rises with both and is at most ``cap``, so the head
+    stays first. Another passage of a head document keeps its own evidence, ``min(s, cap)``:
+    its document is already placed, and its document's mass — the seeds' — says nothing about
+    the passage (lifted to ``cap`` they tied with each other and with the best new document).
+    A chunk outside the graph has no mass; one without a document node (none today) counts its
+    own.
     """
 
     def doc_mass(chunk: int) -> tuple[int, float]:
@@ -307,9 +310,12 @@ def _blend_tail(
     peak = max((m for d, m in docs.values() if d not in head_docs), default=0.0)
     keep = 1.0 - TAIL_PPR_WEIGHT
     out = []
-    for chunk, (_, m) in docs.items():
-        g = min(m / peak, 1.0) if peak > 0 else 0.0
+    for chunk, (doc, m) in docs.items():
         s = min(fused.get(chunk, 0.0), cap)
+        if doc in head_docs:
+            out.append((chunk, s))
+            continue
+        g = min(m / peak, 1.0) if peak > 0 else 0.0
         out.append((chunk, g * cap + keep * (1.0 - g) * s))
     return out
 
