@@ -107,18 +107,20 @@ def test_adopt_an_obsidian_vault_maps_its_keys_and_vocabulary(
     assert (
         "Logseq `key:: value` properties, which are not read (only YAML frontmatter is): 1" in whats
     )
-    assert "inline #tags, which are not read as tags: 1" in whats
+    mapped = {i.what: i for i in report.mapped}
+    inline = next(i for what, i in mapped.items() if what.startswith("documents with #tags"))
+    assert (inline.count, inline.examples) == (1, ["a.md: inline"])
     assert "not valid YAML (ignored): 1" in whats
     assert any("cssclass (1)" in e for i in report.unmapped for e in i.examples)
     assert report.vocabulary is not None
     assert report.vocabulary.source == "vocab.yml" and report.vocabulary.synonyms == 1
-    assert report.vocabulary.used_not_in_vocabulary == []
+    assert report.vocabulary.used_not_in_vocabulary == ["inline"]  # a #tag in the text
 
     with KB.open(vault, embedder=fake_embedder) as kb:
         kb.sync()
         view = kb.read("a.md")
         assert view.doc_id == frontmatter_id(kb.config.kb.id, "20240101")
-        assert view.tags == ["kubernetes", "ops"] and view.aliases == ["Alpha"]
+        assert view.tags == ["kubernetes", "ops", "inline"] and view.aliases == ["Alpha"]
         assert kb.read("b.md").title == "Bee"
     assert {p: h for p, h in fingerprint(vault).items() if p in before} == before
     assert not list(vault.rglob("*.pnk.yaml"))

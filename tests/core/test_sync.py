@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from conftest import SMALL_KB, FakeHashEmbedder, db, doc_ids, make_kb, scalar
+from conftest import SMALL_KB, FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB
 from pinakes_core.uri import is_ulid
 
@@ -435,3 +435,34 @@ def test_aliases_are_searchable_names_and_older_full_text_rows_are_rebuilt(
     assert found("INC-2025-036") == ["incident.md"]
     _assert_store_consistent(kb.root)
     assert kb.sync().changed == []
+
+
+def test_inline_tags_tag_the_document_and_a_parent_tag_finds_nested_ones(
+    tmp_path: Path,
+) -> None:
+    files = {
+        "a.md": "---\ntags: [ops]\n---\n# A\n\nKeys tagged. #project/alpha #Review\n",
+        "b.md": "# B\n\nKeys tagged: no, `#code` and C# are not tags.\n",
+        "c.md": "# C\n\nKeys tagged. See #project\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert kb.read("a.md").tags == ["ops", "project/alpha", "review"]
+        assert kb.read("b.md").tags == []
+
+        def tagged(*tags: str) -> list[str]:
+            return sorted({h.path for h in kb.search("keys tagged", k=10, tags=list(tags)).hits})
+
+        assert tagged() == ["a.md", "b.md", "c.md"]
+        assert tagged("project") == ["a.md", "c.md"]  # project and project/alpha
+        assert tagged("project/alpha") == ["a.md"]
+        assert tagged("proj") == []  # a prefix of a name is not a parent
+        assert tagged("#Review", "ops") == ["a.md"]
+        # Turning inline tags off re-reads every document at the next sync, no file changed.
+        set_config(root, "frontmatter", "inline_tags = false")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        assert sorted(report.changed) == sorted(files) and report.chunks_embedded == 0
+        assert kb.read("a.md").tags == ["ops"]
+        assert kb.sync().changed == []

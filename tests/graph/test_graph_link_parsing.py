@@ -10,7 +10,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, doc_ids, make_kb
 from pinakes_core import KB
-from pinakes_core.links import IN_NOTE, TextLink, extract_links
+from pinakes_core.links import IN_NOTE, TextLink, extract_links, read_text
 
 
 def targets(text: str) -> list[str]:
@@ -226,3 +226,40 @@ def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         assert kb.sync().unchanged == 1
     assert _link_rows(root, "src.md") == [("#H", None, IN_NOTE)]
+
+
+# -- inline tags ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Some #tag and #Project/Alpha here.", ["tag", "Project/Alpha"]),
+        ('(#paren), "#quoted" and #tag/ too', ["paren", "quoted", "tag"]),
+        ("## Heading #intitle\n\n| a | #cell |\n|---|---|\n| 1 | 2 |", ["intitle", "cell"]),
+        ("#y1984 #под-тегом #标签", ["y1984", "под-тегом", "标签"]),
+        ("#again and #again", ["again"]),
+    ],
+)
+def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
+    assert read_text(text, markdown=True) == ([], expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "C# and F#, &#39; and issue #1984",
+        "`#code` and\n\n```\n#fenced\n```",
+        "    #indented code",
+        r"\#escaped",
+        "[x](a.md#anchor) and http://x.com/#frag and a#b",
+        "colours #43B02A, #fff and #0a0",
+        "# A heading\n\n#-/ and #" + "x" * 101,
+    ],
+)
+def test_not_inline_tags(text: str) -> None:
+    assert read_text(text, markdown=True)[1] == []
+
+
+def test_plain_text_documents_have_no_inline_tags() -> None:
+    assert read_text("#tag", markdown=False) == ([], [])

@@ -256,7 +256,10 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     "-k", type=click.IntRange(1, 200), default=None, help="Number of hits [default: [retrieval] k]."
 )
 @click.option(
-    "--tag", "tags", multiple=True, help="Only documents with this tag (repeat: all must match)."
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Only documents with this tag or one nested under it (repeat: all must match).",
 )
 @click.option(
     "--path", "path_prefix", help="Only documents under this path prefix, e.g. runbooks/."

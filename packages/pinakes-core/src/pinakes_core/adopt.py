@@ -56,9 +56,6 @@ _VOCAB_DIRS = ("", "data", "_data", "meta")
 _VOCAB_MAX_BYTES = 1 << 20
 _YAML_ALIAS = re.compile(r"(?:^|[\s:\[{,-])\*[^\s,\]}]+")
 _LOGSEQ_PROPERTY = re.compile(r"^[A-Za-z][\w-]*:: ")
-# An inline tag: '#' after a space or line start, then a letter (a heading's '# ' never is).
-_INLINE_TAG = re.compile(r"(?:^|(?<=\s))#[A-Za-z][\w/.-]*")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # Keys each role may be called by in the vaults adopt knows; defaults first.
 _ID_KEYS = ("id", "uid")
@@ -288,19 +285,11 @@ def _read_docs(root: Path, entries: Iterable[FileEntry]) -> list[_Doc]:
     return docs
 
 
-def _inline_tags(lines: list[str], start: int) -> bool:
-    fenced = False
-    for line in lines[start:]:
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        if (
-            not fenced
-            and not line.startswith("    ")
-            and _INLINE_TAG.search(line.replace("`", " "))
-        ):
-            return True
-    return False
+def _inline_tags(lines: list[str], start: int) -> list[str]:
+    """The ``#tags`` sync reads from a document's text (:func:`pinakes_core.links.read_text`)."""
+    from pinakes_core.links import read_text
+
+    return read_text("\n".join(lines[start:]), markdown=True)[1]
 
 
 def _item(what: str, values: list[str]) -> AdoptItem:
@@ -353,13 +342,17 @@ def _analyse(
         if tags:
             tagged.append(f"{doc.rel}: {', '.join(tags)}")
             used.update(tags)
+        written = (
+            _norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
+        )
+        if written:
+            inline.append(f"{doc.rel}: {', '.join(written)}")
+            used.update(t for t in written if t not in tags)
         if front.aliases:
             aliased.append(f"{doc.rel}: {', '.join(front.aliases)}")
         body = doc.lines[front.end_line : front.end_line + 12]
         if any(_LOGSEQ_PROPERTY.match(line) for line in body):
             logseq.append(doc.rel)
-        if _inline_tags(doc.lines, front.end_line):
-            inline.append(doc.rel)
     read = {k for role in ("id", "title", "tags", "aliases") for k in getattr(keys, role)}
     read.add("links")
     unread = [f"{k} ({n})" for k, n in census.most_common() if k not in read]
@@ -369,6 +362,11 @@ def _analyse(
         _item("frontmatter titles", titles),
         _item(f"documents with frontmatter tags ({len(used)} distinct)", tagged),
         _item("documents with frontmatter aliases (link targets by name)", aliased),
+        _item(
+            "documents with #tags in their text, read as tags ([frontmatter] inline_tags = "
+            "false turns that off)",
+            inline,
+        ),
     ]
     unmapped_items = [
         _item(
@@ -388,7 +386,6 @@ def _analyse(
             "read (only YAML frontmatter is)",
             logseq,
         ),
-        _item("documents using inline #tags, which are not read as tags", inline),
         _item("documents whose frontmatter is not valid YAML (ignored)", malformed),
     ]
     return (

@@ -106,7 +106,7 @@ class Filters:
     """Restrictions applied inside every channel.
 
     Attributes:
-        tags: the document must carry every one of these tags.
+        tags: the document must carry every one of these tags, or a tag nested under it.
         path: the document's path must start with this prefix (KB-relative, POSIX).
         doc_ids: the document must be one of these.
         modified_after: file modified at or after this UNIX time.
@@ -139,14 +139,15 @@ class Filters:
         """
         clauses: list[str] = []
         params: list[object] = []
-        if self.tags:
-            tags = [clean_text(t, "tags").strip().lstrip("#").lower() for t in self.tags]
-            marks = ",".join("?" * len(tags))
+        for tag in dict.fromkeys(
+            clean_text(t, "tags").strip().lstrip("#").lower() for t in self.tags
+        ):
+            # The tag or one nested under it (``project`` matches ``project/alpha``, as in
+            # Obsidian); the range is ``tag/…`` (``0`` follows ``/``), so the index serves it.
             clauses.append(
-                f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag IN ({marks}) "
-                "GROUP BY doc_id HAVING COUNT(DISTINCT tag) = ?)"
+                "d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag = ? OR (tag >= ? AND tag < ?))"
             )
-            params += [*tags, len(set(tags))]
+            params += [tag, tag + "/", tag + "0"]
         prefix = clean_path(self.path)
         if prefix is not None:
             # Either Unicode spelling: a folder named on macOS is NFD, the prefix typed NFC.

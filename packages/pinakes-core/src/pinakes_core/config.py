@@ -171,16 +171,20 @@ class SidecarsConfig(_Section):
 
 
 class FrontmatterConfig(_Section):
-    """``[frontmatter]``: the frontmatter keys holding a document's id, title, tags and aliases.
+    """``[frontmatter]``: the keys holding a document's id, title, tags and aliases; inline tags.
 
     For ``id`` and ``title`` the first key present wins; tags and aliases are gathered from all
     listed keys. ``pnk adopt`` sets these from the keys a vault uses (``tag``, ``alias``, ``uid``…).
+    ``inline_tags`` says whether ``#tags`` in a Markdown document's text count as tags too.
     """
 
     id: list[str] = ["id"]
     title: list[str] = ["title"]
     tags: list[str] = ["tags"]
     aliases: list[str] = ["aliases"]
+    #: Also read ``#tags`` written in a Markdown document's text (Obsidian, Logseq, Bear,
+    #: Dendron): ``#project/alpha`` in a paragraph tags the document ``project/alpha``.
+    inline_tags: bool = True
 
 
 class EmbeddingConfig(_Section):

@@ -32,6 +32,7 @@ __all__ = [
     "TextLink",
     "extract_links",
     "link_kind",
+    "read_text",
     "resolve_all",
     "resolver",
 ]
@@ -50,7 +51,12 @@ _PARSER = MarkdownIt("commonmark").enable("table")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Embeds (![[x]]) of notes are links; embeds of images, PDFs and other files are not.
 _FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
-_ESCAPED = {"\\[": "\ue000", "\\]": "\ue001"}
+_ESCAPED = {"\\[": "\ue000", "\\]": "\ue001", "\\#": "\ue002"}
+# An inline tag: '#' where a word starts (not C#, &#39;, a URL's /#anchor), then tag characters.
+_INLINE_TAG = re.compile(r"(?:^|(?<=[\s(\[{,;:\"'“‘]))#([\w-][\w/-]*)", re.UNICODE)
+_HEX_COLOUR = re.compile(r"[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
+#: Longest inline tag read; anything longer is not a name someone typed.
+MAX_TAG_CHARS = 100
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
 _DOC_SUFFIXES = (".md", ".markdown", ".txt")
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
@@ -83,12 +89,35 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str]]:
                 yield "text", child.content
 
 
+def _tags_in(text: str) -> Iterator[str]:
+    for match in _INLINE_TAG.finditer(text):
+        tag = match.group(1).rstrip("/")
+        if not any(c.isalpha() for c in tag) or len(tag) > MAX_TAG_CHARS:
+            continue  # #1984 is an issue number, not a tag; a 300-character run is no name
+        if _HEX_COLOUR.fullmatch(tag) and (any(c.isdigit() for c in tag) or len(set(tag)) == 1):
+            continue  # #43B02A, #fff: a colour
+        yield tag
+
+
 def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
     """Return the document links written in ``text`` (external URLs and images excluded)."""
+    return read_text(text, markdown=markdown)[0]
+
+
+def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
+    r"""Return the document links and the inline ``#tags`` written in ``text``, in one parse.
+
+    Tags follow Obsidian's rules: ``#`` at the start of a word, then letters, digits, ``_``,
+    ``-`` and ``/`` (nesting: ``#project/alpha``), at least one letter. Code, link targets,
+    escaped ``\#``, headings' own ``#`` marks, and colours such as ``#43B02A`` are not tags.
+    """
     if not markdown:
-        return []
+        return [], []
     found: list[TextLink] = []
+    tags: list[str] = []
     for kind, value in _inline_texts(text):
+        if kind == "text":
+            tags.extend(_tags_in(value))
         if kind == "href":
             if (
                 value and not value.startswith("#") and not _EXTERNAL.match(value)
@@ -101,7 +130,7 @@ def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
                 if match.group(1) and _FILE_EMBED.search(name):
                     continue
                 found.append(TextLink(target, "wiki"))
-    return found
+    return found, list(dict.fromkeys(tags))
 
 
 def _nfc(text: str) -> str:

@@ -69,10 +69,23 @@ MAX_ITEM_CHARS = 200
 #: Most links (authored and found in the text) kept per document.
 MAX_LINKS = 5_000
 MAX_TARGET_CHARS = 2_000
-#: Bump whenever what a chunk's full-text row holds changes: a store indexed by another version
-#: re-indexes every document at the next sync, reusing every vector. 2: the title column holds
-#: the document's aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note.
-FTS_ROWS = "2"
+#: Bump whenever what sync reads from a document changes — what a chunk's full-text row holds,
+#: what counts as a tag: a store read by another version re-reads every document at the next
+#: sync, reusing every vector (:func:`reading_id`). 2: the title column holds the document's
+#: aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note. 3: ``#tags`` in the
+#: text are tags.
+FTS_ROWS = "3"
+
+
+def reading_id(config: Config) -> str:
+    """The store's record of how documents were read: :data:`FTS_ROWS` and ``[frontmatter]``.
+
+    A change of either (``inline_tags = false``, a ``tags`` key added) re-reads every document
+    at the next sync, as a new chunker does, instead of only the documents that change later.
+    """
+    settings = json.dumps(config.frontmatter.model_dump(), sort_keys=True)
+    return f"{FTS_ROWS}:{_hash(settings.encode('utf-8'))[:12]}"
+
 
 # Documents are embedded and written in groups of about this many new chunks: large enough
 # for length-sorted batching to pay off, small enough that a crash loses little work.
@@ -191,14 +204,16 @@ class _Syncer:
         self.embedder_factory = embedder_factory
         self._embedder: _Embedder | None = None
         self.progress = progress or (lambda stage, done, total: None)
-        # Chunked by another chunker version or budget, or indexed with other full-text rows
-        # (FTS_ROWS): every document is re-chunked and re-indexed (vectors of unchanged chunk
+        # Chunked by another chunker version or budget, or read by other rules (FTS_ROWS,
+        # [frontmatter]): every document is re-chunked and re-indexed (vectors of unchanged chunk
         # texts are reused by hash).
         from pinakes_core.chunking import chunking_id
 
         self.chunking = chunking_id(config.sync.chunk_tokens)
+        self.reading = reading_id(config)
         self.rechunk = (
-            store.get_meta("chunking") != self.chunking or store.get_meta("fts_rows") != FTS_ROWS
+            store.get_meta("chunking") != self.chunking
+            or store.get_meta("fts_rows") != self.reading
         )
         self.embedded = 0
         self.reused = 0
@@ -436,12 +451,20 @@ class _Syncer:
         if kind != "touched":
             chunks = self._chunks(entry, text, front.end_line, pdf)
         texts = [embed_text(title, c) for c in chunks]
+        links, inline_tags = _text_rows(
+            front.links, sidecar.links if sidecar else (), body, entry.is_markdown
+        )
+        if not self.config.frontmatter.inline_tags:
+            inline_tags = []
         return _Prepared(
             entry=entry,
             doc_id=doc_id,
             title=title,
             tags=_bounded(
-                _norm_tags(front.tags, sidecar.tags if sidecar else ()), "tags", entry.rel, plan
+                _norm_tags(front.tags, sidecar.tags if sidecar else (), tuple(inline_tags)),
+                "tags",
+                entry.rel,
+                plan,
             ),
             aliases=_bounded(
                 _unique(front.aliases, sidecar.aliases if sidecar else ()),
@@ -449,12 +472,7 @@ class _Syncer:
                 entry.rel,
                 plan,
             ),
-            links=_bounded(
-                _link_rows(front.links, sidecar.links if sidecar else (), body, entry.is_markdown),
-                "links",
-                entry.rel,
-                plan,
-            ),
+            links=_bounded(links, "links", entry.rel, plan),
             content_hash=content_hash,
             sidecar_hash=sidecar_hash,
             chunks=chunks,
@@ -852,20 +870,24 @@ def _page_list(pages: list[int], limit: int = 12) -> str:
     return ", ".join(ranges[:limit]) + (", …" if len(ranges) > limit else "")
 
 
-def _link_rows(
+def _text_rows(
     front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
-) -> list[tuple[str, str, str, str]]:
-    """The link rows of one document: authored links first, then links in its text."""
-    from pinakes_core.links import extract_links, link_kind
+) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """One document's link rows and the ``#tags`` in its text, from one parse of the text.
+
+    Authored links come first, then the links written in the text.
+    """
+    from pinakes_core.links import link_kind, read_text
 
     rows = [(link.to, link_kind(link.to), link.rel, "frontmatter") for link in front]
     rows += [(link.to, link_kind(link.to), link.rel, "sidecar") for link in side]
     seen: set[tuple[str, str]] = set()
-    for link in extract_links(body, markdown=markdown):
+    links, tags = read_text(body, markdown=markdown)
+    for link in links:
         if (link.target, link.kind) not in seen:
             seen.add((link.target, link.kind))
             rows.append((link.target, link.kind, "links-to", "reverse-scan"))
-    return rows
+    return rows, tags
 
 
 #: The ``links_resolved`` meta value of a store whose links were resolved by today's rules
@@ -987,7 +1009,7 @@ def run_sync(
                 skipped = {s.path: by_rel[s.path].stamp for s in plan.skips if s.path in by_rel}
                 store.set_meta(conn, "skipped_files", json.dumps(skipped))
                 store.set_meta(conn, "chunking", syncer.chunking)
-                store.set_meta(conn, "fts_rows", FTS_ROWS)
+                store.set_meta(conn, "fts_rows", syncer.reading)
             # A rebuild was written beside the store readers use; now it becomes theirs.
             store.publish()
             syncer.collect_cache()

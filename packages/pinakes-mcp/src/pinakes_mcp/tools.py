@@ -183,7 +183,10 @@ def pinakes_search(
     ] = DEFAULT_K,
     tags: Annotated[
         list[_Item] | None,
-        Field(max_length=MAX_LIST, description="Only documents carrying all of these tags."),
+        Field(
+            max_length=MAX_LIST,
+            description="Only documents carrying all of these tags (or tags nested under them).",
+        ),
     ] = None,
     path: Annotated[
         str | None,
