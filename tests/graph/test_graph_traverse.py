@@ -67,7 +67,9 @@ def test_depth_is_capped_at_three(kb: KB) -> None:
     ]
     assert max(n.distance for n in result.neighbours) <= 3
     ids = doc_ids(kb.root)
-    assert [(f.doc_id, f.reason) for f in result.frontier] == [(ids["c5.md"], "depth")]
+    assert [(f.doc_id, f.reason, f.path) for f in result.frontier] == [
+        (ids["c5.md"], "depth", "c5.md")
+    ]
     assert result.neighbours[1].via == ids["c2.md"]
 
 
@@ -88,8 +90,8 @@ def test_fanout_is_capped_by_adjacent_k_and_the_overflow_is_on_the_frontier(
         result = kb.links("hub.md", direction="out")
     ids = doc_ids(root)
     assert _paths(result) == ["n1.md", "n2.md"]  # equal weights: ties break by path
-    assert {(f.doc_id, f.reason) for f in result.frontier} == {
-        (ids[f"n{i}.md"], "fanout") for i in range(3, FAN + 1)
+    assert {(f.doc_id, f.reason, f.path) for f in result.frontier} == {
+        (ids[f"n{i}.md"], "fanout", f"n{i}.md") for i in range(3, FAN + 1)
     }
     assert result.truncated is False
 
@@ -101,6 +103,7 @@ def test_row_cap_sets_truncated(kb: KB, monkeypatch: pytest.MonkeyPatch) -> None
     assert result.truncated is True
     assert {f.reason for f in result.frontier} == {"rows"}
     assert len(result.frontier) == FAN - 2
+    assert all(f.path.startswith("n") for f in result.frontier)
 
 
 def test_directions(kb: KB) -> None:

@@ -546,7 +546,7 @@ def render_links(console: Console, result: LinksResult) -> None:
         _say(
             console,
             f"frontier ({len(result.frontier)} not expanded): "
-            + ", ".join(f"{f.doc_id} ({f.reason})" for f in result.frontier[:10]),
+            + ", ".join(f"{f.path or f.doc_id} ({f.reason})" for f in result.frontier[:10]),
         )
     if result.entity_neighbours:
         _say(console, "documents naming the same entities:")

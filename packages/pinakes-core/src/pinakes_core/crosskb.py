@@ -382,7 +382,10 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
             "neighbours": [*result.neighbours, *kept],
             "frontier": [
                 *result.frontier,
-                *(FrontierItem(doc_id=n.doc_id, rel=n.rel, reason="rows") for n in extra),
+                *(
+                    FrontierItem(doc_id=n.doc_id, rel=n.rel, reason="rows", path=n.path)
+                    for n in extra
+                ),
             ],
             "unresolved": unresolved,
             "truncated": result.truncated or bool(extra),

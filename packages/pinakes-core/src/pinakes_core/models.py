@@ -324,6 +324,7 @@ class FrontierItem(_Model):
     doc_id: str
     rel: str
     reason: str = Field(description="depth | fanout | rows | tokens")
+    path: str = Field(default="", description="the document's KB-relative path")
 
 
 class UnresolvedLink(_Model):

@@ -159,7 +159,8 @@ def links(
             break
         if distance > served:  # the hops beyond the served depth: reported, not expanded
             frontier += [
-                FrontierItem(doc_id=e.doc_id, rel=e.rel, reason="depth") for _, e in candidates
+                FrontierItem(doc_id=e.doc_id, rel=e.rel, reason="depth", path=e.path)
+                for _, e in candidates
             ]
             break
         scores = _doc_scores(kb, query, {e.doc_id for _, e in candidates}) if query else {}
@@ -176,7 +177,9 @@ def links(
             if edge.doc_id in visited:
                 continue
             if per_src.get(src, 0) >= fanout:
-                frontier.append(FrontierItem(doc_id=edge.doc_id, rel=edge.rel, reason="fanout"))
+                frontier.append(
+                    FrontierItem(doc_id=edge.doc_id, rel=edge.rel, reason="fanout", path=edge.path)
+                )
                 continue
             cost = int(len(f"{edge.title} {edge.path} {edge.rel}".split()) * 1.3) + 12
             if len(found) >= MAX_ROWS or tokens + cost > TOKEN_BUDGET:
@@ -186,6 +189,7 @@ def links(
                         doc_id=edge.doc_id,
                         rel=edge.rel,
                         reason="rows" if len(found) >= MAX_ROWS else "tokens",
+                        path=edge.path,
                     )
                 )
                 continue
