@@ -243,8 +243,10 @@ def test_watch_ignores_a_symlink_out_of_the_kb_and_sees_new_folders(tmp_path: Pa
     root = make_kb(tmp_path / "kb")
     (root / "outside").symlink_to("/proc")
     (root / "loop").symlink_to(".")
+    (root / "site" / "node_modules" / "pkg").mkdir(parents=True)  # never indexed: not watched
     folders = {p.relative_to(root).as_posix() for p in watched_folders(root)}
     assert "outside" not in folders and "loop" not in folders and "." in folders
+    assert "site" in folders and not any("node_modules" in f for f in folders)
     kb = KB.open(root, embedder=FakeHashEmbedder())
     stop = threading.Event()
     events: list[int] = []

@@ -108,6 +108,9 @@ def test_gitignore_include_exclude_and_dot_directories(tmp_path: Path) -> None:
         ".obsidian/workspace.md": "dot directory\n",
         ".git/info.md": "dot directory\n",
         "sub/.trash/x.md": "nested dot directory\n",
+        "site/node_modules/pkg/README.md": "an installed package\n",
+        "__pycache__/x.md": "a cache\n",
+        "my_node_modules/notes.md": "# Kept\n\nonly the exact name is skipped\n",
     }
     root = make_kb(tmp_path / "kb", files)
     (root / ".gitignore").write_text(
@@ -117,11 +120,18 @@ def test_gitignore_include_exclude_and_dot_directories(tmp_path: Path) -> None:
     set_config(root, "sync", 'exclude = ["archive/**"]')
 
     report = _sync(root)
-    expected = ["hidden.md", "keep.md", "notes/public.md", "other.markdown", "plain.txt"]
+    expected = [
+        "hidden.md",
+        "keep.md",
+        "my_node_modules/notes.md",
+        "notes/public.md",
+        "other.markdown",
+        "plain.txt",
+    ]
     assert sorted(report.added) == expected
     assert sorted(doc_ids(root)) == expected
 
-    # With gitignore off, ignored files come in; exclude and dot-directories still apply.
+    # With gitignore off, ignored files come in; exclude, dot and vendored folders still apply.
     set_config(root, "sync", "gitignore = false")
     report = _sync(root)
     assert sorted(report.added) == [

@@ -40,6 +40,7 @@ __all__ = [
     "Frontmatter",
     "Skip",
     "decode",
+    "never_indexed",
     "parse_frontmatter",
     "scan",
     "utf8_name",
@@ -53,6 +54,14 @@ _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9
 
 #: Folders nested deeper than this below the root are not entered (one skip line says so).
 MAX_DEPTH = 128
+#: Folders of installed packages and caches: a docs site after ``npm install`` holds thousands
+#: of packages' READMEs, none of them the user's notes.
+_VENDORED = frozenset({"node_modules", "__pycache__"})
+
+
+def never_indexed(name: str) -> bool:
+    """Whether sync (and the watcher) skip a folder of this name: dot-folders and vendored ones."""
+    return name.startswith(".") or name in _VENDORED
 
 
 @dataclass(frozen=True)
@@ -216,7 +225,7 @@ def scan(
         folders: list[tuple[str, str, Ignores, int]] = []
         for child in children:
             rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
-            if child.name.startswith(".") and child.is_dir(follow_symlinks=False):
+            if never_indexed(child.name) and child.is_dir(follow_symlinks=False):
                 continue
             if leftovers is not None and _SIDECAR_TEMP.match(child.name):
                 if child.is_file(follow_symlinks=False):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pinakes_core.documents import MAX_DEPTH, utf8_name
+from pinakes_core.documents import MAX_DEPTH, never_indexed, utf8_name
 from pinakes_core.store import STORE_DIR
 
 __all__ = ["DEFAULT_DEBOUNCE_MS", "change_filter", "folders_changed", "watch", "watched_folders"]
@@ -79,8 +79,9 @@ def watched_folders(root: Path) -> list[Path]:
     """``root`` and every folder below it that sync reads, each to be watched on its own.
 
     Symlinks are not followed (a folder a link leads to inside the KB is watched where it
-    is), dot-folders (``.git``, ``.pinakes``) are left out, and so are names that are not
-    UTF-8 and folders deeper than sync's :data:`~pinakes_core.documents.MAX_DEPTH`.
+    is), folders sync never indexes (``.git``, ``.pinakes``, ``node_modules``) are left out,
+    and so are names that are not UTF-8 and folders deeper than sync's
+    :data:`~pinakes_core.documents.MAX_DEPTH`.
     """
     found: list[Path] = []
     stack = [(root, 0)]
@@ -92,7 +93,7 @@ def watched_folders(root: Path) -> list[Path]:
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
-                    if entry.name.startswith(".") or not utf8_name(entry.name):
+                    if never_indexed(entry.name) or not utf8_name(entry.name):
                         continue
                     with contextlib.suppress(OSError):
                         if entry.is_dir(follow_symlinks=False):
