@@ -10,6 +10,7 @@ import pytest
 
 from conftest import FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB, SyncReport
+from pinakes_core.documents import parse_frontmatter
 
 
 def _sync(root: Path) -> SyncReport:
@@ -441,3 +442,14 @@ def test_crlf_and_bom_are_normalised(tmp_path: Path) -> None:
     assert report.warnings == []
     assert scalar(root, "SELECT title FROM documents") == "Windows"
     assert scalar(root, "SELECT text FROM chunks") == "# Windows\n\nline one\nline two"
+
+
+def test_an_alias_written_as_a_string_is_one_name_unless_commas_separate_names() -> None:
+    def read(line: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        front = parse_frontmatter("x.md", ["---", line, "---", "# T"])
+        return front.aliases, front.tags
+
+    # Split at spaces, "Project Keel" made [[Project]] resolve to this note.
+    assert read("aliases: Project Keel") == (("Project Keel",), ())
+    assert read("aliases: Keel, The Keel Project") == (("Keel", "The Keel Project"), ())
+    assert read("tags: ops infra, db") == ((), ("ops", "infra", "db"))  # a tag has no spaces

@@ -337,9 +337,18 @@ def _scalars(value: Any) -> Iterator[Any]:
         yield value
 
 
-def _as_list(value: Any) -> tuple[str, ...]:
+def _as_list(value: Any, *, words: bool = True) -> tuple[str, ...]:
+    """A list value, or a string of items: ``tags: a b, c`` (``words``: split at spaces too).
+
+    An alias is a name and may hold spaces: ``aliases: Project Keel`` is one alias, and only a
+    comma separates two (``aliases: Keel, The Keel Project``).
+    """
     if isinstance(value, str):
-        return tuple(v.strip() for v in value.replace(",", " ").split() if v.strip())
+        return tuple(
+            v.strip()
+            for v in (value.replace(",", " ").split() if words else value.split(","))
+            if v.strip()
+        )
     return tuple(str(v).strip() for v in _scalars(value) if str(v).strip())
 
 
@@ -378,7 +387,7 @@ def parse_frontmatter(
     if isinstance(own_id, str | int) and not isinstance(own_id, bool) and str(own_id).strip():
         result.id = str(own_id).strip()
     result.tags = tuple(t for key in keys.tags for t in _as_list(data.get(key)))
-    result.aliases = tuple(a for key in keys.aliases for a in _as_list(data.get(key)))
+    result.aliases = tuple(a for key in keys.aliases for a in _as_list(data.get(key), words=False))
     try:
         result.links = parse_links(Path(rel), data.get("links"))
     except SidecarError as exc:
