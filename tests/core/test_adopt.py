@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FakeHashEmbedder, doc_ids, write_files
+from conftest import FakeHashEmbedder, doc_ids, scalar, write_files
 from pinakes_core import KB, ConfigError
 from pinakes_core.adopt import adopt
 from pinakes_core.identity import frontmatter_id, path_id
@@ -100,21 +100,23 @@ def test_adopt_an_obsidian_vault_maps_its_keys_and_vocabulary(
         'write = "when-needed"',
         "[frontmatter]",
         'id = ["uid"]',
-        'tags = ["tag"]',
+        'tags = ["tags", "tag"]',  # c.md's Logseq page uses tags::
         'aliases = ["alias"]',
     ]
     whats = " | ".join(f"{i.what}: {i.count}" for i in report.unmapped)
-    assert (
-        "Logseq `key:: value` properties, which are not read (only YAML frontmatter is): 1" in whats
-    )
     mapped = {i.what: i for i in report.mapped}
+    assert "Logseq" not in whats  # c.md's page properties are read:
+    assert (
+        mapped["documents with Logseq page properties (key:: value), read as frontmatter"].count
+        == 1
+    )
     inline = next(i for what, i in mapped.items() if what.startswith("documents with #tags"))
     assert (inline.count, inline.examples) == (1, ["a.md: inline"])
     assert "not valid YAML (ignored): 1" in whats
     assert any("cssclass (1)" in e for i in report.unmapped for e in i.examples)
     assert report.vocabulary is not None
     assert report.vocabulary.source == "vocab.yml" and report.vocabulary.synonyms == 1
-    assert report.vocabulary.used_not_in_vocabulary == ["inline"]  # a #tag in the text
+    assert report.vocabulary.used_not_in_vocabulary == ["inline", "x"]  # #inline, tags:: x
 
     with KB.open(vault, embedder=fake_embedder) as kb:
         kb.sync()
@@ -122,6 +124,10 @@ def test_adopt_an_obsidian_vault_maps_its_keys_and_vocabulary(
         assert view.doc_id == frontmatter_id(kb.config.kb.id, "20240101")
         assert view.tags == ["kubernetes", "ops", "inline"] and view.aliases == ["Alpha"]
         assert kb.read("b.md").title == "Bee"
+        logseq_page = kb.read("c.md")
+        assert (logseq_page.title, logseq_page.tags) == ("Logseq page", ["x"])
+        # The properties are metadata, not text to search (as a YAML block is).
+        assert scalar(vault, "SELECT COUNT(*) FROM chunks WHERE text LIKE '%tags::%'") == 0
     assert {p: h for p, h in fingerprint(vault).items() if p in before} == before
     assert not list(vault.rglob("*.pnk.yaml"))
 

@@ -453,3 +453,25 @@ def test_an_alias_written_as_a_string_is_one_name_unless_commas_separate_names()
     assert read("aliases: Project Keel") == (("Project Keel",), ())
     assert read("aliases: Keel, The Keel Project") == (("Keel", "The Keel Project"), ())
     assert read("tags: ops infra, db") == ((), ("ops", "infra", "db"))  # a tag has no spaces
+
+
+def test_logseq_page_properties_are_its_frontmatter() -> None:
+    lines = [
+        "title:: Deep Work",
+        "tags:: [[deep work]], focus, #books",
+        "alias:: DW, [[Cal Newport book]]",
+        "status:: reading",
+        "",
+        "- first block",
+        "  collapsed:: true",
+    ]
+    front = parse_frontmatter("pages/deep.md", lines)
+    assert (front.title, front.tags, front.aliases) == (
+        "Deep Work",
+        ("deep work", "focus", "books"),
+        ("DW", "Cal Newport book"),
+    )
+    assert front.end_line == 4 and front.fields["status"] == "reading"
+    # Only lines it opens with: a block's property further down is text, and so is a page
+    # whose first line is not one.
+    assert parse_frontmatter("x.md", ["# T", "status:: x"]).end_line == 0

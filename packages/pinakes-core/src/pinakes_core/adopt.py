@@ -36,6 +36,7 @@ from pinakes_core.documents import FileEntry, Frontmatter, decode, parse_frontma
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.identity import frontmatter_id, path_id
 from pinakes_core.intake import read_limited, yaml_loader
+from pinakes_core.sections import frontmatter_block
 from pinakes_core.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -309,6 +310,7 @@ def _analyse(
     tagged: list[str] = []
     aliased: list[str] = []
     logseq: list[str] = []
+    properties: list[str] = []
     inline: list[str] = []
     malformed: list[str] = []
     owners: dict[str, str] = {}
@@ -351,7 +353,9 @@ def _analyse(
         if front.aliases:
             aliased.append(f"{doc.rel}: {', '.join(front.aliases)}")
         body = doc.lines[front.end_line : front.end_line + 12]
-        if any(_LOGSEQ_PROPERTY.match(line) for line in body):
+        if front.end_line and frontmatter_block(doc.lines) is None:
+            properties.append(doc.rel)  # its frontmatter is Logseq page properties
+        elif any(_LOGSEQ_PROPERTY.match(line) for line in body):
             logseq.append(doc.rel)
     read = {k for role in ("id", "title", "tags", "aliases") for k in getattr(keys, role)}
     read.add("links")
@@ -362,6 +366,9 @@ def _analyse(
         _item("frontmatter titles", titles),
         _item(f"documents with frontmatter tags ({len(used)} distinct)", tagged),
         _item("documents with frontmatter aliases (link targets by name)", aliased),
+        _item(
+            "documents with Logseq page properties (key:: value), read as frontmatter", properties
+        ),
         _item(
             "documents with #tags in their text, read as tags ([frontmatter] inline_tags = "
             "false turns that off)",
@@ -382,8 +389,8 @@ def _analyse(
         _item("documents without a frontmatter title: first heading or file name", no_title),
         _item("frontmatter keys Pinakes does not read (key, documents)", unread),
         _item(
-            "documents keeping metadata as Logseq `key:: value` properties, which are not "
-            "read (only YAML frontmatter is)",
+            "documents keeping metadata as Logseq `key:: value` properties below their "
+            "first lines, which are not read (only the page properties they open with are)",
             logseq,
         ),
         _item("documents whose frontmatter is not valid YAML (ignored)", malformed),

@@ -52,6 +52,10 @@ _NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
 # The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
 _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
 
+#: A Logseq page's properties: ``key:: value`` lines at its top (at most this many read).
+_PROPERTY = re.compile(r"([A-Za-z][\w-]*):: (.*)")
+MAX_PROPERTY_LINES = 100
+
 #: Folders nested deeper than this below the root are not entered (one skip line says so).
 MAX_DEPTH = 128
 #: Folders of installed packages and caches: a docs site after ``npm install`` holds thousands
@@ -362,7 +366,8 @@ def parse_frontmatter(
 ) -> Frontmatter:
     """Read a leading frontmatter block from the document's lines.
 
-    YAML between ``---`` lines, or TOML between ``+++`` lines (Hugo, Zola).
+    YAML between ``---`` lines, TOML between ``+++`` lines (Hugo, Zola), or Logseq's page
+    properties (``key:: value`` lines at the top).
     ``keys`` names the frontmatter keys holding the id, title, tags and aliases (default: the
     ``[frontmatter]`` defaults, ``id``, ``title``, ``tags``, ``aliases``).
 
@@ -370,9 +375,10 @@ def parse_frontmatter(
     ``warning`` names the file and line, with ``end_line`` still covering the block so it is not
     indexed as text.
     """
+    keys = keys or FrontmatterConfig()
     found = frontmatter_block(lines)
     if found is None:
-        return Frontmatter()
+        return _page_properties(lines, keys)
     fence, end = found
     block = "\n".join(lines[1:end])
     result = Frontmatter(end_line=end + 1)
@@ -380,7 +386,6 @@ def parse_frontmatter(
     if data is None:
         return result
     result.fields = data
-    keys = keys or FrontmatterConfig()
     title = " ".join(str(part) for part in _scalars(_first(data, keys.title))).strip()
     result.title = title or None
     own_id = _first(data, keys.id)
@@ -393,6 +398,43 @@ def parse_frontmatter(
     except SidecarError as exc:
         result.warning = f"{exc.message} (frontmatter links ignored)"
     return result
+
+
+def _page_properties(lines: list[str], keys: FrontmatterConfig) -> Frontmatter:
+    """A Logseq page's properties: the ``key:: value`` lines it opens with, as frontmatter.
+
+    Values are comma-separated page references (``tags:: [[deep work]], focus``); ``alias``,
+    Logseq's own key, names aliases beside the ``[frontmatter] aliases`` keys. The lines are
+    the block the body starts after, so they are not indexed as text.
+    """
+    data: dict[str, Any] = {}
+    end = 0
+    for line in lines[:MAX_PROPERTY_LINES]:
+        match = _PROPERTY.fullmatch(line.rstrip())
+        if match is None:
+            break
+        data.setdefault(match.group(1).lower(), match.group(2).strip())
+        end += 1
+    if not data:
+        return Frontmatter()
+    result = Frontmatter(end_line=end, fields=data)
+    result.title = next(iter(_page_refs(_first(data, keys.title))), None)
+    own_id = _first(data, keys.id)
+    result.id = own_id or None
+    result.tags = tuple(t for key in keys.tags for t in _page_refs(data.get(key)))
+    result.aliases = tuple(
+        a for key in dict.fromkeys([*keys.aliases, "alias"]) for a in _page_refs(data.get(key))
+    )
+    return result
+
+
+def _page_refs(value: str | None) -> list[str]:
+    """``[[a b]], #c, d`` → ``["a b", "c", "d"]``."""
+    refs = (
+        v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]")
+        for v in (value or "").split(",")
+    )
+    return [r.strip() for r in refs if r.strip()]
 
 
 def _load_yaml(rel: str, block: str, result: Frontmatter) -> dict[str, Any] | None:
