@@ -254,6 +254,8 @@ def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
         r"\#escaped",
         "[x](a.md#anchor) and http://x.com/#frag and a#b",
         "colours #43B02A, #fff and #0a0",
+        "See [[#Open Quick switcher]], [[Note#Heading|#label]] and ![[icon.svg#icon]]",
+        "[#label](https://example.com)",
         "# A heading\n\n#-/ and #" + "x" * 101,
     ],
 )

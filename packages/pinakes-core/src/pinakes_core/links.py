@@ -53,7 +53,7 @@ _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
 _ESCAPED = {"\\[": "\ue000", "\\]": "\ue001", "\\#": "\ue002"}
 # An inline tag: '#' where a word starts (not C#, &#39;, a URL's /#anchor), then tag characters.
-_INLINE_TAG = re.compile(r"(?:^|(?<=[\s(\[{,;:\"'“‘]))#([\w-][\w/-]*)", re.UNICODE)
+_INLINE_TAG = re.compile(r"(?:^|(?<=[\s(,;:\"'“‘]))#([\w-][\w/-]*)", re.UNICODE)
 _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
 #: Longest inline tag read; anything longer is not a name someone typed.
 MAX_TAG_CHARS = 100
@@ -82,11 +82,15 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str]]:
     for token in _PARSER.parse(text):
         if token.type != "inline":
             continue
+        inside = 0  # within a Markdown link's label
         for child in token.children or ():
             if child.type == "link_open":
+                inside += 1
                 yield "href", str(child.attrs.get("href", ""))
+            elif child.type == "link_close":
+                inside -= 1
             elif child.type == "text":
-                yield "text", child.content
+                yield "label" if inside else "text", child.content
 
 
 def _tags_in(text: str) -> Iterator[str]:
@@ -116,8 +120,8 @@ def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
     found: list[TextLink] = []
     tags: list[str] = []
     for kind, value in _inline_texts(text):
-        if kind == "text":
-            tags.extend(_tags_in(value))
+        if kind == "text":  # a wikilink's '#' is a heading or block: [[#Heading]], [[a#b]]
+            tags.extend(_tags_in(_WIKILINK.sub(" ", value)))
         if kind == "href":
             if (
                 value and not value.startswith("#") and not _EXTERNAL.match(value)
