@@ -126,8 +126,8 @@ def test_adopt_an_obsidian_vault_maps_its_keys_and_vocabulary(
         assert kb.read("b.md").title == "Bee"
         logseq_page = kb.read("c.md")
         assert (logseq_page.title, logseq_page.tags) == ("Logseq page", ["x"])
-        # The properties are metadata, not text to search (as a YAML block is).
-        assert scalar(vault, "SELECT COUNT(*) FROM chunks WHERE text LIKE '%tags::%'") == 0
+        # The property lines stay text: nothing leaves search, and their links are found.
+        assert scalar(vault, "SELECT COUNT(*) FROM chunks WHERE text LIKE '%title:: %'") == 1
     assert {p: h for p, h in fingerprint(vault).items() if p in before} == before
     assert not list(vault.rglob("*.pnk.yaml"))
 

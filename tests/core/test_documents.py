@@ -457,9 +457,11 @@ def test_an_alias_written_as_a_string_is_one_name_unless_commas_separate_names()
 
 def test_logseq_page_properties_are_its_frontmatter() -> None:
     lines = [
-        "title:: Deep Work",
-        "tags:: [[deep work]], focus, #books",
+        "title:: Rust, Go and C",
+        "tags:: [[deep work]] [[Smith, John]], focus, #books",
         "alias:: DW, [[Cal Newport book]]",
+        "empty::",
+        "id:: 64f1c0de-0000-4000-8000-000000000000",
         "status:: reading",
         "",
         "- first block",
@@ -467,11 +469,13 @@ def test_logseq_page_properties_are_its_frontmatter() -> None:
     ]
     front = parse_frontmatter("pages/deep.md", lines)
     assert (front.title, front.tags, front.aliases) == (
-        "Deep Work",
-        ("deep work", "focus", "books"),
-        ("DW", "Cal Newport book"),
+        "Rust, Go and C",
+        ("deep work", "Smith, John", "focus", "books"),
+        ("Cal Newport book", "DW"),
     )
-    assert front.end_line == 4 and front.fields["status"] == "reading"
-    # Only lines it opens with: a block's property further down is text, and so is a page
-    # whose first line is not one.
-    assert parse_frontmatter("x.md", ["# T", "status:: x"]).end_line == 0
+    assert front.fields["status"] == "reading" and front.fields["empty"] == ""
+    # Logseq's id:: names a block for references, not the note: no id is taken from it. The
+    # lines stay text, so their links are found and nothing leaves search.
+    assert front.id is None and front.end_line == 0
+    # Only the lines a page opens with: a block's property further down is text.
+    assert parse_frontmatter("x.md", ["# T", "status:: x"]).fields == {}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conftest import SMALL_KB, FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB
+from pinakes_core.identity import path_id
 from pinakes_core.uri import is_ulid
 
 LONG_DOC = (
@@ -459,6 +460,8 @@ def test_inline_tags_tag_the_document_and_a_parent_tag_finds_nested_ones(
         assert tagged("project/alpha") == ["a.md"]
         assert tagged("proj") == []  # a prefix of a name is not a parent
         assert tagged("#Review", "ops") == ["a.md"]
+        assert tagged("project/") == tagged("PROJECT") == ["a.md", "c.md"]
+        assert tagged("#") == []  # names no tag
         # Turning inline tags off re-reads every document at the next sync, no file changed.
         set_config(root, "frontmatter", "inline_tags = false")
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
@@ -466,3 +469,22 @@ def test_inline_tags_tag_the_document_and_a_parent_tag_finds_nested_ones(
         assert sorted(report.changed) == sorted(files) and report.chunks_embedded == 0
         assert kb.read("a.md").tags == ["ops"]
         assert kb.sync().changed == []
+
+
+def test_a_page_opening_with_properties_keeps_their_links_and_its_identity(tmp_path: Path) -> None:
+    # Logseq and Obsidian's Dataview/Breadcrumbs write up:: [[Parent]] at a note's top; Logseq's
+    # id:: is a block-reference id, which must not become the document's id.
+    files = {
+        "parent.md": "# Parent\n\nthe hub\n",
+        "child.md": "up:: [[Parent]]\nid:: 64f1c0de-0000-4000-8000-000000000000\n\n- a block\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    set_config(root, "sidecars", 'write = "never"')
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        view = kb.read("child.md")
+        assert view.meta["up"] == "[[Parent]]"
+        assert [link.path for link in kb.links("child.md").neighbours] == ["parent.md"]
+    assert doc_ids(root)["child.md"] == path_id(
+        scalar(root, "SELECT value FROM meta WHERE key = 'kb_id'"), "child.md"
+    )

@@ -171,3 +171,18 @@ def test_links_written_with_a_fleet_name_resolve_both_ways(
         assert [(n.kb, n.doc_id) for n in out.neighbours] == [("lit", target)]
         back = b.links("raft.md", direction="in")
         assert [(n.kb, n.path) for n in back.neighbours] == [("notes", "n.md")]
+
+
+def test_a_cross_kb_hop_over_the_cap_goes_to_the_frontier_with_its_kb_and_path(
+    tmp_path: Path, fake_embedder: FakeHashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core import crosskb
+
+    monkeypatch.setattr(crosskb, "CROSS_CAP", 0)
+    notes, _, ids = two_kbs(tmp_path, fake_embedder)
+    result = notes.links("reading.md", direction="out")
+    assert not [n for n in result.neighbours if n.kb is not None]
+    assert [(f.kb, f.doc_id, f.path, f.reason) for f in result.frontier] == [
+        ("papers", ids["target"], "raft.md", "rows")
+    ]
+    assert result.truncated

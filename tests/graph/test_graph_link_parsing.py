@@ -239,6 +239,9 @@ def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
         ("## Heading #intitle\n\n| a | #cell |\n|---|---|\n| 1 | 2 |", ["intitle", "cell"]),
         ("#y1984 #под-тегом #标签", ["y1984", "под-тегом", "标签"]),
         ("#again and #again", ["again"]),
+        ("#हिन्दी #สวัสดี #cafe\u0301", ["हिन्दी", "สวัสดี", "café"]),
+        ("#e2e, #b2b and #f0f are tags", ["e2e", "b2b", "f0f"]),
+        ("#标签，然后 #tag. #end)", ["标签", "tag", "end"]),
     ],
 )
 def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
@@ -253,7 +256,7 @@ def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
         "    #indented code",
         r"\#escaped",
         "[x](a.md#anchor) and http://x.com/#frag and a#b",
-        "colours #43B02A, #fff and #0a0",
+        "colours #43B02A, #fff and #ff00aa80",
         "See [[#Open Quick switcher]], [[Note#Heading|#label]] and ![[icon.svg#icon]]",
         "[#label](https://example.com)",
         "# A heading\n\n#-/ and #" + "x" * 101,
@@ -265,3 +268,21 @@ def test_not_inline_tags(text: str) -> None:
 
 def test_plain_text_documents_have_no_inline_tags() -> None:
     assert read_text("#tag", markdown=False) == ([], [])
+
+
+def test_an_escaped_hash_starts_no_tag_and_targets_keep_it() -> None:
+    links, tags = read_text(r"\#not-a-tag [[C\# notes]] [y](b\#c.md)", markdown=True)
+    assert tags == []
+    assert links == [TextLink("C# notes", "wiki"), TextLink("b#c.md", "markdown")]
+
+
+def test_an_anchor_part_hides_no_dangling_link_that_names_a_target(tmp_path: Path) -> None:
+    text = "# S\n\n[[Missing#Sec|#label]] and [[ | ]] and [[#H|label]]\n"
+    root = make_kb(tmp_path / "kb", {"src.md": text})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        unresolved = {u.target: u.reason for u in kb.links("src.md").unresolved}
+    assert unresolved == {
+        "Missing#Sec|#label": "no document named 'Missing'",
+        "|": "empty link target",
+    }

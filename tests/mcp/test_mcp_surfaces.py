@@ -115,7 +115,9 @@ async def test_a_written_note_the_sync_leaves_out_says_why(kb: KB, writer: Clien
         ("../escape.md", "climbs out of the KB"),
         ("/tmp/escape.md", "absolute path"),
         ("~/escape.md", "absolute path"),
-        (".git/config.md", "hidden folder"),
+        (".git/config.md", "hidden or package folder"),
+        ("site/node_modules/x.md", "hidden or package folder"),  # never indexed
+        (".hidden.md", "hidden or package folder"),
         ("raft.md.pnk.yaml", "sidecar"),
         ("data.json", "not a document this KB indexes"),
         ("file:///etc/passwd", "not a pnk:// URI"),

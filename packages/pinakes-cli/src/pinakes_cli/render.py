@@ -518,6 +518,14 @@ def render_calibration(console: Console, report: CalibrationReport) -> None:
     console.print(table)
 
 
+#: Unresolved links ``pnk links`` prints (a note can hold thousands); ``--json`` has them all.
+_UNRESOLVED_SHOWN = 20
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def render_links(console: Console, result: LinksResult) -> None:
     """Neighbours by distance, then frontier and unresolved links."""
     depth = f"depth {result.depth}" + (
@@ -546,7 +554,10 @@ def render_links(console: Console, result: LinksResult) -> None:
         _say(
             console,
             f"frontier ({len(result.frontier)} not expanded): "
-            + ", ".join(f"{f.path or f.doc_id} ({f.reason})" for f in result.frontier[:10]),
+            + ", ".join(
+                f"{f'[{f.kb}] ' if f.kb else ''}{f.path or f.doc_id} ({f.reason})"
+                for f in result.frontier[:10]
+            ),
         )
     if result.entity_neighbours:
         _say(console, "documents naming the same entities:")
@@ -558,8 +569,11 @@ def render_links(console: Console, result: LinksResult) -> None:
             " · ",
             ", ".join(e.entities),
         )
-    for u in result.unresolved:
-        _say(console, ("unresolved", "yellow"), f" {u.target}: {u.reason}")
+    for u in result.unresolved[:_UNRESOLVED_SHOWN]:
+        _say(console, ("unresolved", "yellow"), f" {_short(u.target)}: {_short(u.reason)}")
+    if len(result.unresolved) > _UNRESOLVED_SHOWN:
+        more = len(result.unresolved) - _UNRESOLVED_SHOWN
+        _say(console, ("unresolved", "yellow"), f" … and {more} more (--json lists them all)")
     if result.truncated:
         _say(
             console,

@@ -1,7 +1,7 @@
 """``pnk adopt``: onboard an existing vault that keeps its metadata in frontmatter (DESIGN §10).
 
 Obsidian, Dendron, Foam, Hugo and Logseq-style folders already say what Pinakes needs: an id,
-a title, tags and aliases in each note's YAML frontmatter, sometimes a tag vocabulary file.
+a title, tags and aliases in each note's frontmatter, sometimes a tag vocabulary file.
 Adopting maps them without touching a document: it writes ``pinakes.toml`` (and ``.pinakes/``
 in ``.gitignore``) with
 
@@ -12,9 +12,9 @@ in ``.gitignore``) with
   ``categories`` of Hugo, Jekyll and VuePress sites count as tags), and ``[sync]`` include/exclude rules for the vault's own folders (Logseq's
   ``logseq/`` backups, Hugo's ``content/``, Foam's ``_layouts/``);
 
-and it reports what it mapped and what it could not (duplicate ids, notes without an id or a
-title, keys Pinakes does not read, Logseq ``key:: value`` properties, inline ``#tags``, tags
-outside the vocabulary). Nothing is written with ``dry_run``; a folder that is a KB already
+and it reports what it mapped (ids, titles, tags, aliases, Logseq page properties, inline
+``#tags``) and what it could not (duplicate ids, notes without an id or a title, keys Pinakes
+does not read, block properties further down a page, tags outside the vocabulary). Nothing is written with ``dry_run``; a folder that is a KB already
 keeps its ``pinakes.toml`` and is only analysed.
 """
 
@@ -32,7 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ruamel.yaml.error import YAMLError
 
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
-from pinakes_core.documents import FileEntry, Frontmatter, decode, parse_frontmatter, scan
+from pinakes_core.documents import (
+    PAGE_PROPERTY,
+    FileEntry,
+    Frontmatter,
+    decode,
+    parse_frontmatter,
+    scan,
+)
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.identity import frontmatter_id, path_id
 from pinakes_core.intake import read_limited, yaml_loader
@@ -43,6 +50,7 @@ from pinakes_core.uri import is_ulid, new_ulid
 __all__ = ["AdoptItem", "AdoptReport", "VocabularyReport", "adopt"]
 
 _EXAMPLES = 5
+_EXAMPLE_CHARS = 200
 _VOCAB_NAMES = (
     "vocab.yml",
     "vocab.yaml",
@@ -56,7 +64,6 @@ _VOCAB_NAMES = (
 _VOCAB_DIRS = ("", "data", "_data", "meta")
 _VOCAB_MAX_BYTES = 1 << 20
 _YAML_ALIAS = re.compile(r"(?:^|[\s:\[{,-])\*[^\s,\]}]+")
-_LOGSEQ_PROPERTY = re.compile(r"^[A-Za-z][\w-]*:: ")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 # Keys each role may be called by in the vaults adopt knows; defaults first.
 _ID_KEYS = ("id", "uid")
@@ -163,8 +170,6 @@ def _plan(root: Path, flavour: str, census: Counter[str]) -> _Plan:
         plan.exclude = ["_layouts/**", "_site/**"]
     elif flavour == "hugo":
         plan.include = ["content/**/*.md", "content/**/*.markdown"]
-    if (root / "node_modules").is_dir():
-        plan.exclude.append("node_modules/**")
     defaults = FrontmatterConfig()
     roles = {
         "id": [k for k in _ID_KEYS if census[k]] or defaults.id,
@@ -294,7 +299,11 @@ def _inline_tags(lines: list[str], start: int) -> list[str]:
 
 
 def _item(what: str, values: list[str]) -> AdoptItem:
-    return AdoptItem(what=what, count=len(values), examples=values[:_EXAMPLES])
+    # Examples quote the vault (a title, a note's tags): each is clipped to one short line.
+    examples = [
+        v if len(v) <= _EXAMPLE_CHARS else v[: _EXAMPLE_CHARS - 1] + "…" for v in values[:_EXAMPLES]
+    ]
+    return AdoptItem(what=what, count=len(values), examples=examples)
 
 
 def _analyse(
@@ -316,6 +325,7 @@ def _analyse(
     owners: dict[str, str] = {}
     duplicates: list[str] = []
     used: Counter[str] = Counter()
+    distinct: set[str] = set()  # frontmatter tags
     from pinakes_core.sync import _norm_tags
 
     defaults = keys == FrontmatterConfig()
@@ -344,6 +354,7 @@ def _analyse(
         if tags:
             tagged.append(f"{doc.rel}: {', '.join(tags)}")
             used.update(tags)
+            distinct.update(tags)
         written = (
             _norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
         )
@@ -353,9 +364,9 @@ def _analyse(
         if front.aliases:
             aliased.append(f"{doc.rel}: {', '.join(front.aliases)}")
         body = doc.lines[front.end_line : front.end_line + 12]
-        if front.end_line and frontmatter_block(doc.lines) is None:
+        if front.fields and frontmatter_block(doc.lines) is None:
             properties.append(doc.rel)  # its frontmatter is Logseq page properties
-        elif any(_LOGSEQ_PROPERTY.match(line) for line in body):
+        elif any(PAGE_PROPERTY.fullmatch(line.rstrip()) for line in body):
             logseq.append(doc.rel)
     read = {k for role in ("id", "title", "tags", "aliases") for k in getattr(keys, role)}
     read.add("links")
@@ -364,7 +375,7 @@ def _analyse(
         _item("frontmatter ids that are ULIDs, kept as the doc ids", ulids),
         _item("frontmatter ids mapped to derived ULIDs (stable across rebuilds)", derived),
         _item("frontmatter titles", titles),
-        _item(f"documents with frontmatter tags ({len(used)} distinct)", tagged),
+        _item(f"documents with frontmatter tags ({len(distinct)} distinct)", tagged),
         _item("documents with frontmatter aliases (link targets by name)", aliased),
         _item(
             "documents with Logseq page properties (key:: value), read as frontmatter", properties

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from pinakes_core.arguments import clean_path, clean_text, clean_time
 from pinakes_core.fusion import BM25_K1, QueryShape, bm25_idf, query_shape
 from pinakes_core.hookspecs import hookimpl
-from pinakes_core.intake import spellings
+from pinakes_core.intake import normal_tag, spellings
 from pinakes_core.meta import MetaFilter
 from pinakes_core.query import fts_phrases, query_terms
 from pinakes_core.store import VectorMatrix, chunk_count
@@ -139,11 +139,12 @@ class Filters:
         """
         clauses: list[str] = []
         params: list[object] = []
-        for tag in dict.fromkeys(
-            clean_text(t, "tags").strip().lstrip("#").lower() for t in self.tags
-        ):
+        for tag in dict.fromkeys(normal_tag(clean_text(t, "tags")) for t in self.tags):
             # The tag or one nested under it (``project`` matches ``project/alpha``, as in
             # Obsidian); the range is ``tag/…`` (``0`` follows ``/``), so the index serves it.
+            if not tag:  # '#' or '/' alone names no tag: nothing carries it
+                clauses.append("0")
+                continue
             clauses.append(
                 "d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag = ? OR (tag >= ? AND tag < ?))"
             )

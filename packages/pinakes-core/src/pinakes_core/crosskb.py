@@ -383,7 +383,7 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
             "frontier": [
                 *result.frontier,
                 *(
-                    FrontierItem(doc_id=n.doc_id, rel=n.rel, reason="rows", path=n.path)
+                    FrontierItem(doc_id=n.doc_id, rel=n.rel, reason="rows", path=n.path, kb=n.kb)
                     for n in extra
                 ),
             ],

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes_core.crosskb import cross_rows, doctor_findings
-from pinakes_core.documents import MAX_DEPTH, scan
+from pinakes_core.documents import MAX_DEPTH, never_indexed, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
 from pinakes_core.intake import display_name
@@ -51,7 +51,7 @@ def _sidecars(root: Path) -> list[Path]:
             if display_name(child.name) != child.name:
                 continue  # not valid UTF-8: sync skips it and says so
             if child.is_dir(follow_symlinks=False):
-                if not child.name.startswith(".") and depth < MAX_DEPTH:
+                if not never_indexed(child.name) and depth < MAX_DEPTH:
                     stack.append((Path(child.path), depth + 1))
             elif child.name.endswith(SIDECAR_SUFFIX):
                 found.append(Path(child.path))

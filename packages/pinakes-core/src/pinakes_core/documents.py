@@ -36,6 +36,7 @@ from pinakes_core.sources import source_type
 
 __all__ = [
     "MAX_DEPTH",
+    "PAGE_PROPERTY",
     "FileEntry",
     "Frontmatter",
     "Skip",
@@ -52,9 +53,11 @@ _NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
 # The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
 _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
 
-#: A Logseq page's properties: ``key:: value`` lines at its top (at most this many read).
-_PROPERTY = re.compile(r"([A-Za-z][\w-]*):: (.*)")
+#: A Logseq page property (or an Obsidian Dataview field): ``key:: value``, the value may be empty.
+PAGE_PROPERTY = re.compile(r"([A-Za-z][\w-]*)::(?: (.*))?")
+#: Lines at most read as a page's opening properties.
 MAX_PROPERTY_LINES = 100
+_PAGE_REF = re.compile(r"#?\[\[([^\[\]\n]+)\]\]")
 
 #: Folders nested deeper than this below the root are not entered (one skip line says so).
 MAX_DEPTH = 128
@@ -115,7 +118,7 @@ class FileEntry:
 
 @dataclass
 class Frontmatter:
-    """What Pinakes reads from a Markdown document's YAML frontmatter."""
+    """What Pinakes reads from a document's frontmatter: YAML, TOML or Logseq page properties."""
 
     title: str | None = None
     id: str | None = None  # the document's own id, as written (see pinakes_core.identity)
@@ -401,26 +404,26 @@ def parse_frontmatter(
 
 
 def _page_properties(lines: list[str], keys: FrontmatterConfig) -> Frontmatter:
-    """A Logseq page's properties: the ``key:: value`` lines it opens with, as frontmatter.
+    """A Logseq page's properties: the ``key:: value`` lines it opens with, read as frontmatter.
 
-    Values are comma-separated page references (``tags:: [[deep work]], focus``); ``alias``,
-    Logseq's own key, names aliases beside the ``[frontmatter] aliases`` keys. The lines are
-    the block the body starts after, so they are not indexed as text.
+    ``tags`` and aliases (the ``[frontmatter] aliases`` keys and Logseq's own ``alias``) are
+    lists of page references (``[[deep work]], #books, focus``); the title is the whole value.
+    The lines stay text (``end_line`` 0): their ``[[links]]`` are found as any text's are, and a
+    note that merely opens with ``Note:: …`` loses nothing from search. Logseq's ``id::`` is a
+    block-reference id, not the note's identity, so no id is taken from them.
     """
     data: dict[str, Any] = {}
-    end = 0
     for line in lines[:MAX_PROPERTY_LINES]:
-        match = _PROPERTY.fullmatch(line.rstrip())
+        match = PAGE_PROPERTY.fullmatch(line.rstrip())
         if match is None:
             break
-        data.setdefault(match.group(1).lower(), match.group(2).strip())
-        end += 1
+        data.setdefault(match.group(1).lower(), (match.group(2) or "").strip())
     if not data:
         return Frontmatter()
-    result = Frontmatter(end_line=end, fields=data)
-    result.title = next(iter(_page_refs(_first(data, keys.title))), None)
-    own_id = _first(data, keys.id)
-    result.id = own_id or None
+    result = Frontmatter(fields=data)
+    title = str(_first(data, keys.title) or "").strip()
+    whole = _PAGE_REF.fullmatch(title)
+    result.title = (whole.group(1).strip() if whole else title) or None
     result.tags = tuple(t for key in keys.tags for t in _page_refs(data.get(key)))
     result.aliases = tuple(
         a for key in dict.fromkeys([*keys.aliases, "alias"]) for a in _page_refs(data.get(key))
@@ -429,12 +432,12 @@ def _page_properties(lines: list[str], keys: FrontmatterConfig) -> Frontmatter:
 
 
 def _page_refs(value: str | None) -> list[str]:
-    """``[[a b]], #c, d`` → ``["a b", "c", "d"]``."""
-    refs = (
-        v.strip().removeprefix("#").removeprefix("[[").removesuffix("]]")
-        for v in (value or "").split(",")
-    )
-    return [r.strip() for r in refs if r.strip()]
+    """``[[Smith, John]] [[b]], #c, d e`` → ``["Smith, John", "b", "c", "d e"]``."""
+    text = value or ""
+    refs = [m.group(1).strip() for m in _PAGE_REF.finditer(text)]
+    rest = _PAGE_REF.sub(",", text)
+    refs += [v.strip().removeprefix("#").strip() for v in rest.split(",")]
+    return [r for r in refs if r]
 
 
 def _load_yaml(rel: str, block: str, result: Frontmatter) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ __all__ = [
     "check_yaml",
     "display_name",
     "inside",
+    "normal_tag",
     "read_limited",
     "spellings",
     "without_surrogates",
@@ -174,6 +175,14 @@ def spellings(name: str) -> tuple[str, ...]:
     composed: a path lookup tries every spelling.
     """
     return tuple(dict.fromkeys((name, *(unicodedata.normalize(f, name) for f in ("NFC", "NFD")))))
+
+
+def normal_tag(tag: str) -> str:
+    """A tag as stored and filtered on: no ``#`` before or ``/`` after, composed (NFC), lower-case.
+
+    ``#Project/``, ``project`` and a decomposed spelling are one tag; ``""`` is none.
+    """
+    return unicodedata.normalize("NFC", tag.strip().lstrip("#").strip().rstrip("/")).lower()
 
 
 @overload

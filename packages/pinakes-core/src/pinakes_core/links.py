@@ -51,10 +51,14 @@ _PARSER = MarkdownIt("commonmark").enable("table")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Embeds (![[x]]) of notes are links; embeds of images, PDFs and other files are not.
 _FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
+# Escaped brackets and '#' become private-use stand-ins while parsing: an escaped \# starts
+# no tag; targets get their '#' back (_unescaped), percent-encoded in a link destination.
 _ESCAPED = {"\\[": "\ue000", "\\]": "\ue001", "\\#": "\ue002"}
-# An inline tag: '#' where a word starts (not C#, &#39;, a URL's /#anchor), then tag characters.
-_INLINE_TAG = re.compile(r"(?:^|(?<=[\s(,;:\"'“‘]))#([\w-][\w/-]*)", re.UNICODE)
-_HEX_COLOUR = re.compile(r"[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
+_HASH_STANDIN = (("\ue002", "#"), ("%EE%80%82", "#"))
+# An inline tag: '#' where a word starts (not C#, &#39;, a URL's /#anchor), then a run that
+# _tag_run cuts at the first character a tag cannot hold.
+_INLINE_TAG = re.compile(r"(?:^|(?<=[\s(,;:\"'“‘]))#([^\s#]+)")
+_HEX_COLOUR = re.compile(r"[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
 #: Longest inline tag read; anything longer is not a name someone typed.
 MAX_TAG_CHARS = 100
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
@@ -93,14 +97,37 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str]]:
                 yield "label" if inside else "text", child.content
 
 
+def _tag_run(run: str) -> str:
+    """The tag at the start of ``run``: letters, marks, digits, ``_``, ``-`` and ``/``.
+
+    By Unicode category, so a combining mark (Devanagari, Thai, an NFD accent) stays in it.
+    """
+    for i, c in enumerate(run):
+        if c not in "_-/" and unicodedata.category(c)[0] not in "LMN":
+            return run[:i]
+    return run
+
+
+def _colour(tag: str) -> bool:
+    """``#43B02A``, ``#ff00aa80``, ``#fff``: a colour, not a tag (``#e2e`` stays a tag)."""
+    if len(tag) in (3, 4):
+        return len(set(tag.lower())) == 1 and tag.isalnum() and tag.isascii()
+    return bool(_HEX_COLOUR.fullmatch(tag)) and any(c.isdigit() for c in tag)
+
+
 def _tags_in(text: str) -> Iterator[str]:
     for match in _INLINE_TAG.finditer(text):
-        tag = match.group(1).rstrip("/")
+        tag = unicodedata.normalize("NFC", _tag_run(match.group(1))).rstrip("/")
         if not any(c.isalpha() for c in tag) or len(tag) > MAX_TAG_CHARS:
             continue  # #1984 is an issue number, not a tag; a 300-character run is no name
-        if _HEX_COLOUR.fullmatch(tag) and (any(c.isdigit() for c in tag) or len(set(tag)) == 1):
-            continue  # #43B02A, #fff: a colour
-        yield tag
+        if not _colour(tag):
+            yield tag
+
+
+def _unescaped(target: str) -> str:
+    for standin, hash_sign in _HASH_STANDIN:
+        target = target.replace(standin, hash_sign)
+    return target
 
 
 def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
@@ -123,13 +150,14 @@ def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
         if kind == "text":  # a wikilink's '#' is a heading or block: [[#Heading]], [[a#b]]
             tags.extend(_tags_in(_WIKILINK.sub(" ", value)))
         if kind == "href":
+            value = _unescaped(value)
             if (
                 value and not value.startswith("#") and not _EXTERNAL.match(value)
             ) or value.startswith(SCHEME):
                 found.append(TextLink(value, "markdown"))
         else:
             for match in _WIKILINK.finditer(value):
-                target = match.group(2).strip()
+                target = _unescaped(match.group(2).strip())
                 name = target.split("|")[0].split("#")[0].strip()
                 if match.group(1) and _FILE_EMBED.search(name):
                     continue
@@ -219,9 +247,12 @@ class _Index:
                 doc = self.by_name(src_path, part)
                 if doc is not None:
                     return None, doc, None
-            if len(named) < len(parts):
+            if not any(parts):
+                return None, None, "empty link target"
+            if len(named) < len(parts) and not any("#" in p for p in named):
                 # [[#Heading]], [[#^block]], Obsidian's [[#Heading|label]], Dendron's
-                # [[label|#Heading]]: a place in the linking note itself, not a missing document.
+                # [[label|#Heading]]: a place in the linking note itself, not a missing document
+                # (while the part of [[Missing#Sec|#label]] holding its own anchor is a target).
                 return None, None, IN_NOTE
             # Either part may be the target: name both ("no document named 'a' or 'b'").
             names = dict.fromkeys(_VAULT_PREFIX.sub("", p.split("#", 1)[0]) for p in named)

@@ -325,6 +325,7 @@ class FrontierItem(_Model):
     rel: str
     reason: str = Field(description="depth | fanout | rows | tokens")
     path: str = Field(default="", description="the document's KB-relative path")
+    kb: str | None = Field(default=None, description="the KB holding it, when not this one")
 
 
 class UnresolvedLink(_Model):

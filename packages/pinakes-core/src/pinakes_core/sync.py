@@ -29,7 +29,7 @@ from pinakes_core.documents import FileEntry, Frontmatter, Skip, decode, parse_f
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
-from pinakes_core.intake import MAX_YAML_BYTES, read_limited
+from pinakes_core.intake import MAX_YAML_BYTES, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.sidecar import (
@@ -147,7 +147,7 @@ def _norm_tags(*groups: tuple[str, ...]) -> list[str]:
     seen: dict[str, None] = {}
     for group in groups:
         for tag in group:
-            clean = tag.strip().lstrip("#").strip().lower()
+            clean = normal_tag(tag)
             if clean:
                 seen.setdefault(clean, None)
     return list(seen)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
+from pinakes_core.documents import never_indexed
 from pinakes_core.errors import PinakesError
 from pinakes_core.sections import section_span
 from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write
@@ -125,9 +126,11 @@ def _document_path(kb: KB, ref: str) -> tuple[str, Path]:
 def _check_document(kb: KB, rel: str, via: str | None = None) -> None:
     shown = f"{via!r} leads to {rel!r}, which" if via else repr(rel)
     parts = PurePosixPath(rel).parts
-    if any(part.startswith(".") for part in parts) or rel.endswith(SIDECAR_SUFFIX):
+    folders, name = parts[:-1], parts[-1] if parts else ""
+    if any(map(never_indexed, folders)) or name.startswith(".") or rel.endswith(SIDECAR_SUFFIX):
         raise PathError(
-            f"{shown} is inside a hidden folder or is a sidecar; notes go in visible folders.",
+            f"{shown} is inside a hidden or package folder (never indexed) or is a sidecar; "
+            "notes go in visible folders.",
             _HINT,
         )
     include = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.include)
