@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pathspec
@@ -162,6 +163,75 @@ def test_the_exclusive_arm_is_taken_when_the_rare_rows_are_not_few(kb: KB) -> No
     assert ctx._split_arms(['"csv"'], []) == ['"csv"']
     # topic3: 1 row against notes' 40: scoring it twice is cheaper than counting notes again.
     assert "NOT" not in ctx._split_arms(['"topic3"'], ['"notes"'])[0]
+
+
+def _strong_kb(root: Path) -> KB:
+    """40 notes: 4 titled "alpha beta gamma", 6 more with "alpha" once, beta and gamma in 8 and
+    10 others. The 4 score far above what "alpha" alone can give any note (its ceiling)."""
+    files = {}
+    for i in range(40):
+        title, words = f"Note {i}", ["notes", f"topic{i}"]
+        if i < 4:
+            title, words = "Alpha beta gamma", [*words, "alpha beta gamma"]
+        elif i < 10:
+            words.append("alpha")
+        elif i < 18:
+            words.append("beta")
+        elif i < 28:
+            words.append("gamma")
+        files[f"n{i:02d}.md"] = f"# {title}\n\n{' '.join(words)}.\n"
+    handle = KB.open(make_kb(root, files), embedder=FakeHashEmbedder())
+    handle.sync()
+    return handle
+
+
+@pytest.mark.parametrize(("limit", "skipped"), [(2, True), (4, True), (5, False), (200, False)])
+def test_the_rare_only_arm_runs_only_when_its_rows_can_still_enter(
+    tmp_path: Path, limit: int, skipped: bool
+) -> None:
+    kb = _strong_kb(tmp_path / "kb")
+    ctx = kb.query_context("alpha beta gamma")
+    rare, common = ['"alpha"'], ['"beta"', '"gamma"']
+    reference = ctx._bm25_rows(ctx._split_arms(rare, common), limit)  # both arms, one UNION
+    ran: list[list[str]] = []
+    scored = ctx._bm25_rows
+
+    def spy(arms: list[str], n: int) -> list[tuple[int, float]]:
+        ran.append(arms)
+        return scored(arms, n)
+
+    ctx._bm25_rows = spy  # type: ignore[method-assign]
+    assert ctx._split_rows([], rare, common, limit) == reference
+    # The rows holding alpha alone score below its ceiling; the 4 strong notes above it.
+    assert (len(ran) == 1) == skipped
+    assert "AND" in ran[0][0]
+    if skipped:
+        assert reference[limit - 1][1] >= ctx.phrase_ceiling(rare)
+
+
+def _recording(may_enter: Callable[..., bool], answers: list[bool]) -> Callable[..., bool]:
+    def record(*args: object) -> bool:
+        answers.append(may_enter(*args))
+        return answers[-1]
+
+    return record
+
+
+def test_skipping_the_rare_only_arm_leaves_the_channel_unchanged(tmp_path: Path) -> None:
+    kb = _strong_kb(tmp_path / "kb")
+    query = "alpha beta gamma"
+    answers: list[bool] = []
+    for candidates in (1, 2, 5, 50):
+        ctx = _context(kb, query, 10, candidates=candidates)
+        assert ctx.lexical_split(query, 2) == (['"alpha"'], ['"beta"', '"gamma"'])
+        ctx._may_enter = _recording(ctx._may_enter, answers)  # type: ignore[method-assign]
+        # The reference: the same channel with the rare-only arm always run.
+        reference = _context(kb, query, 10, candidates=candidates)
+        reference._may_enter = lambda ranked, phrases, limit: True  # type: ignore[method-assign]
+        assert ctx.bm25(query) == reference.bm25(query)
+        assert ctx._bm25_pool[query] == reference._bm25_pool[query]
+    # Skipped only for 1 candidate (a pool of 4 rows: the 4 strong notes), run for the others.
+    assert answers == [False, True, True, True]
 
 
 def test_small_kbs_and_rare_queries_stay_exact(kb: KB) -> None:

@@ -495,7 +495,7 @@ class QueryContext:
         limit = self.candidates * EVIDENCE_POOL
         first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
         rare, common = self.lexical_split(text, first)
-        ranked = self._bm25_rows(self._split_arms(rare, common), limit)
+        ranked = self._split_rows([], rare, common, limit)
         rows = sum(map(self.doc_freq, rare)) if common else 0
         # A KB within the whole budget ends exact, as lexical_split would have it.
         cap = math.inf if self.chunk_total <= self._bm25_max_rows else self._bm25_max_rows
@@ -509,9 +509,7 @@ class QueryContext:
                     ranked = _merge(ranked, self._bm25_rows([" AND ".join(common)], limit), limit)
                 break
             common = [p for p in common if p != phrase]
-            ranked = _merge(
-                ranked, self._bm25_rows(self._split_arms([phrase], common), limit), limit
-            )
+            ranked = self._split_rows(ranked, [phrase], common, limit)
         # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
         # extra rows give exact lexical evidence to chunks other channels bring in.
         self._bm25_pool[text] = (ranked, len(ranked) == limit)
@@ -527,6 +525,31 @@ class QueryContext:
         if len(ranked) < self.candidates:
             return False
         return ranked[self.candidates - 1][1] >= self.phrase_ceiling(common)
+
+    def _split_rows(self, ranked: Ranked, rare: list[str], common: list[str], limit: int) -> Ranked:
+        """``ranked`` merged with the best ``limit`` rows holding a ``rare`` phrase, by BM25.
+
+        Every row is scored over all the phrases (:func:`_scored_arms`). The rows holding a
+        common phrase too come first; the arm for the rows holding only rare ones runs only if
+        they can still enter the best ``limit``: such a row scores less than the rare phrases'
+        ceiling (:meth:`phrase_ceiling`), so once the ``limit``-th score reaches it the arm
+        cannot change the result, and is skipped. At 1M chunks that arm costs as much as the
+        other (FTS5 reads the common phrases' whole doclists for each arm naming them: their
+        IDF, and the ``NOT``); it was skipped in every split of 15 of the 20 benchmark queries
+        (docs/scaling.md).
+        """
+        arms = self._split_arms(rare, common)
+        if len(arms) == 1:
+            rows = self._bm25_rows(arms, limit)
+            return _merge(ranked, rows, limit) if ranked else rows
+        ranked = _merge(ranked, self._bm25_rows(arms[1:], limit), limit)
+        if not self._may_enter(ranked, rare, limit):
+            return ranked
+        return _merge(ranked, self._bm25_rows(arms[:1], limit), limit)
+
+    def _may_enter(self, ranked: Ranked, phrases: list[str], limit: int) -> bool:
+        """Whether a row scored over ``phrases`` alone could still enter the best ``limit``."""
+        return len(ranked) < limit or ranked[-1][1] < self.phrase_ceiling(phrases)
 
     def _split_arms(self, rare: list[str], common: list[str]) -> list[str]:
         """:func:`_scored_arms` for a split, exclusive when that saves work.
