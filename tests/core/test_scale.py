@@ -296,3 +296,12 @@ def test_no_change_plan_still_sees_changes_and_removals(tmp_path: Path) -> None:
     (root / "b.md").unlink()
     report = kb.sync()
     assert report.changed == ["a.md"] and report.removed == ["b.md"]
+
+
+def test_store_connections_keep_a_page_cache_for_large_kbs(kb: KB) -> None:
+    from pinakes_core.store import PAGE_CACHE_KIB
+
+    # Negative cache_size: KiB, not pages. The default (-2000) re-reads a 1M-chunk KB's hot
+    # FTS pages from the OS on every query.
+    assert kb.store().conn.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
+    assert PAGE_CACHE_KIB >= 32768
