@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -339,6 +340,46 @@ def test_ann_recall_against_exact(tmp_path: Path) -> None:
     assert update_ann(tmp_path / "kb", store, ScaleConfig(ann_min_chunks=10_000)) is None
     assert not (tmp_path / "kb" / ".pinakes" / "ann.usearch").exists()
     assert load_ann(tmp_path / "kb", store, config) is None
+
+
+def test_ann_search_and_rescoring_run_on_the_dense_worker(tmp_path: Path) -> None:
+    # Past ann_min_chunks the index search and the exact rescoring of its candidates run on the
+    # dense worker with the query's embedding, beside the BM25 channel, with the same result.
+    rng = np.random.default_rng(7)
+    data = _clustered(rng, 3000, 64, 20)
+    store = _synthetic_store(tmp_path / "kb", data)
+    config = ScaleConfig(ann_min_chunks=1000)
+    update_ann(tmp_path / "kb", store, config)
+    index = load_ann(tmp_path / "kb", store, config)
+    assert index is not None
+    vectors = store.load_vectors(64)
+    threads: list[str] = []
+
+    class Spy:
+        def search(self, vector: np.ndarray, count: int) -> np.ndarray:
+            threads.append(threading.current_thread().name)
+            return index.search(vector, count)
+
+    def context(query: np.ndarray) -> QueryContext:
+        return QueryContext(
+            query="q",
+            conn=store.conn,
+            filters=Filters(),
+            candidates=50,
+            vectors=lambda: vectors,
+            embed_query=lambda _text: query,
+            ann=lambda: Spy(),
+            ann_oversample=2.0,
+        )
+
+    for query in _clustered(rng, 5, 64, 20):
+        inline = context(query).dense()
+        assert threads.pop() == threading.current_thread().name
+        beside = context(query)
+        beside.start_dense()
+        assert beside.dense() == inline and inline
+        assert threads.pop().startswith("pinakes-dense")
+        assert "dense_scores" not in beside.__dict__  # no row was scanned
 
 
 def _dense_ids(kb: KB, query: str) -> list[tuple[str, int]]:

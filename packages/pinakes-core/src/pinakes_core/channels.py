@@ -222,7 +222,8 @@ class QueryContext:
         self._own_freq: dict[str, int] = {}  # phrases too long for the shared table
         self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
         self._dense_job: (
-            Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]] | None
+            Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None, Ranked | None]]
+            | None
         ) = None
         #: Work a channel started for this query before it runs (:meth:`on_worker`), by key.
         self.prepared: dict[str, Any] = {}
@@ -256,18 +257,26 @@ class QueryContext:
         """Start the dense channel's work on a worker thread, beside the BM25 channel.
 
         The worker embeds the query and, when the channel will scan every row (no ANN index,
-        no filters), scores the rows too. The model (onnxruntime), the matrix product (BLAS)
-        and SQLite all release the GIL, so this overlaps the BM25 channel instead of following
-        it. :attr:`query_vector` and :attr:`dense_scores` wait for it.
+        no filters), scores the rows too; past ``ann_min_chunks`` it searches the index and
+        scores its candidates instead (:meth:`dense`). The model (onnxruntime), the matrix
+        product (BLAS), usearch, ``pread`` and SQLite all release the GIL, so this overlaps
+        the BM25 channel instead of following it. :attr:`query_vector`, :attr:`dense_scores`
+        and :meth:`dense` wait for it.
         """
         if self._dense_job is not None or "query_vector" in self.__dict__:
             return
-        scan = not self.filters.active and (self._ann is None or self._ann() is None)
-        matrix = self.vectors.matrix if scan and len(self.vectors) else None
+        index = None if self.filters.active or self._ann is None else self._ann()
+        vectors = self.vectors
+        matrix = (
+            vectors.matrix if index is None and not self.filters.active and len(vectors) else None
+        )
+        count = math.ceil(self.candidates * self._ann_oversample)
 
-        def job() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
+        def job() -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None, Ranked | None]:
             vector = self._embed_query(self.query)
-            return vector, None if matrix is None else matrix @ vector
+            if index is not None:  # the index's candidates, scored exactly, beside BM25 too
+                return vector, None, _ann_top(index, vectors, vector, count, self.candidates)
+            return vector, None if matrix is None else matrix @ vector, None
 
         self._dense_job = _dense_worker().submit(job)
 
@@ -406,21 +415,12 @@ class QueryContext:
         index = self._ann() if self._ann is not None and not self.filters.active else None
         if index is None or "dense_scores" in self.__dict__:
             return self.top_dense(self.dense_scores)
-        found = index.search(self.query_vector, math.ceil(self.candidates * self._ann_oversample))
-        rows = self.rows_of(found)
-        rows = np.unique(rows[rows >= 0])
-        if rows.size == 0:
-            return []
-        from pinakes_core.dense import read_rows
-
-        scores = np.asarray(read_rows(self.vectors, rows) @ self.query_vector, dtype=np.float32)
-        n = min(self.candidates, rows.size)
-        top = np.argpartition(-scores, n - 1)[:n]
-        ids = self.vectors.chunk_ids[rows[top]]
-        top = top[np.lexsort((ids, -scores[top]))]
-        return [
-            (int(self.vectors.chunk_ids[rows[i]]), float(scores[i])) for i in top if scores[i] > 0
-        ]
+        if self._dense_job is not None:
+            done = self._dense_job.result()[2]
+            if done is not None:
+                return done
+        count = math.ceil(self.candidates * self._ann_oversample)
+        return _ann_top(index, self.vectors, self.query_vector, count, self.candidates)
 
     def dense_evidence(self, chunk_ids: list[int]) -> dict[int, float]:
         """Semantic evidence of each chunk for the query (see :meth:`cosine_evidence`).
@@ -624,6 +624,34 @@ class QueryContext:
             rare.add(phrase)
             rows += count
         return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
+
+
+def _ann_top(
+    index: Any,
+    vectors: VectorMatrix,
+    vector: npt.NDArray[np.float32],
+    count: int,
+    candidates: int,
+) -> Ranked:
+    """The best ``candidates`` of the index's ``count`` nearest rows, by their exact cosine.
+
+    Touches no SQLite connection: it runs on the dense worker (:meth:`QueryContext.start_dense`).
+    """
+    found = index.search(vector, count)
+    ids = vectors.chunk_ids
+    if ids.size == 0:
+        return []
+    rows = np.clip(np.searchsorted(ids, found), 0, ids.size - 1)
+    rows = np.unique(rows[ids[rows] == found])
+    if rows.size == 0:
+        return []
+    from pinakes_core.dense import read_rows
+
+    scores = np.asarray(read_rows(vectors, rows) @ vector, dtype=np.float32)
+    n = min(candidates, rows.size)
+    top = np.argpartition(-scores, n - 1)[:n]
+    top = top[np.lexsort((ids[rows[top]], -scores[top]))]
+    return [(int(ids[rows[i]]), float(scores[i])) for i in top if scores[i] > 0]
 
 
 def _scored_arms(rare: list[str], common: list[str], *, exclusive: bool = False) -> list[str]:
