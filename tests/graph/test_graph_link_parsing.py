@@ -242,6 +242,7 @@ def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
         ("#हिन्दी #สวัสดี #cafe\u0301", ["हिन्दी", "สวัสดี", "café"]),
         ("#e2e, #b2b and #f0f are tags", ["e2e", "b2b", "f0f"]),
         ("#标签，然后 #tag. #end)", ["标签", "tag", "end"]),
+        ("**#bold** and *#em*, then #after\n#next line", ["bold", "em", "after", "next"]),
     ],
 )
 def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
@@ -256,9 +257,10 @@ def test_inline_tags_are_read(text: str, expected: list[str]) -> None:
         "    #indented code",
         r"\#escaped",
         "[x](a.md#anchor) and http://x.com/#frag and a#b",
-        "colours #43B02A, #fff and #ff00aa80",
+        "colours #43B02A, #fff and #ff00aa80, a route #/index",
         "See [[#Open Quick switcher]], [[Note#Heading|#label]] and ![[icon.svg#icon]]",
         "[#label](https://example.com)",
+        "**bold**#glued, `code`#glued, [l](u.md)#glued and [[x]]#glued",
         "# A heading\n\n#-/ and #" + "x" * 101,
     ],
 )

@@ -55,6 +55,8 @@ _FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
 # no tag; targets get their '#' back (_unescaped), percent-encoded in a link destination.
 _ESCAPED = {"\\[": "\ue000", "\\]": "\ue001", "\\#": "\ue002"}
 _HASH_STANDIN = (("\ue002", "#"), ("%EE%80%82", "#"))
+# Inline tokens after which a text token starts a word (a line, or inside opening emphasis).
+_WORD_STARTS = frozenset({"softbreak", "hardbreak", "em_open", "strong_open", "s_open"})
 # An inline tag: '#' where a word starts (not C#, &#39;, a URL's /#anchor), then a run that
 # _tag_run cuts at the first character a tag cannot hold.
 _INLINE_TAG = re.compile(r"(?:^|(?<=[\s(,;:\"'“‘]))#([^\s#]+)")
@@ -80,21 +82,27 @@ class TextLink:
     kind: str
 
 
-def _inline_texts(text: str) -> Iterator[tuple[str, str]]:
+def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
+    """``(kind, value, glued)`` per link target (``href``), link label and other text.
+
+    ``glued``: the text is stuck to the end of **bold**, `code` or a link, so it starts no word.
+    """
     for key, placeholder in _ESCAPED.items():
         text = text.replace(key, placeholder)
     for token in _PARSER.parse(text):
         if token.type != "inline":
             continue
         inside = 0  # within a Markdown link's label
+        before = "softbreak"  # the previous child's type: a line starts here
         for child in token.children or ():
             if child.type == "link_open":
                 inside += 1
-                yield "href", str(child.attrs.get("href", ""))
+                yield "href", str(child.attrs.get("href", "")), False
             elif child.type == "link_close":
                 inside -= 1
             elif child.type == "text":
-                yield "label" if inside else "text", child.content
+                yield "label" if inside else "text", child.content, before not in _WORD_STARTS
+            before = child.type
 
 
 def _tag_run(run: str) -> str:
@@ -115,9 +123,13 @@ def _colour(tag: str) -> bool:
     return bool(_HEX_COLOUR.fullmatch(tag)) and any(c.isdigit() for c in tag)
 
 
-def _tags_in(text: str) -> Iterator[str]:
+def _tags_in(text: str, *, glued: bool = False) -> Iterator[str]:
     for match in _INLINE_TAG.finditer(text):
+        if glued and match.start() == 0:
+            continue  # **bold**#x: the '#' follows a word
         tag = unicodedata.normalize("NFC", _tag_run(match.group(1))).rstrip("/")
+        if tag.startswith("/"):
+            continue  # #/index: a route or an anchor, not a name
         if not any(c.isalpha() for c in tag) or len(tag) > MAX_TAG_CHARS:
             continue  # #1984 is an issue number, not a tag; a 300-character run is no name
         if not _colour(tag):
@@ -146,9 +158,11 @@ def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
         return [], []
     found: list[TextLink] = []
     tags: list[str] = []
-    for kind, value in _inline_texts(text):
-        if kind == "text":  # a wikilink's '#' is a heading or block: [[#Heading]], [[a#b]]
-            tags.extend(_tags_in(_WIKILINK.sub(" ", value)))
+    for kind, value, glued in _inline_texts(text):
+        if kind == "text":
+            # A wikilink's '#' is a heading or block ([[#Heading]], [[a#b]]): blanked by a
+            # stand-in that is no space, so [[x]]#y stays glued as in the text.
+            tags.extend(_tags_in(_WIKILINK.sub("\ue003", value), glued=glued))
         if kind == "href":
             value = _unescaped(value)
             if (
