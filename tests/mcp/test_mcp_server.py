@@ -528,7 +528,13 @@ async def test_links_passes_arguments_and_returns_the_design_shape(
     assert result["kb"] == "notes" and result["doc_id"] == ids["raft.md"]
     assert result["neighbours"][0]["distance"] == 1
     assert result["frontier"] == [
-        {"doc_id": "01JAXR3T5W6Z8Q9N0P1R2S9999", "rel": "links-to", "reason": "depth"}
+        {
+            "doc_id": "01JAXR3T5W6Z8Q9N0P1R2S9999",
+            "rel": "links-to",
+            "reason": "depth",
+            "path": "",  # the fake graph gives none
+            "kb": None,
+        }
     ]
     assert result["unresolved"] == [{"target": "gone.md", "reason": "no such document"}]
     assert (result["confidence"], result["truncated"]) == (None, False)

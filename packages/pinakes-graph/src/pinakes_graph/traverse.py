@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from pinakes_core.errors import PinakesError
-from pinakes_core.links import IN_NOTE
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
 from pinakes_core.schema import RelationMatch, match_relation
 from pinakes_core.sidecar import normalise_rel
@@ -211,6 +210,8 @@ def links(
             )
             next_layer.append(edge.doc_id)
         layer = next_layer
+    from pinakes_core.links import IN_NOTE  # here: markdown-it is no search's import
+
     unresolved = [
         UnresolvedLink(target=r[0], reason=r[1])
         for r in conn.execute(
