@@ -522,10 +522,6 @@ def render_calibration(console: Console, report: CalibrationReport) -> None:
 _UNRESOLVED_SHOWN = 20
 
 
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def render_links(console: Console, result: LinksResult) -> None:
     """Neighbours by distance, then frontier and unresolved links."""
     depth = f"depth {result.depth}" + (
@@ -569,8 +565,10 @@ def render_links(console: Console, result: LinksResult) -> None:
             " · ",
             ", ".join(e.entities),
         )
+    from pinakes_core.intake import clip  # core is loaded: it made ``result``
+
     for u in result.unresolved[:_UNRESOLVED_SHOWN]:
-        _say(console, ("unresolved", "yellow"), f" {_short(u.target)}: {_short(u.reason)}")
+        _say(console, ("unresolved", "yellow"), f" {clip(u.target, 200)}: {clip(u.reason, 200)}")
     if len(result.unresolved) > _UNRESOLVED_SHOWN:
         more = len(result.unresolved) - _UNRESOLVED_SHOWN
         _say(console, ("unresolved", "yellow"), f" … and {more} more (--json lists them all)")

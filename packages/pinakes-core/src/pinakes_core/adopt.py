@@ -42,8 +42,7 @@ from pinakes_core.documents import (
 )
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.identity import frontmatter_id, path_id
-from pinakes_core.intake import read_limited, yaml_loader
-from pinakes_core.sections import frontmatter_block
+from pinakes_core.intake import clip, read_limited, yaml_loader
 from pinakes_core.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -300,9 +299,7 @@ def _inline_tags(lines: list[str], start: int) -> list[str]:
 
 def _item(what: str, values: list[str]) -> AdoptItem:
     # Examples quote the vault (a title, a note's tags): each is clipped to one short line.
-    examples = [
-        v if len(v) <= _EXAMPLE_CHARS else v[: _EXAMPLE_CHARS - 1] + "…" for v in values[:_EXAMPLES]
-    ]
+    examples = [clip(v, _EXAMPLE_CHARS) for v in values[:_EXAMPLES]]
     return AdoptItem(what=what, count=len(values), examples=examples)
 
 
@@ -364,8 +361,8 @@ def _analyse(
         if front.aliases:
             aliased.append(f"{doc.rel}: {', '.join(front.aliases)}")
         body = doc.lines[front.end_line : front.end_line + 12]
-        if front.fields and frontmatter_block(doc.lines) is None:
-            properties.append(doc.rel)  # its frontmatter is Logseq page properties
+        if front.fields and not front.end_line:
+            properties.append(doc.rel)  # fields but no block: Logseq page properties
         elif any(PAGE_PROPERTY.fullmatch(line.rstrip()) for line in body):
             logseq.append(doc.rel)
     read = {k for role in ("id", "title", "tags", "aliases") for k in getattr(keys, role)}

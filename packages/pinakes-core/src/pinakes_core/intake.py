@@ -29,6 +29,7 @@ __all__ = [
     "MAX_YAML_NODES",
     "YamlLimitError",
     "check_yaml",
+    "clip",
     "display_name",
     "inside",
     "normal_tag",
@@ -175,6 +176,11 @@ def spellings(name: str) -> tuple[str, ...]:
     composed: a path lookup tries every spelling.
     """
     return tuple(dict.fromkeys((name, *(unicodedata.normalize(f, name) for f in ("NFC", "NFD")))))
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked with ``…``."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def normal_tag(tag: str) -> str:

@@ -29,7 +29,7 @@ from pinakes_core.documents import FileEntry, Frontmatter, Skip, decode, parse_f
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
-from pinakes_core.intake import MAX_YAML_BYTES, normal_tag, read_limited
+from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.sidecar import (
@@ -157,12 +157,8 @@ def _unique(*groups: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(v for g in groups for v in g if v))
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
 def _clip_title(title: str) -> str:
-    return _clip(" ".join(title.split()), MAX_TITLE_CHARS)
+    return clip(" ".join(title.split()), MAX_TITLE_CHARS)
 
 
 _T = TypeVar("_T")
@@ -184,7 +180,7 @@ def _bounded(items: list[_T], what: str, rel: str, plan: _Plan) -> list[_T]:
                 f"{rel}: {len(items) - len(kept)} link target(s) over {MAX_TARGET_CHARS} characters were left out"
             )
         return kept
-    return [_clip(str(item), MAX_ITEM_CHARS) for item in items]  # type: ignore[misc]
+    return [clip(str(item), MAX_ITEM_CHARS) for item in items]  # type: ignore[misc]
 
 
 class _Syncer:
