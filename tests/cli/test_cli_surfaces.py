@@ -363,6 +363,19 @@ def test_mcp_config_write_keeps_a_symlink_its_mode_bom_and_line_ends(tmp_path: P
     assert real.stat().st_mode & 0o777 == 0o644
 
 
+def test_mcp_config_write_refuses_a_dangling_symlink(tmp_path: Path) -> None:
+    # A link into a dotfiles checkout that was not there made --write create the checkout's
+    # folders and a fresh config at the link's target.
+    kb = make_kb(tmp_path / "notes")
+    link = tmp_path / ".mcp.json"
+    link.symlink_to(tmp_path / "dotfiles" / "mcp" / "mcp.json")
+    code, _, err = run(
+        "mcp", "config", "--host", "claude-code", "--kb", str(kb), "--file", str(link), "--write"
+    )
+    assert code == 1 and "which does not exist" in err and "Traceback" not in err
+    assert link.is_symlink() and not (tmp_path / "dotfiles").exists()
+
+
 @pytest.mark.parametrize(
     ("content", "complaint"),
     [

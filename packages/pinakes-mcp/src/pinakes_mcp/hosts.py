@@ -182,6 +182,13 @@ def merge(host: str, file: Path, name: str, entry: dict[str, Any]) -> MergeResul
     # A config kept in a dotfiles repository is often a symlink: write the file it leads to,
     # so the link stays a link.
     target = file.resolve() if file.is_symlink() else file
+    if file.is_symlink() and not target.exists():
+        # A link into a dotfiles checkout that is not there: writing would create the missing
+        # folders wherever the link points.
+        raise HostConfigError(
+            f"{file} is a symlink to {target}, which does not exist; nothing was written.",
+            "Restore the file it points to, or remove the link, then run the command again.",
+        )
     data: dict[str, Any] = {}
     original: str | None = None
     if os.path.lexists(target):
