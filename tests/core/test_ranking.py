@@ -93,6 +93,16 @@ def test_lexical_share_grows_with_the_exact_part_of_the_query() -> None:
     assert prose == LEXICAL_PROSE < mixed < exact == LEXICAL_EXACT
 
 
+def test_a_query_in_chinese_japanese_or_korean_leans_on_exact_words() -> None:
+    # The default model reads English: its cosine on these scripts follows the Latin words.
+    chinese = query_shape("扩展运算符可以把数组转为参数序列吗")
+    assert chinese.cjk_share == 1.0 and lexical_share(chinese) == LEXICAL_EXACT
+    mixed = query_shape("箭头函数里面的this指向哪里")
+    assert 0.0 < mixed.cjk_share < 1.0 and lexical_share(mixed) == LEXICAL_EXACT
+    english = query_shape("how do carriers get paid")
+    assert english.cjk_share == 0.0 and lexical_share(english) == LEXICAL_PROSE
+
+
 def test_relational_phrasings_are_recognised() -> None:
     def rel(query: str) -> tuple[str, ...]:
         return query_shape(query).relations

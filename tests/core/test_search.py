@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
 from pinakes_core import KB, IndexMissingError, PluginMissingError
 from pinakes_core.fusion import rrf
-from pinakes_core.query import build_fts_query, query_terms
+from pinakes_core.query import build_fts_query, query_terms, split_cjk, words
 
 NASTY_QUERIES = [
     '"',
@@ -340,6 +340,37 @@ def test_build_fts_query_finds_identifiers(fts: sqlite3.Connection) -> None:
     assert rows == [(2,)]
     rows = fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (build_fts_query("cafe"),)).fetchall()
     assert rows == [(2,)]  # diacritics folded
+
+
+def test_split_cjk_writes_runs_as_overlapping_bigrams() -> None:
+    assert split_cjk("用Python写项目计划。好") == " 用 Python 写项 项目 目计 计划 。 好 "
+    assert words("東京タワー 서울에서") == ["東京", "京タ", "タワ", "ワー", "서울", "울에", "에서"]
+    plain = "no CJK here, E-4012"
+    assert split_cjk(plain) is plain
+    assert query_terms("项目计划") == ["项目", "目计", "计划"]
+
+
+@given(st.text(alphabet="项目计划我们的東京タワー서울 aZ1.", max_size=40))
+def test_split_cjk_twice_gives_the_words_of_once(text: str) -> None:
+    assert words(split_cjk(text)) == words(text)
+
+
+def test_cjk_words_are_found_inside_longer_runs(tmp_path: Path) -> None:
+    # Unsplit, FTS5 indexed "我们的项目计划很好" as one token: no shorter query ever matched it.
+    files = {
+        "plan.md": "# 计划\n\n我们的项目计划很好，下周开始实施。\n",
+        "tower.md": "# 观光\n\n東京タワーの高さは333メートルです。\n",
+        "other.md": "# Notes\n\nNothing in other scripts here.\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert [h.path for h in kb.search("项目计划", channels=["bm25"]).hits] == ["plan.md"]
+        assert [h.path for h in kb.search("下周开始", channels=["bm25"]).hits] == ["plan.md"]
+        assert [h.path for h in kb.search("タワーの高さ", channels=["bm25"]).hits] == ["tower.md"]
+        assert [h.path for h in kb.search("计划", channels=["bm25"]).hits] == ["plan.md"]
+        shown = kb.search("项目计划", channels=["bm25"]).hits[0].text
+        assert "我们的项目计划很好" in shown  # the text as written, not its bigrams
 
 
 # -- sync idempotence as a property -----------------------------------------------------------

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from pydantic import ValidationError
 
 from pinakes_core.confidence import FEATURES, TOPIC, Calibration, fit_logistic, prior_calibration
-from pinakes_core.query import STOPWORDS
+from pinakes_core.query import STOPWORDS, split_cjk
 from pinakes_core.retrieval import default_channels, fuse_and_build
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def _df(conn: sqlite3.Connection, term: str) -> int:
     return int(
         conn.execute(
             "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            ('"' + term.replace('"', "") + '"',),
+            ('"' + split_cjk(term.replace('"', "")) + '"',),
         ).fetchone()[0]
     )
 

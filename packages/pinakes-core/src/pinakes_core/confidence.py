@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict
 
-from pinakes_core.query import query_terms
+from pinakes_core.query import query_terms, words
 
 __all__ = [
     "FEATURES",
@@ -82,7 +82,9 @@ SIGNS: Mapping[str, int] = {
 POSITION_LIMIT = 4.0
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# A sentence ends at . ! ? before a space, at a line end, or at the full-width marks of Chinese and
+# Japanese, which no space follows.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[。！？])")
 # Anchored at word starts: unanchored, a long word without a digit was rescanned from each of
 # its characters (a 100,000-character query word took minutes); the matches are the same.
 _IDENTIFIER = re.compile(r"\b\w+(?:[-._/:]\w+)+|\b\w*\d\w*", re.UNICODE)
@@ -95,8 +97,8 @@ def identifiers(query: str) -> list[str]:
 
 def query_entities(query: str) -> list[str]:
     """The query's entities, lower-cased: identifiers and capitalised words after the first."""
-    words = _WORD.findall(query)
-    names = [w for i, w in enumerate(words) if i > 0 and w[:1].isupper() and len(w) > 1]
+    found = _WORD.findall(query)
+    names = [w for i, w in enumerate(found) if i > 0 and w[:1].isupper() and len(w) > 1]
     return list(dict.fromkeys(e.lower() for e in [*identifiers(query), *names]))
 
 
@@ -177,11 +179,11 @@ def extract_features(
     dense_top = _doc_best(dense, doc_of, doc, other=False)
     dense_other = _doc_best(dense, doc_of, doc, other=True)
     total = sum(e.idf for e in evidence)
-    head = {w.lower() for w in _WORD.findall(ranking.top_head)}
+    head = {w.lower() for w in words(ranking.top_head)}
     best_sentence = 0.0
     for sentence in [s for s in _SENTENCE.split(ranking.top_text) if s.strip()] or [""]:
-        words = head | {w.lower() for w in _WORD.findall(sentence)}
-        share = sum(e.idf for e in evidence if _covered(e.term, words))
+        seen = head | {w.lower() for w in words(sentence)}
+        share = sum(e.idf for e in evidence if _covered(e.term, seen))
         best_sentence = max(best_sentence, share / total if total > 0 else 0.0)
     text = f"{ranking.top_head} {ranking.top_text}".lower()
     entities = query_entities(query)

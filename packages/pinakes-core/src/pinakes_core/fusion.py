@@ -30,6 +30,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pinakes_core.query import CJK_RUN
+
 __all__ = [
     "BM25_K1",
     "LEXICAL_EXACT",
@@ -137,6 +139,8 @@ class QueryShape:
         relations: the multi-hop phrasings found (``"relative clause"``, ``"participle"``,
             ``"possessive"``, ``"role of"``, ``"two questions"``, ``"comparison"``): the answer
             is reached through something else the query names.
+        cjk_share: share of the query's word characters written in Chinese, Japanese or Korean
+            script, in [0, 1].
     """
 
     identifiers: tuple[str, ...]
@@ -146,6 +150,7 @@ class QueryShape:
     exact_share: float
     question: bool
     relations: tuple[str, ...] = ()
+    cjk_share: float = 0.0
 
 
 def _identifier(token: str) -> bool:
@@ -183,6 +188,8 @@ def query_shape(query: str) -> QueryShape:
     if code:
         exact_words = max(exact_words, len(words) // 2)
     share = min(1.0, exact_words / len(words)) if words else 0.0
+    letters = sum(map(len, words))
+    cjk = sum(len(run) for run in CJK_RUN.findall(query))
     return QueryShape(
         identifiers=identifiers,
         quoted=quoted,
@@ -193,6 +200,7 @@ def query_shape(query: str) -> QueryShape:
         relations=tuple(
             name for name, pattern in _RELATIONAL.items() if _relation(name, pattern, query)
         ),
+        cjk_share=round(min(1.0, cjk / letters), 4) if letters else 0.0,
     )
 
 
@@ -200,9 +208,12 @@ def lexical_share(shape: QueryShape) -> float:
     """Share of the lexical evidence in the fused score for a query of this shape.
 
     It rises from :data:`LEXICAL_PROSE` to :data:`LEXICAL_EXACT` as the exact part of the query
-    (identifiers, quoted phrases, code) grows.
+    (identifiers, quoted phrases, code) grows, or its part in Chinese, Japanese or Korean script:
+    the default embedding model was trained on English, and on those scripts its cosine follows
+    the Latin words mixed in more than the meaning, while their character bigrams
+    (:func:`~pinakes_core.query.split_cjk`) match exactly (docs/ranking.md).
     """
-    ramp = min(1.0, shape.exact_share / _EXACT_SHARE)
+    ramp = min(1.0, max(shape.exact_share, shape.cjk_share) / _EXACT_SHARE)
     return round(LEXICAL_PROSE + (LEXICAL_EXACT - LEXICAL_PROSE) * ramp, 4)
 
 

@@ -5,15 +5,38 @@ the words are OR-ed so that a natural-language question finds the chunk holding 
 words instead of requiring all of them. Identifiers such as ``E-4012`` or
 ``ledger.retry.max_attempts`` also become a quoted phrase, which FTS5 matches as the adjacent
 token sequence, so exact identifiers rank first.
+
+Chinese and Japanese are written without spaces between words, and FTS5's ``unicode61``
+tokenizer would index a whole run of Han or Kana characters between two punctuation marks as
+one token, which no query matches unless it repeats the run exactly. :func:`split_cjk` writes
+such runs (and Hangul, whose space-separated words carry particles) as overlapping character
+bigrams, the classic way to index these scripts without a dictionary (Lucene's CJK analyzer does
+the same); the index and every query go through it, so ``项目计划`` is found inside
+``我们的项目计划很好``.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["STOPWORDS", "build_fts_query", "fts_phrases", "query_terms"]
+__all__ = [
+    "CJK_RUN",
+    "STOPWORDS",
+    "build_fts_query",
+    "fts_phrases",
+    "query_terms",
+    "split_cjk",
+    "words",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: Runs of characters of the scripts written without spaces between words: Hiragana, Katakana
+#: (and its phonetic extensions and half-width forms), CJK ideographs (with extension A, the
+#: compatibility block and the supplementary planes), and Hangul syllables and jamo.
+CJK_RUN = re.compile(
+    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
 _MAX_TERMS = 32
 
 STOPWORDS = frozenset(
@@ -158,14 +181,34 @@ STOPWORDS = frozenset(
 )
 
 
+def _bigrams(match: re.Match[str]) -> str:
+    run = match.group()
+    return " " + " ".join(run[i : i + 2] for i in range(max(len(run) - 1, 1))) + " "
+
+
+def split_cjk(text: str) -> str:
+    """``text`` with every run of CJK characters written as its overlapping bigrams.
+
+    ``"用Python写项目计划"`` becomes ``" 用 Python 写 项目 目计 计划 "``: a run is cut from the
+    letters around it, a one-character run stays one word. Text without CJK is returned as it
+    is, and applying it twice gives the same words as once.
+    """
+    return CJK_RUN.sub(_bigrams, text) if CJK_RUN.search(text) else text
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as the index sees them (:func:`split_cjk`), case kept."""
+    return _WORD.findall(split_cjk(text))
+
+
 def query_terms(text: str) -> list[str]:
     """Return the distinct lower-cased content words of ``text``.
 
     Stopwords are dropped unless nothing else is left (``"to be or not to be"``).
     """
-    words = [w.lower() for w in _WORD.findall(text)]
-    content = [w for w in words if w not in STOPWORDS]
-    return list(dict.fromkeys(content or words))
+    found = [w.lower() for w in words(text)]
+    content = [w for w in found if w not in STOPWORDS]
+    return list(dict.fromkeys(content or found))
 
 
 def fts_phrases(text: str) -> list[str]:
@@ -175,7 +218,7 @@ def fts_phrases(text: str) -> list[str]:
     word is a phrase of its own; at most 32, no repeats.
     """
     parts: list[str] = []
-    for raw in text.split():
+    for raw in split_cjk(text).split():
         pieces = _WORD.findall(raw)
         if len(pieces) > 1 and len(raw) <= 64:
             parts.append('"' + " ".join(p.lower() for p in pieces) + '"')

@@ -241,6 +241,7 @@ def fuse_and_build(
                 "quoted": list(shape.quoted),
                 "code": shape.code,
                 "exact_share": shape.exact_share,
+                "cjk_share": shape.cjk_share,
                 "question": shape.question,
             },
             weights={n: w for n, w in mix.items() if n in lists},

@@ -32,6 +32,7 @@ from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
+from pinakes_core.query import split_cjk
 from pinakes_core.sidecar import (
     SIDECAR_SUFFIX,
     LinkSpec,
@@ -73,8 +74,9 @@ MAX_TARGET_CHARS = 2_000
 #: what counts as a tag: a store read by another version re-reads every document at the next
 #: sync, reusing every vector (:func:`reading_id`). 2: the title column holds the document's
 #: aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note. 3: ``#tags`` in the
-#: text are tags.
-FTS_ROWS = "3"
+#: text are tags. 4: runs of Chinese, Japanese and Korean characters are indexed as bigrams
+#: (:func:`~pinakes_core.query.split_cjk`).
+FTS_ROWS = "4"
 
 
 def reading_id(config: Config) -> str:
@@ -721,9 +723,9 @@ class _Syncer:
                 "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (?, ?, ?, ?)",
                 [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
-            heading_text = [" › ".join(c.heading_path) for c in p.chunks]
+            heading_text = [split_cjk(" › ".join(c.heading_path)) for c in p.chunks]
             # A document's aliases are names of it, as its title is (FTS_ROWS).
-            names = "\n".join([p.title, *p.aliases])
+            names = split_cjk("\n".join([p.title, *p.aliases]))
             for chunk, h, heading, idents in zip(
                 p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
             ):
@@ -745,7 +747,7 @@ class _Syncer:
                 )
                 conn.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, text, idents) VALUES (?, ?, ?, ?, ?)",
-                    (cur.lastrowid, names, heading, chunk.text, idents),
+                    (cur.lastrowid, names, heading, split_cjk(chunk.text), idents),
                 )
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",

@@ -10,23 +10,21 @@ get, so a title every page mentions links nothing much.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pinakes_core.query import STOPWORDS
+from pinakes_core.query import STOPWORDS, words
 
 __all__ = ["derive_mentions", "mentioned", "mentioned_titles", "title_index"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TITLE_WORDS = 8
 MIN_TITLE_CHARS = 4
 MAX_SHARED_TITLE = 3
 
 
 def _words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
+    return [w.lower() for w in words(text)]
 
 
 def title_index(conn: sqlite3.Connection) -> dict[tuple[str, ...], set[str]]:

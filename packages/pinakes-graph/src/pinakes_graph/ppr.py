@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.channels import QueryContext, Ranked
+from pinakes_core.query import split_cjk
 from pinakes_graph.cache import Graph, GraphChannel, best_first, graph_for
 from pinakes_graph.mentions import mentioned_titles, title_index
 from pinakes_graph.push import push_pagerank
@@ -264,7 +265,7 @@ def _specific(ctx: QueryContext, titles: set[tuple[str, ...]]) -> list[tuple[str
     out = []
     for key in titles:
         try:
-            count = ctx.doc_freq('"' + " ".join(key) + '"')
+            count = ctx.doc_freq('"' + split_cjk(" ".join(key)) + '"')
         except sqlite3.Error:  # a phrase FTS cannot parse names nothing it could count
             continue
         if count <= limit:
