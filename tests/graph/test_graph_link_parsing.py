@@ -28,6 +28,8 @@ def targets(text: str) -> list[str]:
         "[x](https://example.com/a.md) <https://example.com> [m](mailto:x@y.z)",
         "![img](picture.md) ![alt](https://e.com/p.png)",
         "[only an anchor](#local)",
+        "[a search on this page](?q=search+term) [again](?q=a#b)",
+        "[full size](../assets/shot.PNG) [clip](media/demo.mp4) [get it](dist/kit.tar.gz)",
     ],
 )
 def test_not_links(text: str) -> None:
@@ -209,6 +211,34 @@ def test_links_into_the_same_note_are_neither_documents_nor_dangling(tmp_path: P
         ("#Heading|an external link", None, IN_NOTE),
         ("the heading|#Heading", None, IN_NOTE),
         ("#x|tags.x", "tags.x.md", None),
+    ]
+
+
+def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: Path) -> None:
+    # An MkDocs blog post's frontmatter links: name pages from the docs root; so do hand-written
+    # links. The linking folder still wins, and "./" or "../" never leaves it for the root.
+    post = (
+        "---\nlinks:\n  - setup/blog.md\n  - posts/other.md#sec\n---\n# Post\n\n"
+        "Read [this](setup/blog.md), [that](./setup/blog.md) and [near](notes/n.md).\n"
+    )
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "setup/blog.md": "# Blog setup\n",
+            "posts/other.md": "# Other\n",
+            "notes/n.md": "# Root notes\n",
+            "posts/notes/n.md": "# Notes beside the post\n",
+            "posts/post.md": post,
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(root, "posts/post.md") == [
+        ("setup/blog.md", "setup/blog.md", None),
+        ("posts/other.md#sec", "posts/other.md", None),
+        ("setup/blog.md", "setup/blog.md", None),
+        ("./setup/blog.md", None, "no document at posts/setup/blog.md"),
+        ("notes/n.md", "posts/notes/n.md", None),
     ]
 
 

@@ -65,6 +65,14 @@ _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
 MAX_TAG_CHARS = 100
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
 _DOC_SUFFIXES = (".md", ".markdown", ".txt")
+# A Markdown link to a picture, a recording, an archive or a font points at a file beside the
+# notes (a screenshot shown full size, a download), never at a document: like an image, it is
+# no link to resolve, so it cannot dangle.
+_MEDIA_FILE = re.compile(
+    r"\.(?:png|jpe?g|gif|svg|webp|avif|bmp|ico|tiff?|heic|mp3|m4a|wav|ogg|flac|mp4|m4v|webm|mov"
+    r"|avi|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|woff2?|ttf|otf|eot)$",
+    re.IGNORECASE,
+)
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
 
@@ -165,8 +173,13 @@ def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
             tags.extend(_tags_in(_WIKILINK.sub("\ue003", value), glued=glued))
         if kind == "href":
             value = _unescaped(value)
+            # "#anchor" and "?query" are places in this very page (a search link such as
+            # "?q=term" in a static site's docs); a media file is no document.
             if (
-                value and not value.startswith("#") and not _EXTERNAL.match(value)
+                value
+                and value[0] not in "#?"
+                and not _EXTERNAL.match(value)
+                and not _MEDIA_FILE.search(unquote(value.split("#", 1)[0].split("?", 1)[0]))
             ) or value.startswith(SCHEME):
                 found.append(TextLink(value, "markdown"))
         else:
@@ -223,6 +236,19 @@ class _Index:
         norm = posixpath.normpath(posixpath.join(base, path.lstrip("/")))
         if norm.startswith(".."):
             return None, f"{norm} is outside the KB"
+        bases = [norm]
+        if base and not path.startswith("."):
+            # "blog/posts/a.md" written in blog/posts/b.md: site generators' frontmatter (an
+            # MkDocs blog post's links:) and many hand-written links name pages from the root.
+            # The linking folder is tried first; the root only when nothing is there.
+            bases.append(posixpath.normpath(path))
+        for here in bases:
+            doc = self._at(here)
+            if doc is not None:
+                return doc, None
+        return None, f"no document at {norm}"
+
+    def _at(self, norm: str) -> str | None:
         candidates = [norm]
         if norm.lower().endswith((".html", ".htm")):
             # Static-site builds (VuePress, MkDocs, Hugo) link to the page the .md becomes.
@@ -233,8 +259,8 @@ class _Index:
         for candidate in candidates:
             doc = self.paths.get(candidate) or self.paths.get(_nfc(candidate))
             if doc is not None:
-                return doc, None
-        return None, f"no document at {norm}"
+                return doc
+        return None
 
     def by_name(self, src_path: str, target: str) -> str | None:
         name = _nfc(_VAULT_PREFIX.sub("", target.split("#", 1)[0].strip()).lower())

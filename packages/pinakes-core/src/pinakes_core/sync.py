@@ -892,8 +892,9 @@ def _text_rows(
 #: (``"0"``: a resolution is due). Raise it when :mod:`pinakes_core.links` resolves a stored
 #: target differently, so a store synced before re-resolves at its next sync even if no file
 #: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
-#: ``[[a|b]]`` names both parts.
-LINKS_RESOLVED = "2"
+#: ``[[a|b]]`` names both parts. 3: a path that names nothing from the linking folder is tried
+#: from the KB root.
+LINKS_RESOLVED = "3"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
