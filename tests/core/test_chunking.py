@@ -378,3 +378,44 @@ def test_a_long_gallery_is_split_like_text_not_carried_onto_the_next_chunk() -> 
     assert len(out) > 2
     for c in out:
         assert c.tokens == COUNT(c.text) and c.tokens <= 256
+
+
+def test_link_reference_definitions_are_not_chunk_text() -> None:
+    # Documentation sites keep their link targets as reference definitions under each section
+    # (MkDocs, mdBook, GitHub READMEs). A reader never sees them; as text they are URL noise
+    # that took chunks far over the budget (none of their lines counted as content).
+    refs = "\n".join(f"  [Page {i}]: ../section-{i}/page-{i}.md#anchor-{i}" for i in range(60))
+    text = (
+        "# Guide\n\n## Install\n\nRun the [installer] and read [Page 1].\n\n"
+        f"  [installer]: https://example.org/install\n{refs}\n"
+        '[titled]: <https://example.org/t>\n    "A title on its own line"\n\n'
+        "More about [the installer][installer].\n\n"
+        "## Links only\n\n[solo]: https://example.org/solo\n\n## Usage\n\nCall it.\n\n"
+        "```\n[not a definition]: inside code\n```\n\n## Changes\n\n- Fixed [a bug].\n\n"
+        "  [a bug]: https://example.org/issues/1\n  [^1]:\n    A footnote is text.\n"
+    )
+    out = chunks(text, budget=64)
+    joined = "\n".join(c.text for c in out)
+    assert "https://" not in joined and "page-7.md" not in joined and "A title" not in joined
+    assert "[not a definition]: inside code" in joined  # code keeps its text
+    install = [c for c in out if c.heading_path == ("Guide", "Install")]
+    assert len(install) == 1 and all(c.tokens <= 64 for c in out)
+    assert install[0].text == (
+        "# Guide\n\n## Install\n\nRun the [installer] and read [Page 1].\n\n"
+        "More about [the installer][installer]."
+    )
+    # A section holding nothing but definitions is body-less: its heading joins the next one.
+    usage = next(c for c in out if c.heading_path == ("Guide", "Usage"))
+    assert usage.text.startswith("## Links only\n\n## Usage\n\nCall it.")
+    # Definitions indented under a list's last item belong to it, and go the same way.
+    assert out[-1].text == "## Changes\n\n- Fixed [a bug].\n\n  [^1]:\n    A footnote is text."
+
+
+def test_heading_attribute_lists_are_not_heading_text() -> None:
+    text = (
+        '# Changelog\n\n## 1.2.0 <small>May 1</small> { id="1.2.0" }\n\nFixed.\n\n'
+        "## Setup {: #setup .new data-toc-label='Set up' }\n\nDo it.\n\n"
+        "## Sets {a, b} and {c}\n\nMaths keeps its braces.\n\n## {#only-an-id}\n\nOdd.\n"
+    )
+    paths = [c.heading_path[-1] for c in chunks(text)]
+    assert paths == ["1.2.0 May 1", "Setup", "Sets {a, b} and {c}", "{#only-an-id}"]

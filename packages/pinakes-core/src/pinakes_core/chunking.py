@@ -6,8 +6,11 @@ expressions. A chunk never crosses a heading that has a body; a section longer t
 budget is split at block (paragraph, list, code, table) boundaries, then at line boundaries, and
 a single line longer than the budget at sentence, then word boundaries; text with no boundary at
 all (a pasted blob) is cut by tokens as a last resort. Every non-blank line of the body lands in
-exactly one chunk, in order. Inline ``data:`` URIs (pasted images) are shortened to their media
-type first: their payload is not text anyone searches.
+exactly one chunk, in order, but link reference definitions (``[label]: https://…`` lines, which
+a reader never sees: the page shows the label where it is used), which are left out of chunk
+text. Inline ``data:`` URIs (pasted images) are shortened to their media type first: their
+payload is not text anyone searches. A heading's attribute list (``## Setup { #setup .new }``,
+as Python-Markdown, Pandoc and kramdown write it) is not part of its heading path.
 
 No chunk is only headings or rules (issue 9): a reader shown ``## Details`` alone learns nothing,
 and such a chunk matches any query that names the heading. A heading with no body of its own
@@ -44,8 +47,9 @@ __all__ = [
 #: Bump whenever a change to this module changes the chunks it makes: a store chunked by another
 #: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
-#: 3: so do headings whose body is only images, note embeds and links.
-CHUNKER_VERSION = 3
+#: 3: so do headings whose body is only images, note embeds and links. 4: link reference
+#: definitions leave chunk text; heading attribute lists leave heading paths.
+CHUNKER_VERSION = 4
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -57,6 +61,12 @@ _CHARS_PER_TOKEN_CAP = 16
 _DATA_URI = re.compile(
     r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
 )
+# A heading's trailing attribute list: "{ #id .class key=value }" (Python-Markdown's attr_list,
+# Pandoc, Hugo, kramdown's "{: #id}"), ids, classes and key=value pairs only.
+_ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
+_HEADING_ATTRS = re.compile(r"\s*\{:?\s*" + _ATTR + r"(?:\s+" + _ATTR + r")*\s*\}\s*$")
+# The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:")
 #: Longest heading text kept in a chunk's heading path (longer ones are cut with "…").
 MAX_HEADING_CHARS = 200
 
@@ -152,8 +162,9 @@ def _pointer_only(inline: Any) -> bool:
     return not _PROSE.search(_WIKILINK.sub(" ", " ".join(words)))
 
 
-def _markdown_blocks(lines: list[str]) -> list[_Block]:
-    tokens = _parser().parse("\n".join(lines))
+def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[_Block]:
+    if tokens is None:
+        tokens = _parser().parse("\n".join(lines))
     blocks: list[_Block] = []
     for i, tok in enumerate(tokens):
         if tok.level != 0 or tok.map is None or tok.nesting == -1:
@@ -168,6 +179,7 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
                 if child.type in ("text", "code_inline")
             )
             text = " ".join((plain or inline.content).split())
+            text = _HEADING_ATTRS.sub("", text) or text
             if len(text) > MAX_HEADING_CHARS:
                 text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
             heading = (int(tok.tag[1]), text)
@@ -175,6 +187,36 @@ def _markdown_blocks(lines: list[str]) -> list[_Block]:
         content = heading is None and tok.type != "hr" and not pointer
         blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer))
     return blocks
+
+
+_CONTAINERS = frozenset(
+    {"blockquote_open", "bullet_list_open", "ordered_list_open", "list_item_open"}
+)
+
+
+def _references(lines: list[str], tokens: list[Any]) -> set[int]:
+    """Body lines holding link reference definitions (``[label]: url "title"``).
+
+    CommonMark makes no block of a definition, so the lines no leaf block (paragraph, heading,
+    code, HTML, table, rule) covers are the definitions, at the top level or inside a list item
+    (where docs often indent them under a list's last item).
+    """
+    covered = [False] * len(lines)
+    for tok in tokens:
+        if tok.map is None or tok.nesting == -1 or tok.type in _CONTAINERS:
+            continue
+        for i in range(tok.map[0], min(tok.map[1], len(lines))):
+            covered[i] = True
+    found: set[int] = set()
+    run = False  # inside a run of uncovered lines that opened with a definition
+    for i, line in enumerate(lines):
+        if covered[i] or not line.strip():
+            run = False
+            continue
+        run = run or bool(_REFERENCE.match(line))
+        if run:
+            found.add(i)
+    return found
 
 
 def _text_blocks(lines: list[str]) -> list[_Block]:
@@ -215,8 +257,10 @@ class _Packer:
         budget: int,
         count: TokenCounter,
         content: list[bool] | None = None,
+        dropped: set[int] | None = None,
     ) -> None:
         self.lines = lines
+        self.dropped = dropped or set()
         self.offset = offset
         self.budget = budget
         self.count = count
@@ -257,10 +301,29 @@ class _Packer:
             return
         if self.carry is not None:
             lo, self.carry = self.carry, None
-        text = "\n".join(self.lines[lo:hi])
+        text = self.join(lo, hi)
         self.out.append(
             (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.tokens[lo:hi]))
         )
+
+    def join(self, lo: int, hi: int) -> str:
+        """The text of body lines ``[lo, hi)``, without the dropped ones."""
+        if not self.dropped or self.dropped.isdisjoint(range(lo, hi)):
+            return "\n".join(self.lines[lo:hi])
+        kept: list[str] = []
+        gap = False  # just past dropped lines
+        for i in range(lo, hi):
+            if i in self.dropped:
+                gap = True
+                continue
+            # A gap left by dropped lines is one blank line, as between any two blocks.
+            if gap and not self.lines[i].strip() and (not kept or not kept[-1].strip()):
+                continue
+            gap = False
+            kept.append(self.lines[i])
+        while kept and not kept[-1].strip():
+            kept.pop()
+        return "\n".join(kept)
 
     def emit_long_line(self, path: tuple[str, ...], line: int) -> None:
         # Sentences first, words only for a sentence that alone exceeds the budget, and a cut
@@ -326,7 +389,7 @@ class _Packer:
         text = " ".join(words)
         start = number
         if self.carry is not None:  # body-less headings lead the first piece
-            text = "\n".join([*self.lines[self.carry : line], text])
+            text = "\n".join([self.join(self.carry, line), text]) if self.carry < line else text
             tokens += sum(self.tokens[self.carry : line])
             start, self.carry = self.carry + 1 + self.offset, None
         self.out.append((path, text, start, number, tokens))
@@ -384,7 +447,8 @@ class _Packer:
             return
         path, text, start, end, tokens = self.out[-1]
         tail = range(end - self.offset, self.carry_end)  # body lines after the last chunk
-        text = "\n".join([text, *(self.lines[i] for i in tail)])
+        if tail:
+            text = "\n".join([text, self.join(tail.start, tail.stop)])
         tokens += sum(self.tokens[i] for i in tail)
         self.out[-1] = (path, text, start, self.carry_end + self.offset, tokens)
         self.carry = None
@@ -414,7 +478,14 @@ def chunk_document(
     lines = [
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
-    blocks = _markdown_blocks(lines) if markdown else _text_blocks(lines)
+    if markdown:
+        tokens = _parser().parse("\n".join(lines))
+        blocks = _markdown_blocks(lines, tokens)
+        dropped = _references(lines, tokens)
+    else:
+        blocks, dropped = _text_blocks(lines), set()
+    for i in dropped:
+        lines[i] = ""  # costs nothing, is no content, and is left out of the text
     # A heading whose body only points elsewhere (images, embeds, links) joins the next chunk
     # like a body-less one, if that body is small: a long gallery or link list is text to split
     # like any other (carried whole, it would push the next chunk far over the budget). A page
@@ -432,7 +503,7 @@ def chunk_document(
         if block.content:
             for i in range(block.start, block.end):
                 content[i] = bool(lines[i].strip())
-    packer = _Packer(lines, skip_lines, budget, count, content)
+    packer = _Packer(lines, skip_lines, budget, count, content, dropped)
 
     stack: list[tuple[int, str]] = []
     path: tuple[str, ...] = ()
