@@ -411,11 +411,20 @@ def test_link_reference_definitions_are_not_chunk_text() -> None:
     assert out[-1].text == "## Changes\n\n- Fixed [a bug].\n\n  [^1]:\n    A footnote is text."
 
 
-def test_heading_attribute_lists_are_not_heading_text() -> None:
+def test_heading_attribute_lists_and_comment_marks_are_not_heading_text() -> None:
     text = (
         '# Changelog\n\n## 1.2.0 <small>May 1</small> { id="1.2.0" }\n\nFixed.\n\n'
         "## Setup {: #setup .new data-toc-label='Set up' }\n\nDo it.\n\n"
-        "## Sets {a, b} and {c}\n\nMaths keeps its braces.\n\n## {#only-an-id}\n\nOdd.\n"
+        "## Sets {a, b} and {c}\n\nMaths keeps its braces.\n\n## {#only-an-id}\n\nOdd.\n\n"
+        "## <!-- md:setting config.enabled -->\n\nA site's macro names the setting.\n\n"
+        '## <img src="logo.png"> <!-- --> { #logo }\n\nNo words at all.\n'
     )
     paths = [c.heading_path[-1] for c in chunks(text)]
-    assert paths == ["1.2.0 May 1", "Setup", "Sets {a, b} and {c}", "{#only-an-id}"]
+    assert paths == [
+        "1.2.0 May 1",
+        "Setup",
+        "Sets {a, b} and {c}",
+        "{#only-an-id}",
+        "md:setting config.enabled",
+        "{ #logo }",  # nothing but the attribute list: kept rather than left empty
+    ]

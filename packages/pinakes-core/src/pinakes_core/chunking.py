@@ -48,7 +48,8 @@ __all__ = [
 #: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
 #: 3: so do headings whose body is only images, note embeds and links. 4: link reference
-#: definitions leave chunk text; heading attribute lists leave heading paths.
+#: definitions leave chunk text; heading attribute lists and comment delimiters leave heading
+#: paths.
 CHUNKER_VERSION = 4
 
 _TITLE_SEP = " › "
@@ -65,6 +66,8 @@ _DATA_URI = re.compile(
 # Pandoc, Hugo, kramdown's "{: #id}"), ids, classes and key=value pairs only.
 _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
 _HEADING_ATTRS = re.compile(r"\s*\{:?\s*" + _ATTR + r"(?:\s+" + _ATTR + r")*\s*\}\s*$")
+# Comment delimiters and tags in a heading's source: "<!-- x -->" reads "x".
+_HTML_MARKS = re.compile(r"<!--|-->|</?[A-Za-z][^<>]*>")
 # The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:")
 #: Longest heading text kept in a chunk's heading path (longer ones are cut with "…").
@@ -178,7 +181,9 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
                 for child in inline.children or ()
                 if child.type in ("text", "code_inline")
             )
-            text = " ".join((plain or inline.content).split())
+            # A heading with no visible text (an image, or an HTML comment a site's macros
+            # expand, "#### <!-- md:setting config.enabled -->") keeps its source words.
+            text = " ".join((plain or _HTML_MARKS.sub(" ", inline.content)).split())
             text = _HEADING_ATTRS.sub("", text) or text
             if len(text) > MAX_HEADING_CHARS:
                 text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
