@@ -428,3 +428,25 @@ def test_heading_attribute_lists_and_comment_marks_are_not_heading_text() -> Non
         "md:setting config.enabled",
         "{ #logo }",  # nothing but the attribute list: kept rather than left empty
     ]
+
+
+def test_html_blocks_of_only_tags_and_comments_make_no_chunk_of_their_own() -> None:
+    # A docs page wraps an example in <div class="result" markdown> … </div>; cut at the budget,
+    # the closing tag alone was a chunk ("</div>", 5 tokens). Comments are invisible too.
+    body = " ".join(f"word{i}" for i in range(40))
+    text = (
+        f'# Icons\n\n## Colour\n\n<div class="result" markdown>\n\n{body}\n\n</div>\n\n'
+        "## Size\n\n<!-- md:version 1.0 -->\n<!-- md:flag experimental -->\n\n"
+        "## Script\n\n<script>\n  render(document.body)\n</script>\n"
+    )
+    out = chunks(text, budget=48)
+    assert [c.text for c in out if not any(ch.isalnum() for ch in _strip_tags(c.text))] == []
+    assert out[-2].text.endswith("</div>")  # markup joins the text before it at the end
+    assert out[-1].heading_path == ("Icons", "Script")  # a script's body is text
+    assert out[-1].text.startswith("## Size")  # a section of only comments is body-less
+
+
+def _strip_tags(text: str) -> str:
+    import re
+
+    return re.sub(r"<!--.*?-->|</?[A-Za-z][^<>]*>|#+ \w+", " ", text, flags=re.DOTALL)

@@ -12,7 +12,7 @@ text. Inline ``data:`` URIs (pasted images) are shortened to their media type fi
 payload is not text anyone searches. A heading's attribute list (``## Setup { #setup .new }``,
 as Python-Markdown, Pandoc and kramdown write it) is not part of its heading path.
 
-No chunk is only headings or rules (issue 9): a reader shown ``## Details`` alone learns nothing,
+No chunk is only headings, rules or HTML tags and comments (issue 9): a reader shown ``## Details`` alone learns nothing,
 and such a chunk matches any query that names the heading. A heading with no body of its own
 (``## Commands`` directly followed by ``### ls``) joins the chunk that follows it, which keeps
 the heading path of the section that has the text; body-less headings at the very end join the
@@ -48,9 +48,9 @@ __all__ = [
 #: version (or another ``chunk_tokens``) is re-chunked at the next sync, reusing the vectors of
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
 #: 3: so do headings whose body is only images, note embeds and links. 4: link reference
-#: definitions leave chunk text; heading attribute lists and comment delimiters leave heading
-#: paths.
-CHUNKER_VERSION = 4
+#: definitions leave chunk text; heading attribute lists leave heading paths. 5: so do comment
+#: delimiters; HTML blocks of nothing but tags and comments are no content.
+CHUNKER_VERSION = 5
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -68,6 +68,8 @@ _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
 _HEADING_ATTRS = re.compile(r"\s*\{:?\s*" + _ATTR + r"(?:\s+" + _ATTR + r")*\s*\}\s*$")
 # Comment delimiters and tags in a heading's source: "<!-- x -->" reads "x".
 _HTML_MARKS = re.compile(r"<!--|-->|</?[A-Za-z][^<>]*>")
+# What of an HTML block is markup: comments and tags.
+_HTML_ONLY = re.compile(r"<!--.*?(?:-->|$)|</?[A-Za-z][^<>]*>", re.DOTALL)
 # The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:")
 #: Longest heading text kept in a chunk's heading path (longer ones are cut with "…").
@@ -190,6 +192,11 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
             heading = (int(tok.tag[1]), text)
         pointer = tok.type == "paragraph_open" and _pointer_only(tokens[i + 1])
         content = heading is None and tok.type != "hr" and not pointer
+        if tok.type == "html_block":
+            # Tags and comments alone ("<div class=result markdown>", "</div>", "<!-- more
+            # -->") are no text a reader sees: like a rule, they never make a chunk by
+            # themselves; <script> and <style> bodies still count.
+            content = bool(_PROSE.search(_HTML_ONLY.sub(" ", tok.content)))
         blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer))
     return blocks
 
@@ -250,9 +257,11 @@ def first_heading(text: str) -> str | None:
 class _Packer:
     """Greedy packing of line ranges into windows of at most ``budget`` tokens.
 
-    A window that holds no content line (only headings and rules) is never a chunk: its lines
-    are carried onto the next chunk, or, at the end of the document, onto the last one. The
-    carried lines may take that chunk over the budget by their own (few) tokens.
+    A window that holds no content line (only headings, rules and markup) is never a chunk: its
+    lines join the chunk before when they hold no heading and that chunk is of the same section
+    (markup closing the section), else they are carried onto the next chunk, or, at the end of
+    the document, onto the last one. Joined or carried lines may take that chunk over the budget
+    by their own (few) tokens.
     """
 
     def __init__(
@@ -263,9 +272,11 @@ class _Packer:
         count: TokenCounter,
         content: list[bool] | None = None,
         dropped: set[int] | None = None,
+        headings: set[int] | None = None,
     ) -> None:
         self.lines = lines
         self.dropped = dropped or set()
+        self.headings = headings or set()  # body lines of headings
         self.offset = offset
         self.budget = budget
         self.count = count
@@ -300,6 +311,23 @@ class _Packer:
         if lo == hi:
             return
         if not any(self.content[lo:hi]):
+            if (
+                self.carry is None
+                and self.out
+                and self.out[-1][0] == path
+                and self.headings.isdisjoint(range(lo, hi))
+            ):
+                # Markup closing a section (a "</div>" left after the budget cut) stays with
+                # the section's text before it rather than leading the next section's chunk.
+                last_path, last_text, start, _, tokens = self.out[-1]
+                self.out[-1] = (
+                    last_path,
+                    last_text + "\n" + self.join(self.out[-1][3] - self.offset, hi),
+                    start,
+                    hi + self.offset,
+                    tokens + sum(self.tokens[lo:hi]),
+                )
+                return
             if self.carry is None:
                 self.carry = lo
             self.carry_end = hi
@@ -508,7 +536,8 @@ def chunk_document(
         if block.content:
             for i in range(block.start, block.end):
                 content[i] = bool(lines[i].strip())
-    packer = _Packer(lines, skip_lines, budget, count, content, dropped)
+    headings = {i for b in blocks if b.heading for i in range(b.start, b.end)}
+    packer = _Packer(lines, skip_lines, budget, count, content, dropped, headings)
 
     stack: list[tuple[int, str]] = []
     path: tuple[str, ...] = ()
