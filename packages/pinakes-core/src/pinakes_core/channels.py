@@ -239,18 +239,19 @@ class QueryContext:
         return self._vectors()
 
     @_cached
-    def allowed_rows(self) -> npt.NDArray[np.bool_] | None:
-        """Mask over :attr:`vectors` rows that pass the filters, or ``None`` without filters."""
+    def allowed_ids(self) -> list[int] | None:
+        """Ids of the chunks that pass the filters, or ``None`` without filters."""
         if not self.filters.active:
             return None
         where, params = self.filters.where()
-        ids = [
-            r[0]
-            for r in self.conn.execute(
-                f"SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where}",
-                params,
-            )
-        ]
+        return [r[0] for r in self.conn.execute(_allowed_chunks_sql(where), params)]
+
+    @_cached
+    def allowed_rows(self) -> npt.NDArray[np.bool_] | None:
+        """Mask over :attr:`vectors` rows that pass the filters, or ``None`` without filters."""
+        ids = self.allowed_ids
+        if ids is None:
+            return None
         return np.isin(self.vectors.chunk_ids, np.asarray(ids, dtype=np.int64))
 
     def start_dense(self) -> None:
@@ -570,8 +571,11 @@ class QueryContext:
         arm's best ``limit`` too, since every row ahead of it there is ahead of it overall.
         """
         where, params = self.filters.where()
+        # ``+rowid``: a bare ``rowid IN (…)`` is handed to FTS5, which then runs the MATCH once
+        # per allowed row, each time re-reading every phrase's doclist for its IDF: a path
+        # filter passing all 6,542 chunks of nushell-docs took 7.5 s instead of 64 ms.
         restrict = (
-            f" AND chunks_fts.rowid IN (SELECT c.chunk_id FROM chunks c JOIN documents d USING (doc_id) WHERE {where})"
+            f" AND +chunks_fts.rowid IN ({_allowed_chunks_sql(where)})"
             if self.filters.active
             else ""
         )
@@ -624,6 +628,18 @@ class QueryContext:
             rare.add(phrase)
             rows += count
         return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
+
+
+def _allowed_chunks_sql(where: str) -> str:
+    """The ids of the chunks of the documents meeting ``where`` (a condition on ``d``).
+
+    Documents first, then their chunks by the ``(doc_id, ordinal)`` index: the join the other
+    way round scanned every chunk (at 1M chunks, a path filter's ids 800 → 70 ms).
+    """
+    return (
+        "SELECT c.chunk_id FROM chunks c WHERE c.doc_id IN "
+        f"(SELECT d.doc_id FROM documents d WHERE {where})"
+    )
 
 
 def _ann_top(
