@@ -64,6 +64,8 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     )
     assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
+    # Below [scale] bm25_index_min_chunks BM25 is FTS5's: tantivy is never imported.
+    assert not {"tantivy", "pinakes_core.lexical"} & (loaded | _top(loaded))
     # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read).
     assert not {
         "pinakes_core.sync",

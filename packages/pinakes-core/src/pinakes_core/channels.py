@@ -200,6 +200,7 @@ class QueryContext:
         ann_oversample: float = 2.0,
         bm25_max_rows: int = 0,
         phrase_counts: dict[str, int] | None = None,
+        lexical: Callable[[], Any] | None = None,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -212,6 +213,7 @@ class QueryContext:
         self._ann = ann
         self._ann_oversample = ann_oversample
         self._bm25_max_rows = bm25_max_rows
+        self._lexical = lexical
         self.kb = kb
         #: The first-stage fusion ``(chunk_id, score)``, set before after-fusion channels run.
         self.seeds: list[tuple[int, float]] = []
@@ -253,6 +255,11 @@ class QueryContext:
         if ids is None:
             return None
         return np.isin(self.vectors.chunk_ids, np.asarray(ids, dtype=np.int64))
+
+    @_cached
+    def lexical_index(self) -> Any:
+        """The KB's tantivy BM25 index (:mod:`pinakes_core.lexical`), or ``None`` (FTS5)."""
+        return None if self._lexical is None else self._lexical()
 
     def start_dense(self) -> None:
         """Start the dense channel's work on a worker thread, beside the BM25 channel.
@@ -345,6 +352,9 @@ class QueryContext:
         # characters, and 50,000 of those would hold gigabytes in a long-lived server.
         cache = self._doc_freq if len(phrase) <= MAX_SHARED_PHRASE_CHARS else self._own_freq
         count = cache.get(phrase)
+        if count is None and self.lexical_index is not None:
+            # The index's own count (its stemmer's): a term's is read from its dictionary.
+            count = cache[phrase] = self.lexical_index.doc_freq(phrase)
         if count is None:
             count = cache[phrase] = int(
                 self.conn.execute(
@@ -362,9 +372,15 @@ class QueryContext:
         return self.phrase_ceiling(fts_phrases(text))
 
     def phrase_ceiling(self, phrases: list[str]) -> float:
-        """Σ (k1 + 1) × IDF over ``phrases``: more than any chunk's BM25 from them alone."""
+        """Σ (k1 + 1) × IDF over ``phrases``: more than any chunk's BM25 from them alone.
+
+        With the tantivy index the IDF is its own (Lucene's formula), as its scores are.
+        """
         total = self.chunk_total
-        return math.fsum((BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in phrases)
+        idf = bm25_idf
+        if self.lexical_index is not None:
+            from pinakes_core.lexical import ceiling_idf as idf
+        return math.fsum((BM25_K1 + 1.0) * idf(total, self.doc_freq(p)) for p in phrases)
 
     def lexical_evidence(self, text: str, chunk_ids: list[int]) -> dict[int, float]:
         """Lexical evidence of each chunk: its BM25 score for ``text`` over the ceiling, in [0, 1].
@@ -494,6 +510,12 @@ class QueryContext:
         if not phrases:
             return []
         limit = self.candidates * EVIDENCE_POOL
+        if self.lexical_index is not None:
+            # Past ``bm25_index_min_chunks``: tantivy's top rows (block-max WAND), a filter
+            # as the set of chunk ids it allows (docs/scaling.md).
+            ranked: Ranked = self.lexical_index.search(phrases, limit, self.allowed_ids)
+            self._bm25_pool[text] = (ranked, len(ranked) == limit)
+            return ranked[: self.candidates]
         first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
         rare, common = self.lexical_split(text, first)
         ranked = self._split_rows([], rare, common, limit)

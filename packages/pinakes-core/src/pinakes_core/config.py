@@ -277,7 +277,8 @@ class ScaleConfig(_Section):
 
     From ``ann_min_chunks`` chunks on, sync keeps an HNSW index (usearch) in ``.pinakes/`` and
     unfiltered dense search takes its candidates from it, scored exactly; below, search is exact.
-    ``0`` turns the index off at any size.
+    ``0`` turns the index off at any size. From ``bm25_index_min_chunks`` on, a tantivy index
+    serves the BM25 channel likewise.
     """
 
     ann_min_chunks: Annotated[int, Field(ge=0)] = 200_000
@@ -299,6 +300,11 @@ class ScaleConfig(_Section):
     #: ones still score them; docs/scaling.md). A split at a quarter of it is tried first and kept
     #: when it is provably the exact top candidates. ``0``: BM25 scores every matching row always.
     bm25_max_rows: Annotated[int, Field(ge=0)] = 20_000
+    #: From this many chunks on, sync keeps a tantivy index (``.pinakes/bm25-tantivy/``) and the
+    #: BM25 channel takes its top rows from it (block-max WAND) instead of FTS5, which scores
+    #: every matching row (docs/scaling.md). Its BM25 approximates FTS5's column weights, so the
+    #: ranking differs a little. ``0``: FTS5 at any size.
+    bm25_index_min_chunks: Annotated[int, Field(ge=0)] = 200_000
 
 
 class NerConfig(_Section):

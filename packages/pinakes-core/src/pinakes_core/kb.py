@@ -72,12 +72,13 @@ from pinakes_core.sidecar import (
     write_skeleton,
 )
 from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
-from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix
+from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix, chunk_count
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
     from pinakes_core.crosskb import Peers
     from pinakes_core.dense import AnnIndex
+    from pinakes_core.lexical import LexicalIndex
     from pinakes_core.sync import ProgressFn
 
 # Sync, document scanning, link extraction (markdown-it) and cross-KB resolution are imported
@@ -159,6 +160,9 @@ class KB:
         self._vectors: VectorMatrix | None = None
         self._ann: AnnIndex | None = None
         self._ann_checked = False
+        self._lexical: LexicalIndex | None = None
+        self._lexical_checked = False
+        self._lexical_key: tuple[int, int | None] = (-1, None)
         self._generation = -1
         self._calibration: Calibration | None = None
         self._offtopic: npt.NDArray[np.float32] | None = None
@@ -226,6 +230,8 @@ class KB:
         self._vectors = None
         self._ann = None
         self._ann_checked = False
+        self._lexical = None
+        self._lexical_checked = False
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
         self._generation = -1
         self._calibration = None
@@ -384,6 +390,7 @@ class KB:
 
             self._generation, self._vectors = load_vectors(self.root, store, dim)
             self._ann_checked = False
+            self._lexical_checked = False
         return self._vectors
 
     def ann(self) -> AnnIndex | None:
@@ -398,6 +405,30 @@ class KB:
             self._ann = load_ann(self.root, self.store(), self.config.scale)
             self._ann_checked = True
         return self._ann
+
+    def lexical(self) -> LexicalIndex | None:
+        """The tantivy BM25 index, or ``None`` (the BM25 channel then runs in FTS5).
+
+        There is one when the KB is past ``[scale] bm25_index_min_chunks`` and the index is
+        current; a KB below it never imports tantivy.
+        """
+        if self.config.scale.bm25_index_min_chunks <= 0:
+            return None
+        # A sync (of any process) writes the store, then the index and its stamp last.
+        try:
+            stamp = (self.root / STORE_DIR / "bm25-tantivy.json").stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        key = (self.store().generation(), stamp)
+        if not self._lexical_checked or key != self._lexical_key:
+            self._lexical_key = key
+            self._lexical = None
+            if stamp is not None:
+                from pinakes_core.lexical import load_lexical
+
+                self._lexical = load_lexical(self.root, self.store(), self.config.scale)
+            self._lexical_checked = True
+        return self._lexical
 
     def _counts_of_phrases(self) -> dict[str, int]:
         """Rows per FTS phrase, shared by the queries of the current store generation.
@@ -440,6 +471,7 @@ class KB:
             ann_oversample=self.config.scale.ann_oversample,
             bm25_max_rows=self.config.scale.bm25_max_rows,
             phrase_counts=self._counts_of_phrases(),
+            lexical=self.lexical,
             entities=entities,
             concepts=concepts,
             kb=self,
@@ -471,6 +503,18 @@ class KB:
             )
             # Last, under the sync's lock: the chunks are final for this sync.
             update_ann(self.root, store, self.config.scale, changed=bool(changed or removed))
+            scale = self.config.scale
+            if (
+                scale.bm25_index_min_chunks > 0
+                and chunk_count(store.conn) >= scale.bm25_index_min_chunks
+            ):
+                from pinakes_core.lexical import update_lexical
+
+                update_lexical(self.root, store, scale, changed=changed, removed=removed)
+            elif (self.root / STORE_DIR / "bm25-tantivy").exists():
+                from pinakes_core.lexical import drop_lexical
+
+                drop_lexical(self.root)
 
         report = run_sync(
             self.root,
@@ -483,6 +527,7 @@ class KB:
         )
         self._vectors = None
         self._ann_checked = False
+        self._lexical_checked = False
         changed = len(report.added) + len(report.changed) + len(report.removed)
         selfcal.add_drift(self.store(), changed)
         if self.config.confidence.self_calibrate:

@@ -1,0 +1,347 @@
+"""BM25 at scale (issue 14): a tantivy index beside FTS5, for top-k lexical search.
+
+FTS5 has no top-k pruning: it scores every row holding any query word, so at a million chunks
+the BM25 channel costs ~50 ms even with the rare/common split (docs/scaling.md). From
+``[scale] bm25_index_min_chunks`` chunks on, sync keeps a tantivy index in
+``.pinakes/bm25-tantivy/`` and the channel asks it for its top rows (block-max WAND). FTS5 stays
+the truth and serves everything else (small KBs, the confidence features' word checks, any
+search while the index is missing or stale).
+
+**Scores.** The index holds one text field with a chunk's FTS columns as separate values, the
+title (with aliases) twice: FTS5's ``bm25()`` sums the column-weighted frequencies (title 2,
+heading 1.5, text 1, identifier parts 1) into one BM25 per phrase over the whole row, which
+this approximates; tantivy's per-field BM25 summed over boosted fields ranked very differently
+(46 % of FTS5's top 10 on nushell-docs, against 94 % for this). The tokenizer is FTS5's
+(``porter unicode61 remove_diacritics 2``) as closely as tantivy has it: split on
+non-alphanumerics, lower case, ASCII folding, the English (Porter2) stemmer. The IDF is
+Lucene's ``ln(1 + (N - n + 0.5) / (n + 0.5))``, so scores are not FTS5's: the lexical ceiling
+uses the same formula when the index answers (:func:`ceiling_idf`).
+
+**Currency.** The index is stamped (``bm25-tantivy.json``) with the store file it was built from
+and the ``sync_serial`` of the sync that last brought it up to date; search uses it only when
+both are the store's. A sync that finds the stamp one serial behind updates it incrementally
+(deletes the changed and removed documents' rows by document id, adds the changed documents'
+current rows, commits, then moves the stamp); any other stamp, a missing or unreadable index,
+or a different schema means a rebuild into a new folder swapped into place. A kill at any point
+leaves the old stamp, so the next sync rebuilds or catches up, and searches meanwhile use FTS5.
+Below the threshold the index is deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pinakes_core.store import STORE_DIR, Store, chunk_count
+
+if TYPE_CHECKING:
+    from pinakes_core.config import ScaleConfig
+
+__all__ = ["LexicalIndex", "drop_lexical", "load_lexical", "update_lexical"]
+
+log = logging.getLogger(__name__)
+
+_DIR = "bm25-tantivy"
+_META = "bm25-tantivy.json"
+#: Bumped when the fields, the tokenizer or what goes into them change: the index is rebuilt.
+SCHEMA_VERSION = 1
+_FIELD = "all"
+_TOKENIZER = "pinakes"
+_WRITER_HEAP = 256_000_000
+#: A filtered search first looks for its rows among this many times ``limit`` unfiltered ones.
+OVER_FETCH = 8
+
+
+def _tantivy() -> Any:
+    import tantivy
+
+    return tantivy
+
+
+def _analyzer() -> Any:
+    tantivy = _tantivy()
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _schema() -> Any:
+    tantivy = _tantivy()
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("chunk_id", indexed=True, fast=True)
+    builder.add_text_field("doc", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field(_FIELD, tokenizer_name=_TOKENIZER, index_option="position")
+    return builder.build()
+
+
+def _open(path: Path) -> Any:
+    index = _tantivy().Index(_schema(), path=str(path), reuse=True)
+    index.register_tokenizer(_TOKENIZER, _analyzer())
+    return index
+
+
+def _paths(root: Path) -> tuple[Path, Path]:
+    folder = root / STORE_DIR
+    return folder / _DIR, folder / _META
+
+
+def _store_token(store: Store) -> str | None:
+    try:
+        stat = os.stat(store.path)
+    except FileNotFoundError:
+        return None
+    return f"{stat.st_dev:x}-{stat.st_ino:x}"
+
+
+def ceiling_idf(rows: int, hits: int) -> float:
+    """The IDF tantivy gives a term in ``hits`` of ``rows`` rows (Lucene's, never negative)."""
+    return math.log(1.0 + (rows - hits + 0.5) / (hits + 0.5))
+
+
+class LexicalIndex:
+    """An open tantivy index over the chunks' FTS columns, keyed by chunk id."""
+
+    def __init__(self, index: Any) -> None:
+        self._tv = _tantivy()
+        self._index = index
+        self._schema = index.schema
+        self._searcher = index.searcher()
+        self._analyzer = _analyzer()
+
+    def __len__(self) -> int:
+        return int(self._searcher.num_docs)
+
+    def _words(self, phrase: str) -> list[str]:
+        return [str(w) for w in self._analyzer.analyze(phrase.strip('"'))]
+
+    def _phrase_query(self, words: list[str]) -> Any:
+        query = self._tv.Query
+        if len(words) == 1:
+            return query.term_query(self._schema, _FIELD, words[0])
+        return query.phrase_query(self._schema, _FIELD, words)
+
+    def doc_freq(self, phrase: str) -> int:
+        """Rows holding one quoted FTS phrase (its words in order, for several words)."""
+        words = self._words(phrase)
+        if not words:
+            return 0
+        if len(words) == 1:
+            return int(self._searcher.doc_freq(_FIELD, words[0]))
+        return int(self._searcher.search(self._phrase_query(words), 1, count=True).count)
+
+    def search(
+        self, phrases: list[str], limit: int, allowed: list[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` rows holding any of the FTS ``phrases``, by BM25, best first.
+
+        ``allowed``: when given, only these chunk ids (a filter, resolved by the store). The
+        filtered top rows are the first allowed ones of the unfiltered ranking, so a broad
+        filter takes them from :data:`OVER_FETCH` × ``limit`` unfiltered rows when enough
+        pass; otherwise (a narrow filter) the ids go to tantivy as a set the rows must be in.
+        At 1M chunks a set of 6,542 ids cost 14 ms, one of 418,688 ids 883 ms
+        (docs/scaling.md).
+        """
+        tv = self._tv
+        clauses = []
+        for phrase in phrases:
+            words = self._words(phrase)
+            if words:
+                clauses.append((tv.Occur.Should, self._phrase_query(words)))
+        if not clauses or limit <= 0 or (allowed is not None and not allowed):
+            return []
+        query = tv.Query.boolean_query(clauses)
+        if allowed is not None:
+            count = OVER_FETCH * limit
+            ranked = self._top(query, count)
+            passing = set(allowed)
+            kept = [pair for pair in ranked if pair[0] in passing]
+            if len(kept) >= limit or len(ranked) < count:
+                return kept[:limit]
+            only = tv.Query.const_score_query(
+                tv.Query.term_set_query(self._schema, "chunk_id", allowed), 0.0
+            )
+            query = tv.Query.boolean_query([(tv.Occur.Must, query), (tv.Occur.Must, only)])
+        return self._top(query, limit)
+
+    def _top(self, query: Any, limit: int) -> list[tuple[int, float]]:
+        hits = self._searcher.search(query, limit, count=False).hits
+        if not hits:
+            return []
+        ids = self._searcher.fast_field_values("chunk_id", [address for _, address in hits])
+        ranked = [(int(c), float(s)) for (s, _), c in zip(hits, ids, strict=True)]
+        # The same order as FTS5's channel: score, then chunk id (tantivy breaks ties by
+        # segment and document, which a merge may change).
+        ranked.sort(key=lambda pair: (-pair[1], pair[0]))
+        return ranked
+
+
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_meta(path: Path, meta: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, path)
+
+
+def drop_lexical(root: Path) -> None:
+    """Delete the index and its stamp (the KB shrank below the threshold, or a rebuild)."""
+    folder, meta = _paths(root)
+    meta.unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+_ROWS = (
+    "SELECT f.rowid, c.doc_id, f.title, f.heading, f.text, f.idents "
+    "FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid"
+)
+
+
+def _add_rows(writer: Any, rows: Iterable[tuple[Any, ...]]) -> int:
+    tantivy = _tantivy()
+    added = 0
+    for chunk_id, doc_id, title, heading, text, idents in rows:
+        doc = tantivy.Document()
+        doc.add_unsigned("chunk_id", int(chunk_id))
+        doc.add_text("doc", str(doc_id))
+        for value in (title, title, heading, text, idents):
+            if value:
+                doc.add_text(_FIELD, value)
+        writer.add_document(doc)
+        added += 1
+    return added
+
+
+def _rebuild(folder: Path, conn: sqlite3.Connection) -> int:
+    """Build the index whole in a new folder and swap it into place; the rows indexed."""
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        index = _open(tmp)
+        writer = index.writer(heap_size=_WRITER_HEAP, num_threads=min(2, os.cpu_count() or 1))
+        size = _add_rows(writer, conn.execute(_ROWS))
+        writer.commit()
+        writer.wait_merging_threads()
+        old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+        return size
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def update_lexical(
+    root: Path,
+    store: Store,
+    config: ScaleConfig,
+    *,
+    changed: list[str],
+    removed: list[str],
+) -> dict[str, int] | None:
+    """Bring the tantivy index in line with the store's chunks (called by sync, under its lock).
+
+    Args:
+        root: the KB root.
+        store: the open store, after the sync wrote every document.
+        config: the ``[scale]`` settings.
+        changed: ids of the documents this sync added or rewrote.
+        removed: ids of the documents it removed.
+
+    Returns ``{"removed": documents, "added": rows, "size": rows, "rebuilt": 0|1}``, or ``None``
+    when the KB is below the threshold (the index is then deleted).
+    """
+    folder, meta_path = _paths(root)
+    if config.bm25_index_min_chunks <= 0 or chunk_count(store.conn) < config.bm25_index_min_chunks:
+        if folder.exists() or meta_path.exists():
+            drop_lexical(root)
+        return None
+    serial = store.get_meta("sync_serial")
+    token = _store_token(store)
+    meta = _read_meta(meta_path)
+    current = (
+        meta is not None
+        and serial is not None
+        and meta.get("schema") == SCHEMA_VERSION
+        and meta.get("store") == token
+        and str(meta.get("sync_serial")) == str(int(serial) - 1)
+        and folder.is_dir()
+    )
+    stamp = {"schema": SCHEMA_VERSION, "store": token, "sync_serial": serial}
+    conn = store.conn
+    if current and meta is not None and not changed and not removed:
+        _write_meta(meta_path, {**meta, **stamp})
+        return {"removed": 0, "added": 0, "size": int(meta.get("size", 0)), "rebuilt": 0}
+    if current:
+        try:
+            index = _open(folder)
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            for doc_id in dict.fromkeys([*changed, *removed]):
+                writer.delete_documents_by_term("doc", doc_id)
+            added = 0
+            docs = list(dict.fromkeys(changed))
+            for start in range(0, len(docs), 500):
+                part = docs[start : start + 500]
+                added += _add_rows(
+                    writer,
+                    conn.execute(f"{_ROWS} WHERE c.doc_id IN ({','.join('?' * len(part))})", part),
+                )
+            writer.commit()
+            writer.wait_merging_threads()
+            index.reload()
+            size = int(index.searcher().num_docs)
+        except (OSError, ValueError, RuntimeError) as exc:
+            log.warning("Pinakes: BM25 index unreadable (%s); rebuilding it.", exc)
+        else:
+            _write_meta(meta_path, {**stamp, "size": size})
+            return {
+                "removed": len(set(changed) | set(removed)),
+                "added": added,
+                "size": size,
+                "rebuilt": 0,
+            }
+    # Without a stamp the index is never used: a kill during the rebuild leaves none.
+    meta_path.unlink(missing_ok=True)
+    size = _rebuild(folder, conn)
+    _write_meta(meta_path, {**stamp, "size": size})
+    return {"removed": 0, "added": size, "size": size, "rebuilt": 1}
+
+
+def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex | None:
+    """The KB's tantivy index, if the KB is past the threshold and the index is current."""
+    folder, meta_path = _paths(root)
+    if config.bm25_index_min_chunks <= 0 or not folder.is_dir():
+        return None
+    meta = _read_meta(meta_path)
+    if (
+        meta is None
+        or meta.get("schema") != SCHEMA_VERSION
+        or meta.get("store") != _store_token(store)
+        or str(meta.get("sync_serial")) != str(store.get_meta("sync_serial"))
+    ):
+        return None
+    try:
+        return LexicalIndex(_open(folder))
+    except ImportError:
+        log.warning("Pinakes: tantivy is not installed; BM25 uses FTS5.")
+    except (OSError, ValueError, RuntimeError) as exc:
+        log.warning("Pinakes: BM25 index unreadable (%s); BM25 uses FTS5.", exc)
+    return None

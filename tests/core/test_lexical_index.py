@@ -1,0 +1,244 @@
+"""The tantivy BM25 index past ``[scale] bm25_index_min_chunks`` (issue 14, docs/scaling.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb, set_config, write_files
+from pinakes_core import KB, lexical
+from pinakes_core.channels import Filters
+from pinakes_core.config import ScaleConfig
+
+pytest.importorskip("tantivy")
+
+
+def _files() -> dict[str, str]:
+    """60 notes in two folders, tagged by parity; distinct words with graded frequencies."""
+    files = {}
+    for i in range(60):
+        words = ["notes", f"topic{i}", "alpha" if i % 2 else "beta"]
+        words += ["table"] * (1 + i % 4) if i < 40 else []
+        words += ["column"] * (1 + i % 3) if i >= 25 else []
+        if i in (5, 25, 35, 55):
+            words += ["csv", "parser"]
+        folder = "a" if i < 30 else "b"
+        tag = "even" if i % 2 == 0 else "odd"
+        files[f"{folder}/n{i:02d}.md"] = (
+            f"---\ntags: [{tag}]\n---\n# Note {i} {'csv' if i == 7 else ''}\n\n{' '.join(words)}.\n"
+        )
+    return files
+
+
+def _kb(tmp_path: Path, threshold: int = 10) -> KB:
+    root = make_kb(tmp_path / "kb", _files())
+    set_config(root, "scale", f"bm25_index_min_chunks = {threshold}")
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb.sync()
+    return kb
+
+
+def _fts(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, float]]:
+    """The channel's whole pool on FTS5 (the index turned off for this context)."""
+    ctx = kb.query_context(query, filters=filters)
+    ctx._lexical = None
+    ctx.bm25(query)
+    return ctx._bm25_pool[query][0]
+
+
+def _tv(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, float]]:
+    """The channel's whole pool (200 rows at most: every match here) on the index."""
+    ctx = kb.query_context(query, filters=filters)
+    assert ctx.lexical_index is not None
+    ctx.bm25(query)
+    return ctx._bm25_pool[query][0]
+
+
+QUERIES = ["csv parser", "table column", "alpha csv", "topic7", "notes about the beta table"]
+
+
+def test_the_index_is_built_past_the_threshold_only(tmp_path: Path) -> None:
+    kb = _kb(tmp_path, threshold=10)
+    assert (kb.root / ".pinakes" / "bm25-tantivy").is_dir()
+    assert kb.lexical() is not None and len(kb.lexical()) == 60
+    small = _kb(tmp_path / "small", threshold=61)
+    assert not (small.root / ".pinakes" / "bm25-tantivy").exists()
+    assert small.lexical() is None
+    assert small.query_context("csv").lexical_index is None
+
+
+def test_tantivy_and_fts5_agree_on_the_top_hits(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    for query in QUERIES:
+        fts = _fts(kb, query)
+        tv = _tv(kb, query)
+        assert fts and tv, query
+        # The same rows match (OR of the same words); the order agrees at the top.
+        assert {c for c, _ in tv} == {c for c, _ in fts}, query
+        assert tv[0][0] == fts[0][0], query
+        top = min(5, len(fts))
+        assert len({c for c, _ in tv[:top]} & {c for c, _ in fts[:top]}) >= top - 1, query
+
+
+def test_the_whole_search_uses_the_index(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    hits = kb.search("csv parser", channels=["bm25"]).hits
+    paths = {h.path for h in hits[:4]}
+    assert paths == {"a/n05.md", "a/n25.md", "b/n35.md", "b/n55.md"}
+
+
+def test_filters_on_the_index_path(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    paths = dict(
+        kb.store().conn.execute(
+            "SELECT c.chunk_id, d.path FROM chunks c JOIN documents d USING (doc_id)"
+        )
+    )
+    for filters, keep in [
+        (Filters(path="b/"), lambda p: p.startswith("b/")),
+        (Filters(tags=("even",)), lambda p: int(p[-5:-3]) % 2 == 0),
+        (
+            Filters(tags=("even",), path="a/"),
+            lambda p: p.startswith("a/") and int(p[-5:-3]) % 2 == 0,
+        ),
+    ]:
+        for query in QUERIES:
+            got = _tv(kb, query, filters)
+            want = [(c, s) for c, s in _tv(kb, query) if keep(paths[c])]
+            assert [c for c, _ in got] == [c for c, _ in want], (filters, query)
+            assert {c for c, _ in got} == {c for c, _ in _fts(kb, query, filters)}, (filters, query)
+    assert _tv(kb, "csv", Filters(tags=("nosuchtag",))) == []
+
+
+def _updates(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, int] | None]:
+    seen: list[dict[str, int] | None] = []
+    real = lexical.update_lexical
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(real(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(lexical, "update_lexical", spy)
+    return seen
+
+
+def test_sync_updates_the_index_incrementally(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    seen = _updates(monkeypatch)
+    (kb.root / "a" / "n05.md").unlink()  # held csv parser
+    (kb.root / "b" / "n35.md").write_text("# Changed\n\nnothing about that any more.\n")
+    write_files(kb.root, {"c/new.md": "# New\n\nzebra csv parser zebra.\n"})
+    kb.sync()
+    assert seen[-1] == {"removed": 3, "added": 2, "size": 60, "rebuilt": 0}
+    hits = [
+        kb.store()
+        .conn.execute(
+            "SELECT d.path FROM chunks c JOIN documents d USING (doc_id) WHERE c.chunk_id = ?", (c,)
+        )
+        .fetchone()[0]
+        for c, _ in _tv(kb, "csv parser")
+    ]
+    assert "a/n05.md" not in hits and "b/n35.md" not in hits and "c/new.md" in hits
+    assert _tv(kb, "zebra")[0][0] == _fts(kb, "zebra")[0][0]
+    assert {c for c, _ in _tv(kb, "csv parser")} == {c for c, _ in _fts(kb, "csv parser")}
+    # A sync that changes nothing only moves the stamp.
+    kb.sync()
+    assert seen[-1] == {"removed": 0, "added": 0, "size": 60, "rebuilt": 0}
+    assert kb.lexical() is not None
+
+
+def test_a_sync_killed_before_the_index_leaves_it_stale_then_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    write_files(kb.root, {"c/new.md": "# New\n\nzebra csv.\n"})
+
+    def killed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt  # the store has the new note; the index does not
+
+    monkeypatch.setattr(lexical, "update_lexical", killed)
+    with pytest.raises(KeyboardInterrupt):
+        kb.sync()
+    monkeypatch.undo()
+    reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
+    # The stamp is behind the store: the index is not used, FTS5 answers (and finds the note).
+    assert reopened.lexical() is None
+    assert reopened.query_context("zebra").bm25("zebra")
+    seen = _updates(monkeypatch)
+    reopened.sync()
+    assert seen[-1] is not None and seen[-1]["rebuilt"] == 1 and seen[-1]["size"] == 61
+    assert _tv(reopened, "zebra")[0][0] == _fts(reopened, "zebra")[0][0]
+
+
+def test_a_kill_inside_the_update_leaves_no_usable_stale_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    write_files(kb.root, {"c/new.md": "# New\n\nzebra csv.\n"})
+    real = lexical._add_rows
+    calls = []
+
+    def dies(writer, rows):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        real(writer, rows)
+        raise KeyboardInterrupt  # after the rows went to the writer, before its commit
+
+    monkeypatch.setattr(lexical, "_add_rows", dies)
+    with pytest.raises(KeyboardInterrupt):
+        kb.sync()
+    monkeypatch.undo()
+    assert calls
+    meta = json.loads((kb.root / ".pinakes" / "bm25-tantivy.json").read_text())
+    reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
+    assert str(meta["sync_serial"]) != reopened.store().get_meta("sync_serial")
+    assert reopened.lexical() is None
+    reopened.sync()
+    assert reopened.lexical() is not None and len(reopened.lexical()) == 61
+    assert _tv(reopened, "zebra")[0][0] == _fts(reopened, "zebra")[0][0]
+
+
+def test_shrinking_below_the_threshold_drops_the_index(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    config = kb.root / "pinakes.toml"
+    config.write_text(
+        config.read_text().replace("bm25_index_min_chunks = 10", "bm25_index_min_chunks = 1000")
+    )
+    kb = KB.open(kb.root, embedder=FakeHashEmbedder())
+    kb.sync()
+    assert not (kb.root / ".pinakes" / "bm25-tantivy").exists()
+    assert not (kb.root / ".pinakes" / "bm25-tantivy.json").exists()
+    assert kb.lexical() is None
+
+
+def test_the_lexical_ceiling_bounds_the_index_scores(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    for query in QUERIES:
+        ctx = kb.query_context(query)
+        ranked = ctx.bm25(query)
+        assert ranked[0][1] <= ctx.lexical_ceiling(query)
+        assert 0 < max(ctx.lexical_evidence(query, [c for c, _ in ranked]).values()) < 1
+
+
+def test_config_default() -> None:
+    assert ScaleConfig().bm25_index_min_chunks == 200_000
+
+
+def test_both_filter_strategies_give_the_filtered_ranking(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    index = kb.lexical()
+    assert index is not None
+    phrases = ['"notes"', '"table"']
+    full = index.search(phrases, 100)
+    assert len(full) == 60
+    # Broad: the allowed rows are found among the over-fetched unfiltered ones.
+    broad = [c for i, (c, _) in enumerate(full) if i % 2 == 0]
+    assert index.search(phrases, 3, broad) == [p for p in full if p[0] in set(broad)][:3]
+    # Narrow: the last rows of the ranking, beyond OVER_FETCH × limit: tantivy's id set.
+    assert lexical.OVER_FETCH * 2 < 58
+    narrow = [c for c, _ in full[-3:]]
+    assert index.search(phrases, 2, narrow) == full[-3:-1]
+    assert index.search(phrases, 2, []) == []
