@@ -128,7 +128,7 @@ class SyncConfig(_Section):
     """``[sync]``: which files are documents and how they are chunked."""
 
     #: Code files are opt-in: add e.g. "**/*.py" (docs/sources.md).
-    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf"]
+    include: list[str] = ["**/*.md", "**/*.markdown", "**/*.mdx", "**/*.txt", "**/*.pdf"]
     exclude: list[str] = []
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
     #: A bound, not infinity: ``max_file_mb = inf`` (valid TOML) failed every sync on int().
@@ -633,7 +633,7 @@ def render_config(name: str, kb_id: str | None = None) -> str:
         f'id = "{kb_id}"\n'
         "\n"
         "[sync]\n"
-        '# include = ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.pdf"]   # code: add "**/*.py" …\n'
+        '# include = ["**/*.md", "**/*.markdown", "**/*.mdx", "**/*.txt", "**/*.pdf"]   # code: add "**/*.py" …\n'
         "# exclude = []\n"
         "# chunk_tokens = 256\n"
         "\n"

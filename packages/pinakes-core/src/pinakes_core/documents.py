@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 _STORE_DIR = ".pinakes"
-_MARKDOWN_SUFFIXES = (".md", ".markdown")
 _NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
 # The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
 _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
@@ -103,7 +102,7 @@ class FileEntry:
     @property
     def is_markdown(self) -> bool:
         """Whether the document is parsed as Markdown (otherwise as plain text)."""
-        return self.rel.lower().endswith(_MARKDOWN_SUFFIXES)
+        return self.source_type == "markdown"
 
     @property
     def source_type(self) -> str:

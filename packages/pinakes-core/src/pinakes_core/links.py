@@ -64,7 +64,7 @@ _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
 #: Longest inline tag read; anything longer is not a name someone typed.
 MAX_TAG_CHARS = 100
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
-_DOC_SUFFIXES = (".md", ".markdown", ".txt")
+_DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".txt")
 # A Markdown link to a picture, a recording, an archive or a font points at a file beside the
 # notes (a screenshot shown full size, a download), never at a document: like an image, it is
 # no link to resolve, so it cannot dangle.
@@ -255,7 +255,7 @@ class _Index:
             norm = norm.rsplit(".", 1)[0]
         if not norm.lower().endswith(_DOC_SUFFIXES):
             candidates += [norm + s for s in _DOC_SUFFIXES]
-            candidates += [posixpath.join(norm, n) for n in ("README.md", "index.md")]
+            candidates += [posixpath.join(norm, n) for n in ("README.md", "index.md", "index.mdx")]
         for candidate in candidates:
             doc = self.paths.get(candidate) or self.paths.get(_nfc(candidate))
             if doc is not None:

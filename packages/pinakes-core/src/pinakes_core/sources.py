@@ -1,6 +1,6 @@
 """Source types and what each becomes in the index (issue 18): Markdown, text, PDF, code.
 
-A document's *source type* comes from its file name: ``.md``/``.markdown`` are ``markdown``,
+A document's *source type* comes from its file name: ``.md``/``.markdown``/``.mdx`` are ``markdown``,
 ``.pdf`` is ``pdf``, a known code suffix (:data:`pinakes_core.code.CODE_SUFFIXES`) is ``code``,
 anything else the include globs select is ``text``.
 
@@ -22,6 +22,7 @@ from typing import Any
 from pinakes_core.code import is_code
 
 __all__ = [
+    "MARKDOWN_SUFFIXES",
     "SOURCE_TYPES",
     "PdfText",
     "page_marker",
@@ -32,13 +33,14 @@ __all__ = [
 
 #: Every source type, as the ``source_type`` filter accepts them.
 SOURCE_TYPES = ("markdown", "text", "pdf", "code")
-_MARKDOWN = (".md", ".markdown")
+#: Markdown files; ``.mdx`` is read through :func:`pinakes_core.mdx.markdown_of` first.
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 
 
 def source_type(rel: str) -> str:
     """Return the source type of the document at KB-relative path ``rel``."""
     lower = rel.lower()
-    if lower.endswith(_MARKDOWN):
+    if lower.endswith(MARKDOWN_SUFFIXES):
         return "markdown"
     if lower.endswith(".pdf"):
         return "pdf"

@@ -31,6 +31,7 @@ from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extr
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
+from pinakes_core.mdx import is_mdx, markdown_of
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.query import split_cjk
 from pinakes_core.sidecar import (
@@ -75,7 +76,8 @@ MAX_TARGET_CHARS = 2_000
 #: sync, reusing every vector (:func:`reading_id`). 2: the title column holds the document's
 #: aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note. 3: ``#tags`` in the
 #: text are tags. 4: runs of Chinese, Japanese and Korean characters are indexed as bigrams
-#: (:func:`~pinakes_core.query.split_cjk`).
+#: (:func:`~pinakes_core.query.split_cjk`), and ``.mdx`` files are read as MDX (a KB that
+#: included them read them as plain text).
 FTS_ROWS = "4"
 
 
@@ -374,6 +376,8 @@ class _Syncer:
         if read is None:
             return None
         text, data, sidecar, side_bytes = read
+        if is_mdx(entry.rel):
+            text = markdown_of(text)  # the Markdown between the components, line for line
         lines = text.split("\n")
         front = parse_frontmatter(
             entry.rel, lines if entry.is_markdown else [], self.config.frontmatter

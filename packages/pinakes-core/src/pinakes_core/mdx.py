@@ -1,0 +1,121 @@
+"""MDX: Markdown with JSX components and ES module lines (Docusaurus, Astro Starlight, Nextra).
+
+An ``.mdx`` file is read as Markdown after :func:`markdown_of` blanks what is code for the site
+generator rather than text for a reader:
+
+- ``import`` / ``export`` statements (MDX's ESM blocks, which run to the next blank line);
+- lines made only of JSX component tags (``<Tabs>``, ``</TabItem>``, ``<Aside type="tip">``,
+  ``<Card title="A" />``), and the tags around text on a line that opens with one
+  (``<Aside type="caution">Do not …</Aside>`` keeps ``Do not …``);
+- a component's opening tag whose props run over several lines (``config={[ … ]}``);
+- ``{/* comments */}``.
+
+Components are the capitalised tags (lower-case ones are HTML, which the Markdown parser reads
+as it always does). The Markdown between the tags stays, every blanked line stays as an empty
+line so line numbers keep pointing into the file, and fenced code is never touched: the
+``import`` in a code sample is text a reader searches for. The file itself is never changed.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["is_mdx", "markdown_of"]
+
+# MDX has no indented code, so a fence opens at any indentation (inside a component's body).
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+#: A tag or comment left open for more lines than this was not one: its lines are kept.
+MAX_OPEN_LINES = 100
+_IMPORT = re.compile(r"""^import\s*(?:["']|[\w*{][^\n]*?(?:\bfrom\s*["']|[{,]\s*$))""")
+_EXPORT = re.compile(
+    r"^export\s+(?:default|const|let|var|function|async|class|type|interface|\{|\*)(?!\w)"
+)
+# A component tag: capitalised (or a member such as Tabs.Item), props without angle brackets
+# outside braces are not checked for here; the line must open with one.
+_TAG = re.compile(r"</?[A-Z][\w.:-]*(?:\s+[^<>]*?)?/?>")
+_OPENS_TAG = re.compile(r"^\s*</?[A-Z][\w.:-]*(?=[\s/>]|$)")
+_FRAGMENT = re.compile(r"^\s*</?>\s*$")
+_COMMENT = re.compile(r"\{/\*.*?\*/\}")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
+def is_mdx(rel: str) -> bool:
+    """Whether the document at KB-relative path ``rel`` is MDX."""
+    return rel.lower().endswith(".mdx")
+
+
+def _without_tags(line: str) -> str:
+    """``line`` with its component tags and comments removed outside `code spans`."""
+    out, last = [], 0
+    for span in _CODE_SPAN.finditer(line):
+        out.append(_COMMENT.sub("", _TAG.sub(" ", line[last : span.start()])))
+        out.append(span.group())
+        last = span.end()
+    out.append(_COMMENT.sub("", _TAG.sub(" ", line[last:])))
+    return "".join(out).rstrip()
+
+
+def _tag_closes(text: str) -> bool:
+    """Whether the component tag that opens ``text`` ends in it: a ``>`` outside braces and quotes."""
+    depth, quote = 0, ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        elif ch == ">" and depth == 0:
+            return True
+    return False
+
+
+def markdown_of(text: str) -> str:
+    """The Markdown an MDX text holds, line for line (see the module doc); never raises."""
+    lines = text.split("\n")
+    start = 0
+    if lines and lines[0].strip() == "---":  # frontmatter is read as in any Markdown file
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
+    kept = list(lines)
+    fence = ""
+    block = ""  # "esm", "tag" or "comment": a construct that spans lines, blanked as it goes
+    opened_at = 0
+    for i in range(start, len(lines)):
+        line = kept[i]
+        if fence:
+            if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+                fence = ""
+            continue
+        if block:
+            lines[i] = ""
+            if block == "esm":
+                block = "esm" if line.strip() else ""
+            elif (block == "tag" and _tag_closes("\n".join(kept[opened_at : i + 1]))) or (
+                block == "comment" and "*/}" in line
+            ):
+                block = ""
+            elif i - opened_at >= MAX_OPEN_LINES:  # never closed: it was text after all
+                lines[opened_at : i + 1] = kept[opened_at : i + 1]
+                block = ""
+            continue
+        opened = _FENCE.match(line)
+        tag = _OPENS_TAG.match(line)
+        if opened:
+            fence = opened.group(1)
+        elif _IMPORT.match(line) or _EXPORT.match(line):
+            block, opened_at, lines[i] = "esm", i, ""
+        elif line.lstrip().startswith("{/*") and "*/}" not in line:
+            block, opened_at, lines[i] = "comment", i, ""
+        elif _FRAGMENT.match(line):
+            lines[i] = ""
+        elif tag is not None and not _tag_closes(line[tag.start() :]):
+            block, opened_at, lines[i] = "tag", i, ""
+        elif tag is not None:
+            lines[i] = _without_tags(line)
+        elif "{/*" in line:
+            lines[i] = _COMMENT.sub("", line).rstrip()
+    if block in ("tag", "comment"):  # open at the end of the file: text after all
+        lines[opened_at:] = kept[opened_at:]
+    return "\n".join(lines)

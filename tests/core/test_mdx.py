@@ -1,0 +1,116 @@
+"""MDX files: read as the Markdown between their components, line for line (pinakes_core.mdx)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import FakeHashEmbedder, make_kb
+from pinakes_core import KB
+from pinakes_core.mdx import MAX_OPEN_LINES, markdown_of
+
+PAGE = """---
+title: Sidebar navigation
+---
+
+import { Tabs, TabItem } from '@astrojs/starlight/components';
+import Preview from '~/components/preview.astro';
+
+export const meta = {
+  draft: false,
+};
+
+Import your notes from Evernote with the importer.
+
+<Tabs>
+<TabItem label="npm">
+
+Run the installer with npm, then restart.
+
+</TabItem>
+</Tabs>
+
+<Preview
+\tconfig={[
+\t\t{ label: 'constellations', items: [{ link: '' }] },
+\t]}
+/>
+
+<Aside type="caution">Never share your zephyrine token.</Aside>
+
+Use the `<Aside>` component for notes. {/* an editor's comment */}
+
+{/*
+a longer comment
+*/}
+
+```tsx
+import { Aside } from '@astrojs/starlight/components';
+<Aside>inside a code sample</Aside>
+```
+
+<>
+Fragment text stays.
+</>
+"""
+
+
+def test_markdown_of_blanks_components_and_module_lines_but_keeps_text() -> None:
+    out = markdown_of(PAGE)
+    lines = out.split("\n")
+    assert len(lines) == len(PAGE.split("\n"))  # line numbers still point into the file
+    assert lines[:3] == ["---", "title: Sidebar navigation", "---"]
+    kept = [line for line in lines if line.strip()]
+    assert kept[3:] == [
+        "Import your notes from Evernote with the importer.",  # prose, not an import
+        "Run the installer with npm, then restart.",
+        " Never share your zephyrine token.",
+        "Use the `<Aside>` component for notes.",  # a tag in a code span is text
+        "```tsx",
+        "import { Aside } from '@astrojs/starlight/components';",  # code samples untouched
+        "<Aside>inside a code sample</Aside>",
+        "```",
+        "Fragment text stays.",
+    ]
+    for gone in ("@astrojs", "meta", "draft", "<Tabs>", "TabItem", "config={", "constellations"):
+        assert gone not in "\n".join(lines[:-12]), gone
+    assert "editor's comment" not in out and "a longer comment" not in out
+
+
+def test_a_tag_or_comment_never_closed_was_text() -> None:
+    body = "<Widget\n" + "".join(f"line {i} of prose\n" for i in range(MAX_OPEN_LINES + 5))
+    assert markdown_of(body).split("\n")[1:] == body.split("\n")[1:]
+    tail = "Intro.\n\n{/* unfinished\nstill here\n"
+    assert markdown_of(tail) == tail
+    assert markdown_of("<Open\nnever closed at the end") == "<Open\nnever closed at the end"
+
+
+@given(st.text(alphabet="<>/{}*`~'\"ATabimport export-\n x=", max_size=300))
+def test_markdown_of_keeps_the_line_count_and_never_raises(text: str) -> None:
+    assert markdown_of(text).count("\n") == text.count("\n")
+
+
+def test_mdx_files_are_indexed_by_default_without_their_components(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "guides/sidebar.mdx": PAGE,
+            "guides/plain.md": "# Plain\n\nSee the [sidebar guide](sidebar.mdx).\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        report = kb.sync()
+        assert sorted(report.added) == ["guides/plain.md", "guides/sidebar.mdx"]
+        hit = kb.search("zephyrine token", channels=["bm25"]).hits[0]
+        assert hit.path == "guides/sidebar.mdx" and hit.title == "Sidebar navigation"
+        assert hit.source_type == "markdown"
+        texts = [h.text for h in kb.search("installer npm", channels=["bm25"]).hits]
+        assert texts and not any("@astrojs/starlight/components';\nimport" in t for t in texts)
+        assert not kb.search("constellations", channels=["bm25"]).hits  # a prop, not text
+        assert kb.search("inside a code sample", channels=["bm25"]).hits  # code is text
+        plain = kb.search("Plain", channels=["bm25"]).hits[0].doc_id
+        out = [n.path for n in kb.links(plain).neighbours if n.direction == "out"]
+        assert out == ["guides/sidebar.mdx"]
+    assert (root / "guides" / "sidebar.mdx").read_text(encoding="utf-8") == PAGE  # as written
