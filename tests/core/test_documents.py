@@ -479,3 +479,40 @@ def test_logseq_page_properties_are_its_frontmatter() -> None:
     assert front.id is None and front.end_line == 0
     # Only the lines a page opens with: a block's property further down is text.
     assert parse_frontmatter("x.md", ["# T", "status:: x"]).fields == {}
+
+
+def test_the_first_sync_names_document_files_the_include_leaves_out(tmp_path: Path) -> None:
+    # A Sphinx tree of .rst pages looked like an empty KB: nothing said they were left out.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "index.md": "# Index\n\nSee the guides.\n",
+            "guide/install.rst": "Install\n=======\n\nRun the quokkaline installer.\n",
+            "guide/usage.rst": "Usage\n=====\n\nText.\n",
+            "notes.adoc": "= Notes\n\nText.\n",
+            "logo.png": b"\x89PNG",
+            "drafts/old.rst": "Old\n",
+        },
+    )
+    set_config(root, "sync", 'exclude = ["drafts/**"]')
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        first = kb.sync().warnings
+        assert first == [
+            '[sync] include leaves out 2 .rst and 1 .adoc files; add "**/*.rst" (and the like) '
+            "to index them."
+        ]
+        assert kb.sync().warnings == []  # said once; doctor keeps saying it
+        found = [f for f in kb.doctor().findings if f.check == "not-included"]
+        assert [f.message for f in found] == first and found[0].severity == "info"
+    set_config(root, "sync", 'include = ["**/*.md", "**/*.rst", "**/*.qmd"]')
+    (root / "report.qmd").write_text("# Report\n\n```{r}\nsummary(x)\n```\n", encoding="utf-8")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        hit = kb.search("quokkaline", channels=["bm25"]).hits[0]
+        assert (hit.path, hit.source_type) == ("guide/install.rst", "text")
+        report = kb.search("summary", channels=["bm25"]).hits[0]
+        assert (report.title, report.source_type) == ("Report", "markdown")  # a Markdown dialect
+        left = [f.message for f in kb.doctor().findings if f.check == "not-included"]
+        assert left == [
+            '[sync] include leaves out 1 .adoc file; add "**/*.adoc" (and the like) to index them.'
+        ]

@@ -8,13 +8,13 @@ Repairs never touch a document and never delete a sidecar without the caller's c
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes_core.crosskb import cross_rows, doctor_findings
-from pinakes_core.documents import MAX_DEPTH, never_indexed, scan
+from pinakes_core.documents import MAX_DEPTH, never_indexed, not_included_hint, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
 from pinakes_core.intake import display_name
@@ -77,8 +77,12 @@ def run_doctor(
     real_root = root.resolve()
     findings: list[DoctorFinding] = []
     fixed: list[str] = []
-    entries, _ = scan(root, kb.config.sync)
+    not_included: Counter[str] = Counter()
+    entries, _ = scan(root, kb.config.sync, not_included=not_included)
     documents = {e.sidecar for e in entries}
+    hint = not_included_hint(not_included)
+    if hint is not None:
+        findings.append(DoctorFinding(check="not-included", severity="info", message=hint))
 
     ids: dict[str, list[Path]] = defaultdict(list)
     orphans: list[Path] = []

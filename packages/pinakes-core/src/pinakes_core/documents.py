@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
 from pinakes_core.sources import source_type
 
 __all__ = [
+    "DOCUMENT_FORMATS",
     "MAX_DEPTH",
     "PAGE_PROPERTY",
     "FileEntry",
@@ -42,6 +44,7 @@ __all__ = [
     "Skip",
     "decode",
     "never_indexed",
+    "not_included_hint",
     "parse_frontmatter",
     "scan",
     "utf8_name",
@@ -166,8 +169,36 @@ def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
         return pathspec.GitIgnoreSpec.from_lines([line for line in lines if gitignore_line(line)])
 
 
+#: Documentation formats the default ``[sync] include`` leaves out that Pinakes reads once
+#: included (Markdown dialects as Markdown, the others as plain text): a folder of them, left out
+#: without a word, looks empty to a new user (:func:`not_included_hint`).
+DOCUMENT_FORMATS = frozenset(
+    {".rst", ".adoc", ".asciidoc", ".org", ".tex", ".textile", ".wiki", ".mediawiki"}
+    | {".mdown", ".mkd", ".mkdn", ".mdwn", ".qmd", ".rmd"}
+)
+
+
+def not_included_hint(counts: Counter[str]) -> str | None:
+    """One sentence naming the document files ``[sync] include`` leaves out, or ``None``."""
+    if not counts:
+        return None
+    top = [f"{n} {suffix}" for suffix, n in counts.most_common(3)]
+    if len(counts) > len(top):
+        top.append("more")
+    files = top[0] if len(top) == 1 else ", ".join(top[:-1]) + " and " + top[-1]
+    first = counts.most_common(1)[0][0]
+    noun = "file" if counts.total() == 1 else "files"
+    return (
+        f'[sync] include leaves out {files} {noun}; add "**/*{first}" (and the like) to index them.'
+    )
+
+
 def scan(
-    root: Path, config: SyncConfig, *, leftovers: list[Path] | None = None
+    root: Path,
+    config: SyncConfig,
+    *,
+    leftovers: list[Path] | None = None,
+    not_included: Counter[str] | None = None,
 ) -> tuple[list[FileEntry], list[Skip]]:
     """Walk ``root`` and return the candidate documents (sorted by path) and the skipped files.
 
@@ -182,6 +213,8 @@ def scan(
         config: the ``[sync]`` settings.
         leftovers: when given, the temp files an interrupted sidecar write left behind
             (``.<name>.pnk.yaml.<random>.tmp``) are appended to it, for the sync to remove.
+        not_included: when given, counts by suffix the files of :data:`DOCUMENT_FORMATS` that
+            ``include`` does not select (and nothing excludes or ignores).
     """
     root = root.resolve()
     include = _matcher(_spec(config.include))
@@ -265,7 +298,16 @@ def scan(
                 else:
                     folders.append((child.path, rel, ignores, depth + 1))
                 continue
-            if child.name.endswith(SIDECAR_SUFFIX) or not include(rel):
+            if child.name.endswith(SIDECAR_SUFFIX):
+                continue
+            if not include(rel):
+                suffix = os.path.splitext(child.name)[1].lower()
+                if (
+                    not_included is not None
+                    and suffix in DOCUMENT_FORMATS
+                    and not (exclude(rel) or ignored(rel, False, ignores))
+                ):
+                    not_included[suffix] += 1
                 continue
             if exclude(rel) or ignored(rel, False, ignores):
                 continue

@@ -1,6 +1,6 @@
 """Source types and what each becomes in the index (issue 18): Markdown, text, PDF, code.
 
-A document's *source type* comes from its file name: ``.md``/``.markdown``/``.mdx`` are ``markdown``,
+A document's *source type* comes from its file name: :data:`MARKDOWN_SUFFIXES` are ``markdown``,
 ``.pdf`` is ``pdf``, a known code suffix (:data:`pinakes_core.code.CODE_SUFFIXES`) is ``code``,
 anything else the include globs select is ``text``.
 
@@ -34,7 +34,7 @@ __all__ = [
 #: Every source type, as the ``source_type`` filter accepts them.
 SOURCE_TYPES = ("markdown", "text", "pdf", "code")
 #: Markdown files; ``.mdx`` is read through :func:`pinakes_core.mdx.markdown_of` first.
-MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".mdown", ".mkd", ".mkdn", ".mdwn", ".qmd", ".rmd")
 
 
 def source_type(rel: str) -> str:

@@ -15,6 +15,7 @@ import json
 import logging
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,15 @@ import numpy as np
 from pinakes_core import meta
 from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
-from pinakes_core.documents import FileEntry, Frontmatter, Skip, decode, parse_frontmatter, scan
+from pinakes_core.documents import (
+    FileEntry,
+    Frontmatter,
+    Skip,
+    decode,
+    not_included_hint,
+    parse_frontmatter,
+    scan,
+)
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
@@ -945,6 +954,7 @@ def run_sync(
     with sync_lock(store_dir):
         store = Store.open(root, rebuild=rebuild)
         syncer: _Syncer | None = None
+        syncer_warnings: list[str] = []
         try:
             rebuilt = None
             if store.rebuilt_from is not None:
@@ -973,7 +983,15 @@ def run_sync(
                 serial = int(store.get_meta("sync_serial") or 0) + 1
                 store.set_meta(conn, "sync_serial", str(serial))
             leftovers: list[Path] = []
-            entries, scan_skips = scan(root, config.sync, leftovers=leftovers)
+            not_included: Counter[str] = Counter()
+            entries, scan_skips = scan(
+                root, config.sync, leftovers=leftovers, not_included=not_included
+            )
+            # A KB's first sync says which document files its include leaves out (a Sphinx
+            # tree of .rst files would look empty); later syncs leave it to `pnk doctor`.
+            hint = not_included_hint(not_included) if store.get_meta("last_sync") is None else None
+            if hint is not None:
+                syncer_warnings.append(hint)
             for path in leftovers:
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
@@ -1034,7 +1052,7 @@ def run_sync(
         ],
         unchanged=unchanged + sum(1 for p in plan.prepared if p.kind == "touched"),
         skipped=[SkippedFile(path=s.path, reason=s.reason) for s in [*scan_skips, *plan.skips]],
-        warnings=plan.warnings,
+        warnings=[*syncer_warnings, *plan.warnings],
         chunks_embedded=syncer.embedded,
         chunks_reused=syncer.reused,
         embed_seconds=round(syncer.embed_seconds, 3),
