@@ -374,6 +374,19 @@ def test_mcp_config_write_refuses_a_dangling_symlink(tmp_path: Path) -> None:
     )
     assert code == 1 and "which does not exist" in err and "Traceback" not in err
     assert link.is_symlink() and not (tmp_path / "dotfiles").exists()
+    # ... nor through a folder link that dangles, nor a link that loops (both were tracebacks).
+    (tmp_path / "cfgdir").symlink_to(tmp_path / "missing-dotfiles")
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    for file, complaint in (
+        (tmp_path / "cfgdir" / "mcp.json", "which does not exist"),
+        (loop, "loops"),
+    ):
+        code, _, err = run(
+            "mcp", "config", "--host", "cursor", "--kb", str(kb), "--file", str(file), "--write"
+        )
+        assert code == 1 and complaint in err and "Traceback" not in err, err
+    assert not (tmp_path / "missing-dotfiles").exists()
 
 
 @pytest.mark.parametrize(

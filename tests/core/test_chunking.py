@@ -450,3 +450,14 @@ def _strip_tags(text: str) -> str:
     import re
 
     return re.sub(r"<!--.*?-->|</?[A-Za-z][^<>]*>|#+ \w+", " ", text, flags=re.DOTALL)
+
+
+def test_a_page_of_only_embeds_keeps_a_chunk_so_its_title_finds_it() -> None:
+    # With markup blocks making no chunk, a demo page (a heading and an <iframe>) or an image
+    # gallery had no chunk at all, so not even its title could find it.
+    demo = chunks('# Quokka demo\n\n<iframe src="https://example.com/v"></iframe>\n')
+    assert [(c.heading_path, c.text) for c in demo] == [
+        (("Quokka demo",), '# Quokka demo\n\n<iframe src="https://example.com/v"></iframe>')
+    ]
+    gallery = chunks('<div class="grid">\n\n<img src="a.png" alt="">\n\n</div>\n')
+    assert len(gallery) == 1 and "a.png" in gallery[0].text

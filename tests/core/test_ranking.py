@@ -16,6 +16,7 @@ from pinakes_core.channels import QueryContext
 from pinakes_core.fusion import (
     LEXICAL_EXACT,
     LEXICAL_PROSE,
+    bm25_idf,
     combine,
     lexical_share,
     query_shape,
@@ -91,6 +92,19 @@ def test_lexical_share_grows_with_the_exact_part_of_the_query() -> None:
     mixed = lexical_share(query_shape("what does the code GW-429 mean for a request?"))
     exact = lexical_share(query_shape("GW-429"))
     assert prose == LEXICAL_PROSE < mixed < exact == LEXICAL_EXACT
+
+
+def test_the_comparison_phrasing_is_found_anywhere_in_a_long_query() -> None:
+    # Unanchored, the pattern rescanned the query from every position (minutes at 100k).
+    long = "which came out first " + "word " * 20_000 + "Foo or Bar"
+    assert "comparison" in query_shape(long).relations
+    assert "comparison" not in query_shape("word " * 20_000).relations
+
+
+def test_bm25_idf_survives_counts_read_at_different_moments() -> None:
+    # A phrase counted after a sync grew it, against a total read before: log of a negative.
+    assert bm25_idf(400, 440) == bm25_idf(400, 400) > 0
+    assert bm25_idf(0, 3) > 0 and bm25_idf(1000, 3) > bm25_idf(1000, 300)
 
 
 def test_a_query_in_chinese_japanese_or_korean_leans_on_exact_words() -> None:

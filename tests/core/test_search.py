@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
 from pinakes_core import KB, IndexMissingError, PluginMissingError
 from pinakes_core.fusion import rrf
-from pinakes_core.query import build_fts_query, query_terms, split_cjk, words
+from pinakes_core.query import (
+    build_fts_query,
+    cjk_unigrams,
+    fts_phrases,
+    query_terms,
+    split_cjk,
+    words,
+)
 
 NASTY_QUERIES = [
     '"',
@@ -348,6 +355,16 @@ def test_split_cjk_writes_runs_as_overlapping_bigrams() -> None:
     plain = "no CJK here, E-4012"
     assert split_cjk(plain) is plain
     assert query_terms("项目计划") == ["项目", "目计", "计划"]
+    assert words("人々・タワー") == ["人々", "タワ", "ワー"]  # 々 is a character, ・ punctuation
+    assert cjk_unigrams("我的猫 a 猫") == "我 的 猫"
+
+
+def test_a_long_cjk_question_keeps_its_end() -> None:
+    # 32 phrases used to end a Chinese question after ~33 characters, dropping its topic.
+    question = "请问在这个项目里面我们应该怎样配置持续集成的流水线以及自动部署到生产环境的服务器呢关于缓存失效"
+    phrases = fts_phrases(question)
+    assert '"缓存"' in phrases and '"失效"' in phrases and len(phrases) <= 64
+    assert len(fts_phrases(" ".join(f"w{i}" for i in range(500)) + " " + question)) <= 32 + 64
 
 
 @given(st.text(alphabet="项目计划我们的東京タワー서울 aZ1.", max_size=40))
@@ -360,6 +377,7 @@ def test_cjk_words_are_found_inside_longer_runs(tmp_path: Path) -> None:
     files = {
         "plan.md": "# 计划\n\n我们的项目计划很好，下周开始实施。\n",
         "tower.md": "# 观光\n\n東京タワーの高さは333メートルです。\n",
+        "cat.md": "# 宠物\n\n我的猫很可爱，人々も猫が好きです。\n",
         "other.md": "# Notes\n\nNothing in other scripts here.\n",
     }
     root = make_kb(tmp_path / "kb", files)
@@ -369,6 +387,9 @@ def test_cjk_words_are_found_inside_longer_runs(tmp_path: Path) -> None:
         assert [h.path for h in kb.search("下周开始", channels=["bm25"]).hits] == ["plan.md"]
         assert [h.path for h in kb.search("タワーの高さ", channels=["bm25"]).hits] == ["tower.md"]
         assert [h.path for h in kb.search("计划", channels=["bm25"]).hits] == ["plan.md"]
+        # A one-character word finds the runs that hold it (their characters are indexed too).
+        assert [h.path for h in kb.search("猫", channels=["bm25"]).hits] == ["cat.md"]
+        assert [h.path for h in kb.search("人々", channels=["bm25"]).hits] == ["cat.md"]
         shown = kb.search("项目计划", channels=["bm25"]).hits[0].text
         assert "我们的项目计划很好" in shown  # the text as written, not its bigrams
 

@@ -137,6 +137,7 @@ class _Block:
     heading: tuple[int, str] | None = None  # (level, text) for heading blocks
     content: bool = True  # False for headings and thematic breaks: no text a reader can use
     pointer: bool = False  # a paragraph of nothing but images, embeds and links
+    markup: bool = False  # an HTML block of nothing but tags and comments
 
 
 #: A paragraph of images, embeds and links joins the next chunk only while it holds at most
@@ -194,10 +195,12 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
         content = heading is None and tok.type != "hr" and not pointer
         if tok.type == "html_block":
             # Tags and comments alone ("<div class=result markdown>", "</div>", "<!-- more
-            # -->") are no text a reader sees: like a rule, they never make a chunk by
-            # themselves; <script> and <style> bodies still count.
+            # -->", "<iframe src=…>") are no text a reader sees: they make no chunk by
+            # themselves unless the page holds nothing else (an embed page keeps them, so its
+            # title still finds it, whatever their size); <script> and <style> bodies count.
             content = bool(_PROSE.search(_HTML_ONLY.sub(" ", tok.content)))
-        blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer))
+        markup = tok.type == "html_block" and not content
+        blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer, markup))
     return blocks
 
 
@@ -530,7 +533,7 @@ def chunk_document(
             block.content = _char_cost(text) > limit or count(text) > limit  # chars first: cheap
     if not any(block.content for block in blocks):
         for block in blocks:
-            block.content = block.content or block.pointer
+            block.content = block.content or block.pointer or block.markup
     content = [False] * len(lines)
     for block in blocks:
         if block.content:

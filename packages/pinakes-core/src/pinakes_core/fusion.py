@@ -111,11 +111,13 @@ _RELATIONAL = {
         r"[,;]\s*(?:and\s+)?(?:who|whom|what|which|when|where|why|how|at what|in what)\b",
         re.IGNORECASE,
     ),
-    # "which came out first, A or B?", "are A and B both ...", "born first out of A and B"
+    # "which came out first, A or B?", "are A and B both ...", "born first out of A and B".
+    # The comparative-and-pair part is anchored at the start: unanchored, each start position
+    # rescanned the rest of the query (a 100,000-character query took minutes).
     "comparison": re.compile(
         r"\b(?:both|either|neither)\b|\bsame\s+\w+|"
-        r"(?=.*\b(?:first|earlier|later|older|younger|longer|shorter|bigger|smaller|more|fewer|"
-        r"less)\b).*\w\s+(?:or|and)\s+\w",
+        r"^(?=[\s\S]*\b(?:first|earlier|later|older|younger|longer|shorter|bigger|smaller|more|"
+        r"fewer|less)\b)[\s\S]*\w\s+(?:or|and)\s+\w",
         re.IGNORECASE,
     ),
 }
@@ -218,8 +220,13 @@ def lexical_share(shape: QueryShape) -> float:
 
 
 def bm25_idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6 as FTS5 does)."""
-    return max(math.log((rows - hits + 0.5) / (hits + 0.5)), 1e-6)
+    """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6 as FTS5 does).
+
+    ``hits`` is taken as at most ``rows``: two counts read at different moments (a sync in
+    another process between them) must not make the logarithm's argument negative.
+    """
+    hits = min(max(hits, 0), max(rows, 0))
+    return max(math.log((max(rows, 0) - hits + 0.5) / (hits + 0.5)), 1e-6)
 
 
 def rank_evidence(rank: int, k: int = RRF_K) -> float:

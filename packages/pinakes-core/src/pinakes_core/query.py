@@ -23,6 +23,7 @@ __all__ = [
     "CJK_RUN",
     "STOPWORDS",
     "build_fts_query",
+    "cjk_unigrams",
     "fts_phrases",
     "query_terms",
     "split_cjk",
@@ -31,13 +32,18 @@ __all__ = [
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 #: Runs of characters of the scripts written without spaces between words: Hiragana, Katakana
-#: (and its phonetic extensions and half-width forms), CJK ideographs (with extension A, the
-#: compatibility block and the supplementary planes), and Hangul syllables and jamo.
+#: (and its phonetic extensions and half-width forms, but not the ・ and ゠ punctuation), CJK
+#: ideographs (with 々 〆 〇, extension A, the compatibility block and the supplementary
+#: planes), and Hangul syllables and jamo.
 CJK_RUN = re.compile(
-    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+    "[\u1100-\u11ff\u3005-\u3007\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3130-\u318f"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f]+"
 )
 _MAX_TERMS = 32
+#: ... plus this many CJK bigrams (a question of about 60 characters), which a question in
+#: those scripts is made of.
+_MAX_CJK_TERMS = 64
 
 STOPWORDS = frozenset(
     [
@@ -196,6 +202,15 @@ def split_cjk(text: str) -> str:
     return CJK_RUN.sub(_bigrams, text) if CJK_RUN.search(text) else text
 
 
+def cjk_unigrams(text: str) -> str:
+    """The characters of ``text``'s CJK runs of two or more, space-separated.
+
+    (A one-character run is a word of the split text already.) Indexed beside the bigrams, they let a one-character query word (猫 "cat", 水 "water")
+    find the runs that hold it, as Lucene's CJK bigram filter does with ``outputUnigrams``.
+    """
+    return " ".join(ch for run in CJK_RUN.findall(text) if len(run) > 1 for ch in run)
+
+
 def words(text: str) -> list[str]:
     """The words of ``text`` as the index sees them (:func:`split_cjk`), case kept."""
     return _WORD.findall(split_cjk(text))
@@ -215,7 +230,7 @@ def fts_phrases(text: str) -> list[str]:
     """Return the phrases :func:`build_fts_query` ORs together, each a double-quoted string.
 
     Identifier-like tokens (``E-4012``) become one phrase of their words, then every content
-    word is a phrase of its own; at most 32, no repeats.
+    word is a phrase of its own; at most 32, plus at most 64 CJK bigrams, no repeats.
     """
     parts: list[str] = []
     for raw in split_cjk(text).split():
@@ -223,7 +238,14 @@ def fts_phrases(text: str) -> list[str]:
         if len(pieces) > 1 and len(raw) <= 64:
             parts.append('"' + " ".join(p.lower() for p in pieces) + '"')
     parts.extend(f'"{term}"' for term in query_terms(text))
-    return list(dict.fromkeys(parts))[:_MAX_TERMS]
+    kept: list[str] = []
+    counts = [0, 0]  # other phrases, CJK ones
+    for part in dict.fromkeys(parts):
+        cjk = bool(CJK_RUN.search(part))
+        if counts[cjk] < (_MAX_CJK_TERMS if cjk else _MAX_TERMS):
+            kept.append(part)
+            counts[cjk] += 1
+    return kept
 
 
 def build_fts_query(text: str) -> str | None:

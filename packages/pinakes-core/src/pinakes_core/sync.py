@@ -42,7 +42,7 @@ from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.mdx import is_mdx, markdown_of
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
-from pinakes_core.query import split_cjk
+from pinakes_core.query import cjk_unigrams, split_cjk
 from pinakes_core.sidecar import (
     SIDECAR_SUFFIX,
     LinkSpec,
@@ -736,12 +736,15 @@ class _Syncer:
                 "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (?, ?, ?, ?)",
                 [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
-            heading_text = [split_cjk(" › ".join(c.heading_path)) for c in p.chunks]
+            heading_text = [" › ".join(c.heading_path) for c in p.chunks]
             # A document's aliases are names of it, as its title is (FTS_ROWS).
-            names = split_cjk("\n".join([p.title, *p.aliases]))
+            names = "\n".join([p.title, *p.aliases])
             for chunk, h, heading, idents in zip(
                 p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
             ):
+                # CJK runs as bigrams in their columns, their single characters beside the
+                # identifier parts (query.split_cjk, query.cjk_unigrams).
+                unigrams = cjk_unigrams(f"{names}\n{heading}\n{chunk.text}")
                 cur = conn.execute(
                     "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, "
                     "end_line, tokens, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -760,7 +763,13 @@ class _Syncer:
                 )
                 conn.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, text, idents) VALUES (?, ?, ?, ?, ?)",
-                    (cur.lastrowid, names, heading, split_cjk(chunk.text), idents),
+                    (
+                        cur.lastrowid,
+                        split_cjk(names),
+                        split_cjk(heading),
+                        split_cjk(chunk.text),
+                        f"{idents} {unigrams}" if idents and unigrams else idents or unigrams,
+                    ),
                 )
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",

@@ -181,14 +181,22 @@ def merge(host: str, file: Path, name: str, entry: dict[str, Any]) -> MergeResul
     file = file.expanduser()
     # A config kept in a dotfiles repository is often a symlink: write the file it leads to,
     # so the link stays a link.
-    target = file.resolve() if file.is_symlink() else file
-    if file.is_symlink() and not target.exists():
-        # A link into a dotfiles checkout that is not there: writing would create the missing
-        # folders wherever the link points.
+    try:
+        target = file.resolve() if file.is_symlink() else file
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError on a symlink loop
         raise HostConfigError(
-            f"{file} is a symlink to {target}, which does not exist; nothing was written.",
-            "Restore the file it points to, or remove the link, then run the command again.",
-        )
+            f"{file} is a symlink that loops back on itself; nothing was written.",
+            "Remove the link, or pass --file with the host's real config file.",
+        ) from None
+    # A link (to the file or to a folder above it) into a dotfiles checkout that is not there:
+    # writing would create the missing folders wherever the link points, or fail half-way.
+    for link in (file, target, *target.parents):
+        if os.path.islink(link) and not link.exists():
+            raise HostConfigError(
+                f"{link} is a symlink to {os.readlink(link)}, which does not exist; "
+                "nothing was written.",
+                "Restore what it points to, or remove the link, then run the command again.",
+            )
     data: dict[str, Any] = {}
     original: str | None = None
     if os.path.lexists(target):
