@@ -21,7 +21,6 @@ from pinakes_core import KB, IndexMissingError, PluginMissingError
 from pinakes_core.fusion import rrf
 from pinakes_core.query import (
     build_fts_query,
-    cjk_unigrams,
     fts_phrases,
     query_terms,
     split_cjk,
@@ -356,7 +355,6 @@ def test_split_cjk_writes_runs_as_overlapping_bigrams() -> None:
     assert split_cjk(plain) is plain
     assert query_terms("项目计划") == ["项目", "目计", "计划"]
     assert words("人々・タワー") == ["人々", "タワ", "ワー"]  # 々 is a character, ・ punctuation
-    assert cjk_unigrams("我的猫 a 猫") == "我 的 猫"
 
 
 def test_a_long_cjk_question_keeps_its_end() -> None:
@@ -387,9 +385,11 @@ def test_cjk_words_are_found_inside_longer_runs(tmp_path: Path) -> None:
         assert [h.path for h in kb.search("下周开始", channels=["bm25"]).hits] == ["plan.md"]
         assert [h.path for h in kb.search("タワーの高さ", channels=["bm25"]).hits] == ["tower.md"]
         assert [h.path for h in kb.search("计划", channels=["bm25"]).hits] == ["plan.md"]
-        # A one-character word finds the runs that hold it (their characters are indexed too).
-        assert [h.path for h in kb.search("猫", channels=["bm25"]).hits] == ["cat.md"]
         assert [h.path for h in kb.search("人々", channels=["bm25"]).hits] == ["cat.md"]
+        # A lone character between other words is left out; alone it matches where it stands
+        # alone, not inside longer runs (bigrams only: see query_terms).
+        assert query_terms("用Symbol值") == ["symbol"]
+        assert [h.path for h in kb.search("猫", channels=["bm25"]).hits] == []
         shown = kb.search("项目计划", channels=["bm25"]).hits[0].text
         assert "我们的项目计划很好" in shown  # the text as written, not its bigrams
 

@@ -23,7 +23,6 @@ __all__ = [
     "CJK_RUN",
     "STOPWORDS",
     "build_fts_query",
-    "cjk_unigrams",
     "fts_phrases",
     "query_terms",
     "split_cjk",
@@ -202,15 +201,6 @@ def split_cjk(text: str) -> str:
     return CJK_RUN.sub(_bigrams, text) if CJK_RUN.search(text) else text
 
 
-def cjk_unigrams(text: str) -> str:
-    """The characters of ``text``'s CJK runs of two or more, space-separated.
-
-    (A one-character run is a word of the split text already.) Indexed beside the bigrams, they let a one-character query word (猫 "cat", 水 "water")
-    find the runs that hold it, as Lucene's CJK bigram filter does with ``outputUnigrams``.
-    """
-    return " ".join(ch for run in CJK_RUN.findall(text) if len(run) > 1 for ch in run)
-
-
 def words(text: str) -> list[str]:
     """The words of ``text`` as the index sees them (:func:`split_cjk`), case kept."""
     return _WORD.findall(split_cjk(text))
@@ -219,11 +209,20 @@ def words(text: str) -> list[str]:
 def query_terms(text: str) -> list[str]:
     """Return the distinct lower-cased content words of ``text``.
 
-    Stopwords are dropped unless nothing else is left (``"to be or not to be"``).
+    Stopwords are dropped unless nothing else is left (``"to be or not to be"``), and so is a
+    lone CJK character between other words: mostly a particle or a verb such as 和 "and" or
+    用 "use" (``"Promise.all和Promise.race"``). A query of one (``"猫"``) keeps it, but it
+    matches only where the character stands alone (between punctuation or Latin letters): the
+    index holds longer runs as bigrams only, since indexing their single characters too
+    lengthens every CJK row and cost ranking (docs/ranking.md).
     """
     found = [w.lower() for w in words(text)]
-    content = [w for w in found if w not in STOPWORDS]
+    content = [w for w in found if w not in STOPWORDS and not _lone_cjk(w)]
     return list(dict.fromkeys(content or found))
+
+
+def _lone_cjk(word: str) -> bool:
+    return len(word) == 1 and CJK_RUN.match(word) is not None
 
 
 def fts_phrases(text: str) -> list[str]:

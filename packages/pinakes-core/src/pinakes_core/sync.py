@@ -42,7 +42,7 @@ from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.mdx import is_mdx, markdown_of
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
-from pinakes_core.query import cjk_unigrams, split_cjk
+from pinakes_core.query import split_cjk
 from pinakes_core.sidecar import (
     SIDECAR_SUFFIX,
     LinkSpec,
@@ -742,9 +742,6 @@ class _Syncer:
             for chunk, h, heading, idents in zip(
                 p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
             ):
-                # CJK runs as bigrams in their columns, their single characters beside the
-                # identifier parts (query.split_cjk, query.cjk_unigrams).
-                unigrams = cjk_unigrams(f"{names}\n{heading}\n{chunk.text}")
                 cur = conn.execute(
                     "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, "
                     "end_line, tokens, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -768,7 +765,7 @@ class _Syncer:
                         split_cjk(names),
                         split_cjk(heading),
                         split_cjk(chunk.text),
-                        f"{idents} {unigrams}" if idents and unigrams else idents or unigrams,
+                        idents,
                     ),
                 )
             conn.executemany(
