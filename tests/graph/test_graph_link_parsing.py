@@ -318,3 +318,33 @@ def test_an_anchor_part_hides_no_dangling_link_that_names_a_target(tmp_path: Pat
         "Missing#Sec|#label": "no document named 'Missing'",
         "|": "empty link target",
     }
+
+
+def test_links_to_the_kbs_own_files_on_its_forge_are_document_links(tmp_path: Path) -> None:
+    # A handbook's README links its pages by their GitHub address. In a checkout whose remote is
+    # that repository they are links to the KB's documents; other repositories' stay external.
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text(
+        '[core]\n\tbare = false\n[remote "origin"]\n\turl = git@github.com:acme/handbook.git\n'
+    )
+    readme = (
+        "# Handbook\n\n- [Pay](https://github.com/acme/handbook/blob/main/docs/pay.md#raises)\n"
+        "- [Team](https://github.com/acme/handbook/tree/main/docs/team)\n"
+        "- [Code](https://github.com/acme/handbook/blob/main/src/app.py)\n"
+        "- [Fork](https://github.com/other/handbook/blob/main/docs/pay.md)\n"
+    )
+    files = {"README.md": readme, "pay.md": "# Pay\n", "team/index.md": "# Team\n"}
+    root = make_kb(repo / "docs", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert all(f.check != "dangling-links" for f in kb.doctor().findings)
+    assert _link_rows(root, "README.md") == [
+        ("/pay.md#raises", "pay.md", None),
+        ("/team", "team/index.md", None),
+    ]
+    # The same folder outside any checkout: the addresses are external URLs, as before.
+    plain = make_kb(tmp_path / "plain", files)
+    with KB.open(plain, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(plain, "README.md") == []

@@ -18,6 +18,7 @@ import sqlite3
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -33,6 +34,7 @@ __all__ = [
     "extract_links",
     "link_kind",
     "read_text",
+    "repository_pages",
     "resolve_all",
     "resolver",
 ]
@@ -75,6 +77,65 @@ _MEDIA_FILE = re.compile(
 )
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
+
+
+# A git remote: https://host/owner/repo(.git), ssh://git@host/owner/repo.git, git@host:owner/repo.
+_REMOTE = re.compile(
+    r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/\s]+@)([\w.-]+)[/:]([\w.-]+(?:/[\w.-]+)+)/?$"
+)
+_REMOTE_URL = re.compile(r"^\s*url\s*=\s*(\S+)\s*$", re.MULTILINE)
+# Where a forge shows a file of a repository: GitHub's blob/tree/raw, GitLab's /-/blob/ ….
+_FORGE_VIEWS = ("/blob/", "/tree/", "/raw/", "/-/blob/", "/-/tree/", "/-/raw/")
+
+
+def repository_pages(root: Path) -> tuple[tuple[str, str], ...]:
+    """Web addresses under which the KB's own files are shown, as ``(url prefix, folder)``.
+
+    A repository's README often links its pages by their full forge address
+    (``https://github.com/owner/repo/blob/main/guide.md``). When the KB lies in a git checkout,
+    each remote's file views are returned with the KB's folder inside the repository (``""``
+    at its top); :func:`read_text` reads such links as links to the KB's documents.
+    """
+    top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
+    if top is None:
+        return ()
+    git = top / ".git"
+    try:
+        if git.is_file():  # a worktree or submodule: "gitdir: <path>"
+            pointer = git.read_text(encoding="utf-8", errors="replace").strip()
+            git = (top / pointer.removeprefix("gitdir:").strip()).resolve()
+            common = git / "commondir"
+            if common.is_file():
+                git = (git / common.read_text(encoding="utf-8").strip()).resolve()
+        config = (git / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    inside = root.resolve().relative_to(top.resolve()).as_posix()
+    folder = "" if inside == "." else inside
+    pages: list[tuple[str, str]] = []
+    for url in _REMOTE_URL.findall(config):
+        match = _REMOTE.match(url)
+        if match:
+            base = f"https://{match.group(1)}/{match.group(2).removesuffix('.git')}"
+            pages += [(base + view, folder) for view in _FORGE_VIEWS]
+    return tuple(dict.fromkeys(pages))
+
+
+def _own_page(url: str, pages: tuple[tuple[str, str], ...]) -> str | None:
+    """The root-relative target (``/guide.md#x``) of a forge address of the KB's own file."""
+    plain = url.replace("http://", "https://", 1)
+    for prefix, folder in pages:
+        if plain.lower().startswith(prefix.lower()):
+            rest = plain[len(prefix) :].split("/", 1)  # the branch or commit, then the path
+            if len(rest) < 2 or not rest[1]:
+                return None
+            path = rest[1]
+            if folder:
+                if not path.startswith(folder + "/"):
+                    return None  # a file of the repository outside the KB
+                path = path[len(folder) + 1 :]
+            return "/" + path
+    return None
 
 
 @dataclass(frozen=True)
@@ -150,13 +211,20 @@ def _unescaped(target: str) -> str:
     return target
 
 
-def extract_links(text: str, *, markdown: bool) -> list[TextLink]:
+def extract_links(
+    text: str, *, markdown: bool, pages: tuple[tuple[str, str], ...] = ()
+) -> list[TextLink]:
     """Return the document links written in ``text`` (external URLs and images excluded)."""
-    return read_text(text, markdown=markdown)[0]
+    return read_text(text, markdown=markdown, pages=pages)[0]
 
 
-def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
+def read_text(
+    text: str, *, markdown: bool, pages: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[TextLink], list[str]]:
     r"""Return the document links and the inline ``#tags`` written in ``text``, in one parse.
+
+    ``pages``: the KB's own files' forge addresses (:func:`repository_pages`); a link to one of
+    them is a root-relative link to the document, not an external URL.
 
     Tags follow Obsidian's rules: ``#`` at the start of a word, then letters, digits, ``_``,
     ``-`` and ``/`` (nesting: ``#project/alpha``), at least one letter. Code, link targets,
@@ -173,6 +241,8 @@ def read_text(text: str, *, markdown: bool) -> tuple[list[TextLink], list[str]]:
             tags.extend(_tags_in(_WIKILINK.sub("\ue003", value), glued=glued))
         if kind == "href":
             value = _unescaped(value)
+            if pages and _EXTERNAL.match(value):
+                value = _own_page(value, pages) or value
             # "#anchor" and "?query" are places in this very page (a search link such as
             # "?q=term" in a static site's docs); a media file is no document.
             if (

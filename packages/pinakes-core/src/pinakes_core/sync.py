@@ -90,13 +90,17 @@ MAX_TARGET_CHARS = 2_000
 FTS_ROWS = "4"
 
 
-def reading_id(config: Config) -> str:
+def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
     """The store's record of how documents were read: :data:`FTS_ROWS` and ``[frontmatter]``.
 
     A change of either (``inline_tags = false``, a ``tags`` key added) re-reads every document
     at the next sync, as a new chunker does, instead of only the documents that change later.
+    So does a change of the KB's own forge addresses (``pages``, :func:`repository_pages`: a
+    remote added), which decide which links in the text are links to its documents.
     """
     settings = json.dumps(config.frontmatter.model_dump(), sort_keys=True)
+    if pages:
+        settings += json.dumps(pages)
     return f"{FTS_ROWS}:{_hash(settings.encode('utf-8'))[:12]}"
 
 
@@ -207,6 +211,9 @@ class _Syncer:
     ) -> None:
         self.root = root
         self.real_root = root.resolve()
+        from pinakes_core.links import repository_pages
+
+        self.pages = repository_pages(root)  # the KB's own files' forge addresses
         self.max_bytes = int(config.sync.max_file_mb * 1024 * 1024)
         self.config = config
         self.store = store
@@ -219,7 +226,7 @@ class _Syncer:
         from pinakes_core.chunking import chunking_id
 
         self.chunking = chunking_id(config.sync.chunk_tokens)
-        self.reading = reading_id(config)
+        self.reading = reading_id(config, self.pages)
         self.rechunk = (
             store.get_meta("chunking") != self.chunking
             or store.get_meta("fts_rows") != self.reading
@@ -463,7 +470,7 @@ class _Syncer:
             chunks = self._chunks(entry, text, front.end_line, pdf)
         texts = [embed_text(title, c) for c in chunks]
         links, inline_tags = _text_rows(
-            front.links, sidecar.links if sidecar else (), body, entry.is_markdown
+            front.links, sidecar.links if sidecar else (), body, entry.is_markdown, self.pages
         )
         if not self.config.frontmatter.inline_tags:
             inline_tags = []
@@ -888,7 +895,11 @@ def _page_list(pages: list[int], limit: int = 12) -> str:
 
 
 def _text_rows(
-    front: tuple[LinkSpec, ...], side: tuple[LinkSpec, ...], body: str, markdown: bool
+    front: tuple[LinkSpec, ...],
+    side: tuple[LinkSpec, ...],
+    body: str,
+    markdown: bool,
+    pages: tuple[tuple[str, str], ...] = (),
 ) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """One document's link rows and the ``#tags`` in its text, from one parse of the text.
 
@@ -899,7 +910,7 @@ def _text_rows(
     rows = [(link.to, link_kind(link.to), link.rel, "frontmatter") for link in front]
     rows += [(link.to, link_kind(link.to), link.rel, "sidecar") for link in side]
     seen: set[tuple[str, str]] = set()
-    links, tags = read_text(body, markdown=markdown)
+    links, tags = read_text(body, markdown=markdown, pages=pages)
     for link in links:
         if (link.target, link.kind) not in seen:
             seen.add((link.target, link.kind))
