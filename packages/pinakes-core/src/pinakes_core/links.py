@@ -96,11 +96,12 @@ def repository_pages(root: Path) -> tuple[tuple[str, str], ...]:
     each remote's file views are returned with the KB's folder inside the repository (``""``
     at its top); :func:`read_text` reads such links as links to the KB's documents.
     """
-    top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
-    if top is None:
-        return ()
-    git = top / ".git"
-    try:
+    try:  # a parent folder may be unreadable: then there is no checkout to speak of
+        root = root.resolve()
+        top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
+        if top is None:
+            return ()
+        git = top / ".git"
         if git.is_file():  # a worktree or submodule: "gitdir: <path>"
             pointer = git.read_text(encoding="utf-8", errors="replace").strip()
             git = (top / pointer.removeprefix("gitdir:").strip()).resolve()
@@ -110,7 +111,7 @@ def repository_pages(root: Path) -> tuple[tuple[str, str], ...]:
         config = (git / "config").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ()
-    inside = root.resolve().relative_to(top.resolve()).as_posix()
+    inside = root.relative_to(top).as_posix()
     folder = "" if inside == "." else inside
     pages: list[tuple[str, str]] = []
     for url in _REMOTE_URL.findall(config):
