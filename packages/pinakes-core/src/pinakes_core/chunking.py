@@ -49,8 +49,9 @@ __all__ = [
 #: chunk texts that did not change. 2: body-less headings join a neighbouring chunk (issue 9).
 #: 3: so do headings whose body is only images, note embeds and links. 4: link reference
 #: definitions leave chunk text; heading attribute lists leave heading paths. 5: so do comment
-#: delimiters; HTML blocks of nothing but tags and comments are no content.
-CHUNKER_VERSION = 5
+#: delimiters; HTML blocks of nothing but tags and comments are no content. 6: headings carried
+#: onto a long line shrink the budget of its first piece only.
+CHUNKER_VERSION = 6
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -366,12 +367,16 @@ class _Packer:
         # by tokens only for a word that alone exceeds it. Parts are joined again with single
         # spaces, where the tokenizer splits words anyway, so a piece's tokens are the sum of
         # its parts' tokens. Body-less headings carried onto the first piece take their room
-        # from the budget of this line's pieces (with one unit per joining newline), so no
-        # piece goes over the budget or the characters-per-token cap.
+        # from that piece's budget (with one unit per joining newline) unless they would leave
+        # it less than half; the first piece holds at least one part, so the headings take it
+        # over the budget by at most their own tokens. (They once shrank every piece's budget: seven headings before a long list
+        # item cut the item into one-character chunks.)
         budget = self.budget
+        first = budget
         if self.carry is not None:
-            budget -= sum(self.costs[self.carry : line]) + (line - self.carry)
-            budget = max(budget, 1)
+            first -= sum(self.costs[self.carry : line]) + (line - self.carry)
+            if first < budget // 2:  # headings alone nearly fill it: they lead a full piece
+                first = budget
         parts: list[tuple[str, int, int]] = []
         for sentence in _SENTENCE_END.split(self.lines[line].strip()):
             cost, tokens = self.measure(sentence)
@@ -387,10 +392,11 @@ class _Packer:
                     parts.extend(self.hard_split(word, budget))
         piece: list[str] = []
         used = counted = 0
+        limit = first
         for part, cost, tokens in parts:
-            if piece and used + cost > budget:
+            if piece and used + cost > limit:
                 self._piece(path, line, piece, counted)
-                piece, used, counted = [], 0, 0
+                piece, used, counted, limit = [], 0, 0, budget
             piece.append(part)
             used += cost
             counted += tokens
