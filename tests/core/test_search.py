@@ -389,6 +389,7 @@ def test_cjk_words_are_found_inside_longer_runs(tmp_path: Path) -> None:
         # A lone character between other words is left out; alone it matches where it stands
         # alone, not inside longer runs (bigrams only: see query_terms).
         assert query_terms("用Symbol值") == ["symbol"]
+        assert query_terms("새 집 구하기") == ["새", "집", "구하", "하기"]  # Korean words stay
         assert [h.path for h in kb.search("猫", channels=["bm25"]).hits] == []
         shown = kb.search("项目计划", channels=["bm25"]).hits[0].text
         assert "我们的项目计划很好" in shown  # the text as written, not its bigrams

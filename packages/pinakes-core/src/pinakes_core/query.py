@@ -39,6 +39,7 @@ CJK_RUN = re.compile(
     "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0003134f]+"
 )
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 _MAX_TERMS = 32
 #: ... plus this many CJK bigrams (a question of about 60 characters), which a question in
 #: those scripts is made of.
@@ -210,7 +211,7 @@ def query_terms(text: str) -> list[str]:
     """Return the distinct lower-cased content words of ``text``.
 
     Stopwords are dropped unless nothing else is left (``"to be or not to be"``), and so is a
-    lone CJK character between other words: mostly a particle or a verb such as 和 "and" or
+    lone Chinese or Japanese character between other words: mostly a particle or a verb such as 和 "and" or
     用 "use" (``"Promise.all和Promise.race"``). A query of one (``"猫"``) keeps it, but it
     matches only where the character stands alone (between punctuation or Latin letters): the
     index holds longer runs as bigrams only, since indexing their single characters too
@@ -222,7 +223,9 @@ def query_terms(text: str) -> list[str]:
 
 
 def _lone_cjk(word: str) -> bool:
-    return len(word) == 1 and CJK_RUN.match(word) is not None
+    # Han and Kana only: Korean separates words with spaces, and a one-syllable word there
+    # (집 "house") is a noun as often as not.
+    return len(word) == 1 and CJK_RUN.match(word) is not None and not _HANGUL.match(word)
 
 
 def fts_phrases(text: str) -> list[str]:
