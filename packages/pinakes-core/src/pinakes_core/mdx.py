@@ -55,9 +55,12 @@ def _without_tags(line: str) -> str:
     return "".join(out).rstrip()
 
 
-def _tag_closes(text: str) -> bool:
-    """Whether the component tag that opens ``text`` ends in it: a ``>`` outside braces and quotes."""
-    depth, quote = 0, ""
+def _tag_scan(text: str, depth: int = 0, quote: str = "") -> tuple[bool, int, str]:
+    """Read on through an open component tag.
+
+    Returns whether it ends in ``text`` (a ``>`` outside braces and quotes), and the brace depth
+    and open quote to carry to the next line (one pass over each line, however long the tag).
+    """
     for ch in text:
         if quote:
             quote = "" if ch == quote else quote
@@ -68,8 +71,8 @@ def _tag_closes(text: str) -> bool:
         elif ch == "}":
             depth = max(depth - 1, 0)
         elif ch == ">" and depth == 0:
-            return True
-    return False
+            return True, depth, quote
+    return False, depth, quote
 
 
 def markdown_of(text: str) -> str:
@@ -82,6 +85,7 @@ def markdown_of(text: str) -> str:
     fence = ""
     block = ""  # "esm", "tag" or "comment": a construct that spans lines, blanked as it goes
     opened_at = 0
+    depth, quote = 0, ""  # an open tag's brace depth and open quote
     for i in range(start, len(lines)):
         line = kept[i]
         if fence:
@@ -90,11 +94,12 @@ def markdown_of(text: str) -> str:
             continue
         if block:
             lines[i] = ""
+            closed = False
+            if block == "tag":
+                closed, depth, quote = _tag_scan("\n" + line, depth, quote)
             if block == "esm":
                 block = "esm" if line.strip() else ""
-            elif (block == "tag" and _tag_closes("\n".join(kept[opened_at : i + 1]))) or (
-                block == "comment" and "*/}" in line
-            ):
+            elif closed or (block == "comment" and "*/}" in line):
                 block = ""
             elif i - opened_at >= MAX_OPEN_LINES:  # never closed: it was text after all
                 lines[opened_at : i + 1] = kept[opened_at : i + 1]
@@ -110,10 +115,12 @@ def markdown_of(text: str) -> str:
             block, opened_at, lines[i] = "comment", i, ""
         elif _FRAGMENT.match(line):
             lines[i] = ""
-        elif tag is not None and not _tag_closes(line[tag.start() :]):
-            block, opened_at, lines[i] = "tag", i, ""
         elif tag is not None:
-            lines[i] = _without_tags(line)
+            closed, depth, quote = _tag_scan(line[tag.start() :])
+            if closed:
+                lines[i] = _without_tags(line)
+            else:
+                block, opened_at, lines[i] = "tag", i, ""
         elif "{/*" in line:
             lines[i] = _COMMENT.sub("", line).rstrip()
     if block in ("tag", "comment"):  # open at the end of the file: text after all
