@@ -56,7 +56,25 @@ def _tv(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, f
     return ctx._bm25_pool[query][0]
 
 
-QUERIES = ["csv parser", "table column", "alpha csv", "topic7", "notes about the beta table"]
+QUERIES = [
+    "csv parser",
+    "table column",
+    "alpha csv",
+    "topic7",
+    "notes about the beta table",
+    "the csv-parser",  # an identifier: the phrase "csv parser" as well as its words
+]
+
+
+def test_a_phrase_counts_rows_holding_its_words_in_order(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    index = kb.lexical()
+    assert index is not None
+    ctx = kb.query_context("x")
+    ctx._lexical = None
+    for phrase in ['"csv parser"', '"parser csv"', '"csv"', '"tables"', '"nosuchword"']:
+        assert index.doc_freq(phrase) == ctx.doc_freq(phrase), phrase
+    assert index.doc_freq('"csv parser"') == 4 and index.doc_freq('"parser csv"') == 0
 
 
 def test_the_index_is_built_past_the_threshold_only(tmp_path: Path) -> None:
