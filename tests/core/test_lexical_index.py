@@ -260,3 +260,29 @@ def test_both_filter_strategies_give_the_filtered_ranking(tmp_path: Path) -> Non
     narrow = [c for c, _ in full[-3:]]
     assert index.search(phrases, 2, narrow) == full[-3:-1]
     assert index.search(phrases, 2, []) == []
+
+
+def test_a_killed_rebuild_leaves_nothing_behind_after_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    store_dir = kb.root / ".pinakes"
+    (store_dir / "bm25-tantivy.json").unlink()  # not current: the next sync rebuilds
+    real = lexical._add_rows
+
+    def dies(writer, rows):  # type: ignore[no-untyped-def]
+        real(writer, rows)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lexical, "_add_rows", dies)
+    monkeypatch.setattr(lexical.shutil, "rmtree", lambda *a, **k: None)  # as if killed
+    write_files(kb.root, {"c/new.md": "# New\n\nzebra.\n"})
+    with pytest.raises(KeyboardInterrupt):
+        kb.sync()
+    monkeypatch.undo()
+    assert list(store_dir.glob(".bm25-tantivy.*"))
+    reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
+    assert reopened.lexical() is None
+    reopened.sync()
+    assert not list(store_dir.glob(".bm25-tantivy.*"))
+    assert reopened.lexical() is not None and len(reopened.lexical()) == 61

@@ -17,8 +17,8 @@ non-alphanumerics, lower case, ASCII folding, the English (Porter2) stemmer. The
 Lucene's ``ln(1 + (N - n + 0.5) / (n + 0.5))``, so scores are not FTS5's: the lexical ceiling
 uses the same formula when the index answers (:func:`ceiling_idf`).
 
-**Currency.** The index is stamped (``bm25-tantivy.json``) with the store file it was built from
-and the ``sync_serial`` of the sync that last brought it up to date; search uses it only when
+**Currency.** The index is stamped (``bm25-tantivy.json``) with the store file it was built from,
+both schema versions and the ``sync_serial`` of the sync that last brought it up to date; search uses it only when
 both are the store's. A sync that finds the stamp one serial behind updates it incrementally
 (deletes the changed and removed documents' rows by document id, adds the changed documents'
 current rows, commits, then moves the stamp); any other stamp, a missing or unreadable index,
@@ -39,6 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes_core.store import SCHEMA_VERSION as STORE_SCHEMA
 from pinakes_core.store import STORE_DIR, Store, chunk_count
 
 if TYPE_CHECKING:
@@ -230,8 +231,10 @@ def _add_rows(writer: Any, rows: Iterable[tuple[Any, ...]]) -> int:
 
 def _rebuild(folder: Path, conn: sqlite3.Connection) -> int:
     """Build the index whole in a new folder and swap it into place; the rows indexed."""
+    # A rebuild killed before its swap left its folder; sync's lock means none is running now.
+    for leftover in folder.parent.glob(f".{folder.name}.*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         index = _open(tmp)
@@ -281,11 +284,17 @@ def update_lexical(
         meta is not None
         and serial is not None
         and meta.get("schema") == SCHEMA_VERSION
+        and meta.get("store_schema") == STORE_SCHEMA
         and meta.get("store") == token
         and str(meta.get("sync_serial")) == str(int(serial) - 1)
         and folder.is_dir()
     )
-    stamp = {"schema": SCHEMA_VERSION, "store": token, "sync_serial": serial}
+    stamp = {
+        "schema": SCHEMA_VERSION,
+        "store_schema": STORE_SCHEMA,
+        "store": token,
+        "sync_serial": serial,
+    }
     conn = store.conn
     if current and meta is not None and not changed and not removed:
         _write_meta(meta_path, {**meta, **stamp})
@@ -334,6 +343,7 @@ def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex 
     if (
         meta is None
         or meta.get("schema") != SCHEMA_VERSION
+        or meta.get("store_schema") != STORE_SCHEMA
         or meta.get("store") != _store_token(store)
         or str(meta.get("sync_serial")) != str(store.get_meta("sync_serial"))
     ):
