@@ -259,6 +259,10 @@ def test_both_filter_strategies_give_the_filtered_ranking(tmp_path: Path) -> Non
     assert lexical.OVER_FETCH * 2 < 58
     narrow = [c for c, _ in full[-3:]]
     assert index.search(phrases, 2, narrow) == full[-3:-1]
+    # Broad enough to over-fetch, but ranked too low to be found there: the id set after all.
+    low = [c for c, _ in full[-8:]]
+    assert len(low) * lexical.OVER_FETCH * 2 >= 2 * 60
+    assert index.search(phrases, 2, low) == full[-8:-6]
     assert index.search(phrases, 2, []) == []
 
 
