@@ -290,3 +290,43 @@ def test_a_killed_rebuild_leaves_nothing_behind_after_the_next(
     reopened.sync()
     assert not list(store_dir.glob(".bm25-tantivy.*"))
     assert reopened.lexical() is not None and len(reopened.lexical()) == 61
+
+
+def test_a_document_taking_another_id_leaves_no_rows_of_the_old_one(tmp_path: Path) -> None:
+    from pinakes_core.identity import new_ulid
+
+    kb = _kb(tmp_path)
+    old, new = new_ulid(), new_ulid()
+    write_files(kb.root, {"x.md": "# X\n\nzebracorn only here.\n", "x.md.pnk.yaml": f"id: {old}\n"})
+    kb.sync()
+    assert [c for c, _ in _tv(kb, "zebracorn")] == [c for c, _ in _fts(kb, "zebracorn")] != []
+    # The sidecar names another id: the old document (and its chunk id) goes; SQLite hands
+    # the freed chunk id to the new row, so an old index row would alias it.
+    write_files(kb.root, {"x.md": "# X\n\nplain text now.\n", "x.md.pnk.yaml": f"id: {new}\n"})
+    kb.sync()
+    index = kb.lexical()
+    assert index is not None
+    assert len(index) == kb.query_context("x").chunk_total == 61
+    assert _tv(kb, "zebracorn") == _fts(kb, "zebracorn") == []
+
+
+def test_an_index_with_rows_the_store_lacks_is_rebuilt_and_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    seen: list[dict[str, int] | None] = []
+    real = lexical.update_lexical
+
+    def forgets(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(real(*args, **{**kwargs, "removed": []}))  # as if sync left one out
+        return seen[-1]
+
+    monkeypatch.setattr(lexical, "update_lexical", forgets)
+    (kb.root / "a" / "n05.md").unlink()
+    kb.sync()
+    assert seen[-1] == {"removed": 0, "added": 59, "size": 59, "rebuilt": 1}
+    assert [c for c, _ in _tv(kb, "csv parser")] == [c for c, _ in _fts(kb, "csv parser")]
+    # A stamp whose row count is not the store's: searches use FTS5.
+    meta = kb.root / ".pinakes" / "bm25-tantivy.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "size": 60}))
+    assert KB.open(kb.root, embedder=FakeHashEmbedder()).lexical() is None

@@ -299,7 +299,13 @@ def update_lexical(
         "sync_serial": serial,
     }
     conn = store.conn
-    if current and meta is not None and not changed and not removed:
+    if (
+        current
+        and meta is not None
+        and not changed
+        and not removed
+        and meta.get("size") == chunk_count(conn)
+    ):
         _write_meta(meta_path, {**meta, **stamp})
         return {"removed": 0, "added": 0, "size": int(meta.get("size", 0)), "rebuilt": 0}
     if current:
@@ -322,7 +328,16 @@ def update_lexical(
             size = int(index.searcher().num_docs)
         except (OSError, ValueError, RuntimeError) as exc:
             log.warning("Pinakes: BM25 index unreadable (%s); rebuilding it.", exc)
-        else:
+            size = -1
+        if size >= 0 and size != chunk_count(conn):
+            # Rows of a document the update was not told about: their chunk ids may name
+            # other chunks by now (SQLite reuses freed ids).
+            log.warning(
+                "Pinakes: BM25 index holds %d rows for %d chunks; rebuilding it.",
+                size,
+                chunk_count(conn),
+            )
+        elif size >= 0:
             _write_meta(meta_path, {**stamp, "size": size})
             return {
                 "removed": len(set(changed) | set(removed)),
@@ -349,6 +364,7 @@ def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex 
         or meta.get("store_schema") != STORE_SCHEMA
         or meta.get("store") != _store_token(store)
         or str(meta.get("sync_serial")) != str(store.get_meta("sync_serial"))
+        or meta.get("size") != chunk_count(store.conn)
     ):
         return None
     try:

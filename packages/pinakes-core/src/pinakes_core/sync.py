@@ -234,6 +234,8 @@ class _Syncer:
         self.embedded = 0
         self.reused = 0
         self.embed_seconds = 0.0
+        #: Ids of documents a written document replaced at its path (it took another id).
+        self.displaced: list[str] = []
         self._extractor: Extractor | None = None
 
     @property
@@ -708,6 +710,15 @@ class _Syncer:
         now = time.time()
         with self.store.transaction() as conn:
             # The document's old row (by id or by path) goes, with its chunks, tags and links.
+            # An old row of another id at this path is a removed document for the after-write
+            # consumers (the BM25 index, plugins): nothing else names its id any more.
+            self.displaced.extend(
+                r[0]
+                for r in conn.execute(
+                    "SELECT doc_id FROM documents WHERE path = ? AND doc_id != ?",
+                    (p.entry.rel, p.doc_id),
+                )
+            )
             conn.execute(
                 "DELETE FROM documents WHERE doc_id = ? OR path = ?", (p.doc_id, p.entry.rel)
             )
@@ -959,7 +970,8 @@ def run_sync(
         model_id: the embedder's model id (default: derived from ``config`` without loading the
             model); a change from the stored id re-embeds every chunk.
         progress: optional ``progress(stage, done, total)`` callback.
-        after_write: called with the store, the changed and removed doc ids, and the ids of other
+        after_write: called with the store, the changed and removed doc ids (a removed one may
+            be the old id of a document at a path that took another), and the ids of other
             documents whose links resolve differently now, once documents are written and links
             resolved (the plugins' edge-derivation hook runs here).
 
@@ -1017,7 +1029,14 @@ def run_sync(
             syncer.write(plan)
             removed = syncer.remove(missing)
             changed_ids = [p.doc_id for p in plan.prepared if p.kind != "touched"]
-            removed_ids = [doc_id for _, doc_id in removed]
+            # With the documents whose path another id took (a sidecar's `id:` changed).
+            written = set(changed_ids)
+            removed_ids = list(
+                dict.fromkeys(
+                    [doc_id for _, doc_id in removed]
+                    + [d for d in syncer.displaced if d not in written]
+                )
+            )
             # Nothing written, no model change, the last sync finished: no chunk can lack a
             # vector and none went unused, so the two whole-store passes are skipped (issue 14).
             quiet = finished and not (changed_ids or removed_ids or model_changed)
