@@ -330,3 +330,41 @@ def test_an_index_with_rows_the_store_lacks_is_rebuilt_and_never_used(
     meta = kb.root / ".pinakes" / "bm25-tantivy.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "size": 60}))
     assert KB.open(kb.root, embedder=FakeHashEmbedder()).lexical() is None
+
+
+def test_counts_and_ceiling_leave_deleted_rows_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    seen = _updates(monkeypatch)
+    # Five notes holding "table" rewritten: their old rows stay in tantivy until a merge.
+    for i in range(5):
+        (kb.root / "a" / f"n{i:02d}.md").write_text(f"# Note {i}\n\ntable rewritten {i}.\n")
+    kb.sync()
+    assert seen[-1] is not None and seen[-1]["rebuilt"] == 0
+    index = kb.lexical()
+    assert index is not None
+    fts = kb.query_context("x")
+    fts._lexical = None
+    for phrase in ['"table"', '"notes"', '"table rewritten"', '"rewritten"']:
+        assert index.doc_freq(phrase) == fts.doc_freq(phrase), phrase
+    assert index.scored_rows > len(index) == 60
+    monkeypatch.setattr(lexical, "EXACT_COUNT_MAX", 0)  # the dictionary's count, capped
+    assert index.doc_freq('"table"') <= len(index)
+    for query in ["table", "table rewritten", "notes table column"]:
+        ctx = kb.query_context(query)
+        assert ctx.bm25(query)[0][1] <= ctx.lexical_ceiling(query)
+        assert ctx.lexical_ceiling(query) > 0
+
+
+def test_an_update_leaving_many_deleted_rows_rebuilds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = _kb(tmp_path)
+    seen = _updates(monkeypatch)
+    for i in range(20):  # a third of the rows
+        (kb.root / "a" / f"n{i:02d}.md").write_text(f"# Note {i}\n\ntable again {i}.\n")
+    kb.sync()
+    assert seen[-1] == {"removed": 0, "added": 60, "size": 60, "rebuilt": 1}
+    index = kb.lexical()
+    assert index is not None and index.scored_rows == len(index) == 60

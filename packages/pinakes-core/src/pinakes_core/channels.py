@@ -374,13 +374,14 @@ class QueryContext:
     def phrase_ceiling(self, phrases: list[str]) -> float:
         """Σ (k1 + 1) × IDF over ``phrases``: more than any chunk's BM25 from them alone.
 
-        With the tantivy index the IDF is its own (Lucene's formula), as its scores are.
+        With the tantivy index the IDF is the one it scores with (Lucene's formula, a
+        phrase's the sum of its words', over its rows deleted ones included).
         """
+        index = self.lexical_index
+        if index is not None:
+            return math.fsum((BM25_K1 + 1.0) * index.idf(p) for p in phrases)
         total = self.chunk_total
-        idf = bm25_idf
-        if self.lexical_index is not None:
-            from pinakes_core.lexical import ceiling_idf as idf
-        return math.fsum((BM25_K1 + 1.0) * idf(total, self.doc_freq(p)) for p in phrases)
+        return math.fsum((BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in phrases)
 
     def lexical_evidence(self, text: str, chunk_ids: list[int]) -> dict[int, float]:
         """Lexical evidence of each chunk: its BM25 score for ``text`` over the ceiling, in [0, 1].
