@@ -368,3 +368,29 @@ def test_an_update_leaving_many_deleted_rows_rebuilds(
     assert seen[-1] == {"removed": 0, "added": 60, "size": 60, "rebuilt": 1}
     index = kb.lexical()
     assert index is not None and index.scored_rows == len(index) == 60
+
+
+def test_any_sync_sweeps_what_killed_rebuilds_left(tmp_path: Path) -> None:
+    import os
+
+    kb = _kb(tmp_path)
+    store_dir = kb.root / ".pinakes"
+    # A rebuild of this very pid killed while deleting the old folder, another's temp folder
+    # and a stamp write's temp file.
+    write_files(
+        store_dir,
+        {
+            f".bm25-tantivy.{os.getpid()}.old/meta.json": "{}",
+            ".bm25-tantivy.4242.tmp/x": "",
+            ".bm25-tantivy.json.4242.tmp": "{}",
+        },
+    )
+    (kb.root / "a" / "n01.md").write_text("# Note 1\n\nchanged.\n")
+    kb.sync()  # an incremental update
+    assert not list(store_dir.glob(".bm25-tantivy.*"))
+    write_files(store_dir, {f".bm25-tantivy.{os.getpid()}.old/meta.json": "{}"})
+    (store_dir / "bm25-tantivy.json").unlink()
+    (kb.root / "a" / "n01.md").write_text("# Note 1\n\nchanged again.\n")
+    kb.sync()  # a rebuild
+    assert not list(store_dir.glob(".bm25-tantivy.*"))
+    assert kb.lexical() is not None

@@ -35,6 +35,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import shutil
 import sqlite3
 from collections.abc import Iterable
@@ -246,11 +247,29 @@ def _write_meta(path: Path, meta: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _sweep(folder: Path) -> None:
+    """Remove what killed rebuilds and stamp writes left (``.bm25-tantivy.*``).
+
+    Only under the sync's lock: no other rebuild is running.
+    """
+    for leftover in folder.parent.glob(f".{folder.name}.*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
+def _unique(folder: Path, suffix: str) -> Path:
+    """A sibling name no other rebuild uses: pids repeat (a container's sync is often pid 1)."""
+    return folder.with_name(f".{folder.name}.{os.getpid()}-{secrets.token_hex(6)}.{suffix}")
+
+
 def drop_lexical(root: Path) -> None:
     """Delete the index and its stamp (the KB shrank below the threshold, or a rebuild)."""
     folder, meta = _paths(root)
     meta.unlink(missing_ok=True)
     shutil.rmtree(folder, ignore_errors=True)
+    _sweep(folder)
 
 
 _ROWS = (
@@ -277,10 +296,7 @@ def _add_rows(writer: Any, rows: Iterable[tuple[Any, ...]]) -> int:
 
 def _rebuild(folder: Path, conn: sqlite3.Connection) -> int:
     """Build the index whole in a new folder and swap it into place; the rows indexed."""
-    # A rebuild killed before its swap left its folder; sync's lock means none is running now.
-    for leftover in folder.parent.glob(f".{folder.name}.*"):
-        shutil.rmtree(leftover, ignore_errors=True)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+    tmp = _unique(folder, "tmp")
     tmp.mkdir(parents=True)
     try:
         index = _open(tmp)
@@ -288,7 +304,7 @@ def _rebuild(folder: Path, conn: sqlite3.Connection) -> int:
         size = _add_rows(writer, conn.execute(_ROWS))
         writer.commit()
         writer.wait_merging_threads()
-        old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
+        old = _unique(folder, "old")
         if folder.exists():
             os.replace(folder, old)
         os.replace(tmp, folder)
@@ -327,6 +343,9 @@ def update_lexical(
         if folder.exists() or meta_path.exists():
             drop_lexical(root)
         return None
+    # A rebuild killed before or during its swap left its folders; sync's lock means none
+    # is running now.
+    _sweep(folder)
     serial = store.get_meta("sync_serial")
     token = _store_token(store)
     meta = _read_meta(meta_path)
