@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb, set_config, write_files
-from pinakes_core import KB, lexical
+from pinakes_core import KB, lexical, store
 from pinakes_core.channels import Filters
 from pinakes_core.config import ScaleConfig
 
@@ -394,3 +394,14 @@ def test_any_sync_sweeps_what_killed_rebuilds_left(tmp_path: Path) -> None:
     kb.sync()  # a rebuild
     assert not list(store_dir.glob(".bm25-tantivy.*"))
     assert kb.lexical() is not None
+
+
+def test_below_the_threshold_sync_drops_whatever_of_the_index_is_left(tmp_path: Path) -> None:
+    # One rule for keeping the index (lexical.wanted), applied by update_lexical alone: a
+    # stamp without its folder, or a killed rebuild's folder, goes too.
+    kb = _kb(tmp_path, threshold=1000)
+    folder, stamp = store.lexical_paths(kb.root)
+    write_files(kb.root / ".pinakes", {stamp.name: "{}", f".{folder.name}.1-ab.tmp/x": ""})
+    (kb.root / "a" / "n01.md").write_text("# Note 1\n\nchanged.\n")
+    kb.sync()
+    assert not stamp.exists() and not list(folder.parent.glob(f".{folder.name}.*"))

@@ -72,7 +72,7 @@ from pinakes_core.sidecar import (
     write_skeleton,
 )
 from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
-from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix, chunk_count
+from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix, lexical_paths
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
@@ -416,7 +416,7 @@ class KB:
             return None
         # A sync (of any process) writes the store, then the index and its stamp last.
         try:
-            stamp = (self.root / STORE_DIR / "bm25-tantivy.json").stat().st_mtime_ns
+            stamp = lexical_paths(self.root)[1].stat().st_mtime_ns
         except OSError:
             stamp = None
         key = (self.store().generation(), stamp)
@@ -503,18 +503,11 @@ class KB:
             )
             # Last, under the sync's lock: the chunks are final for this sync.
             update_ann(self.root, store, self.config.scale, changed=bool(changed or removed))
-            scale = self.config.scale
-            if (
-                scale.bm25_index_min_chunks > 0
-                and chunk_count(store.conn) >= scale.bm25_index_min_chunks
-            ):
-                from pinakes_core.lexical import update_lexical
+            # Past the threshold it is kept up to date, below it deleted (tantivy is
+            # imported only past it).
+            from pinakes_core.lexical import update_lexical
 
-                update_lexical(self.root, store, scale, changed=changed, removed=removed)
-            elif (self.root / STORE_DIR / "bm25-tantivy").exists():
-                from pinakes_core.lexical import drop_lexical
-
-                drop_lexical(self.root)
+            update_lexical(self.root, store, self.config.scale, changed=changed, removed=removed)
 
         report = run_sync(
             self.root,

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.store import SCHEMA_VERSION as STORE_SCHEMA
-from pinakes_core.store import STORE_DIR, Store, chunk_count
+from pinakes_core.store import Store, chunk_count, lexical_paths
 
 if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
@@ -52,8 +52,6 @@ __all__ = ["LexicalIndex", "drop_lexical", "load_lexical", "update_lexical"]
 
 log = logging.getLogger(__name__)
 
-_DIR = "bm25-tantivy"
-_META = "bm25-tantivy.json"
 #: Bumped when the fields, the tokenizer or what goes into them change: the index is rebuilt.
 #: 2: the ``rows`` field (one term in every row: the row count tantivy scores with).
 SCHEMA_VERSION = 2
@@ -104,11 +102,6 @@ def _open(path: Path) -> Any:
     index = _tantivy().Index(_schema(), path=str(path), reuse=True)
     index.register_tokenizer(_TOKENIZER, _analyzer())
     return index
-
-
-def _paths(root: Path) -> tuple[Path, Path]:
-    folder = root / STORE_DIR
-    return folder / _DIR, folder / _META
 
 
 def _store_token(store: Store) -> str | None:
@@ -266,7 +259,7 @@ def _unique(folder: Path, suffix: str) -> Path:
 
 def drop_lexical(root: Path) -> None:
     """Delete the index and its stamp (the KB shrank below the threshold, or a rebuild)."""
-    folder, meta = _paths(root)
+    folder, meta = lexical_paths(root)
     meta.unlink(missing_ok=True)
     shutil.rmtree(folder, ignore_errors=True)
     _sweep(folder)
@@ -314,6 +307,12 @@ def _rebuild(folder: Path, conn: sqlite3.Connection) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def wanted(config: ScaleConfig, conn: sqlite3.Connection) -> bool:
+    """Whether a KB of this many chunks keeps the index (``[scale] bm25_index_min_chunks``)."""
+    threshold = config.bm25_index_min_chunks
+    return threshold > 0 and chunk_count(conn) >= threshold
+
+
 class _Rebuild(Exception):
     """An incremental update would leave the index too far from a fresh one."""
 
@@ -338,10 +337,9 @@ def update_lexical(
     Returns ``{"removed": documents, "added": rows, "size": rows, "rebuilt": 0|1}``, or ``None``
     when the KB is below the threshold (the index is then deleted).
     """
-    folder, meta_path = _paths(root)
-    if config.bm25_index_min_chunks <= 0 or chunk_count(store.conn) < config.bm25_index_min_chunks:
-        if folder.exists() or meta_path.exists():
-            drop_lexical(root)
+    folder, meta_path = lexical_paths(root)
+    if not wanted(config, store.conn):
+        drop_lexical(root)
         return None
     # A rebuild killed before or during its swap left its folders; sync's lock means none
     # is running now.
@@ -431,7 +429,7 @@ def update_lexical(
 
 def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex | None:
     """The KB's tantivy index, if the KB is past the threshold and the index is current."""
-    folder, meta_path = _paths(root)
+    folder, meta_path = lexical_paths(root)
     if config.bm25_index_min_chunks <= 0 or not folder.is_dir():
         return None
     meta = _read_meta(meta_path)

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
 STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
+#: The tantivy BM25 index (:mod:`pinakes_core.lexical`) and its stamp, in :data:`STORE_DIR`.
+LEXICAL_DIR = "bm25-tantivy"
+LEXICAL_STAMP = "bm25-tantivy.json"
 #: SQLite page cache per connection, in KiB (SQLite's default is 2 MiB).
 PAGE_CACHE_KIB = 65536
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -401,6 +404,12 @@ class Store:
             else np.zeros((0, dim), np.float32)
         )
         return VectorMatrix(ids, matrix)
+
+
+def lexical_paths(root: Path) -> tuple[Path, Path]:
+    """The folder of the KB's tantivy BM25 index and its stamp (here: no tantivy import)."""
+    folder = root / STORE_DIR
+    return folder / LEXICAL_DIR, folder / LEXICAL_STAMP
 
 
 def chunk_count(conn: sqlite3.Connection) -> int:
