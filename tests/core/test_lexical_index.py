@@ -405,3 +405,19 @@ def test_below_the_threshold_sync_drops_whatever_of_the_index_is_left(tmp_path: 
     (kb.root / "a" / "n01.md").write_text("# Note 1\n\nchanged.\n")
     kb.sync()
     assert not stamp.exists() and not list(folder.parent.glob(f".{folder.name}.*"))
+
+
+def test_the_index_reads_letters_as_fts5_does_where_tantivy_allows(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    write_files(
+        kb.root,
+        {
+            "t/upper.md": "# Trip\n\nİstanbul trip.\n",
+            "t/lower.md": "# Trip\n\nistanbul trip.\n",
+            "t/accent.md": "# Café\n\nvisited a café.\n",
+            "t/plain.md": "# Cafe\n\nvisited a cafe.\n",
+        },
+    )
+    kb.sync()
+    for query in ["istanbul", "İSTANBUL", "café", "cafe"]:
+        assert sorted(c for c, _ in _tv(kb, query)) == sorted(c for c, _ in _fts(kb, query))

@@ -13,9 +13,14 @@ heading 1.5, text 1, identifier parts 1) into one BM25 per phrase over the whole
 this approximates; tantivy's per-field BM25 summed over boosted fields ranked very differently
 (46 % of FTS5's top 10 on nushell-docs, against 94 % for this). The tokenizer is FTS5's
 (``porter unicode61 remove_diacritics 2``) as closely as tantivy has it: split on
-non-alphanumerics, lower case, ASCII folding, the English (Porter2) stemmer. The IDF is
-Lucene's ``ln(1 + (N - n + 0.5) / (n + 0.5))``, so scores are not FTS5's: the lexical ceiling
-uses the same formula when the index answers (:func:`ceiling_idf`).
+non-alphanumerics, lower case, ASCII folding, the English (Porter2) stemmer; a capital dotted
+I is read as I first, as FTS5 reads it. So the rows a word matches differ only where ASCII
+folding goes further than removing diacritics: full-width forms (ｗｏｒｄ matches word),
+ß (strasse matches Straße), ligatures (finance matches ﬁnance) and a few letters such as ø
+and æ; the index matches those, FTS5 does not (docs/scaling.md). The IDF is Lucene's
+``ln(1 + (N - n + 0.5) / (n + 0.5))``, with N and n counting the rows an update deleted
+until a merge drops them, so scores are not FTS5's: the lexical ceiling uses the same IDF
+when the index answers (:meth:`LexicalIndex.idf`).
 
 **Currency.** The index is stamped (``bm25-tantivy.json``) with the store file it was built from,
 both schema versions and the ``sync_serial`` of the sync that last brought it up to date; search uses it only when
@@ -54,7 +59,8 @@ log = logging.getLogger(__name__)
 
 #: Bumped when the fields, the tokenizer or what goes into them change: the index is rebuilt.
 #: 2: the ``rows`` field (one term in every row: the row count tantivy scores with).
-SCHEMA_VERSION = 2
+#: 3: a capital dotted I is indexed as I (as FTS5 reads it).
+SCHEMA_VERSION = 3
 _FIELD = "all"
 #: Every row holds this term of the ``rows`` field, so its document frequency is the number
 #: of rows tantivy's BM25 counts: deleted ones too, until a merge drops them.
@@ -75,6 +81,13 @@ def _tantivy() -> Any:
     import tantivy
 
     return tantivy
+
+
+#: Rust lower-cases İ (U+0130) to i + a combining dot (U+0307), which ASCII folding keeps, so
+#: "İstanbul" would not match "istanbul"; FTS5's unicode61 with remove_diacritics 2 reads it
+#: as i (and drops a combining dot, as Python's lower case of İ leaves one in a query word).
+#: Applied to indexed text and query words alike.
+_PRE_FOLD = str.maketrans({"\u0130": "I", "\u0307": None})
 
 
 def _analyzer() -> Any:
@@ -135,7 +148,7 @@ class LexicalIndex:
         return int(self._searcher.num_docs)
 
     def _words(self, phrase: str) -> list[str]:
-        return [str(w) for w in self._analyzer.analyze(phrase.strip('"'))]
+        return [str(w) for w in self._analyzer.analyze(phrase.strip('"').translate(_PRE_FOLD))]
 
     def _phrase_query(self, words: list[str]) -> Any:
         query = self._tv.Query
@@ -187,8 +200,8 @@ class LexicalIndex:
         filter takes them from :data:`OVER_FETCH` × ``limit`` unfiltered rows when enough
         pass (tried when the filter's share of the rows makes that likely); otherwise (a
         narrow filter) the ids go to tantivy as a set the rows must be in.
-        At 1M chunks a set of 6,542 ids cost 14 ms, one of 418,688 ids 883 ms
-        (docs/scaling.md).
+        At 1M chunks a set of 6,542 ids cost 10-14 ms, one of 418,688 ids 0.4-0.9 s
+        (docs/benchmarks.md, "One million chunks: BM25 in tantivy").
         """
         tv = self._tv
         clauses = []
@@ -281,7 +294,7 @@ def _add_rows(writer: Any, rows: Iterable[tuple[Any, ...]]) -> int:
         doc.add_text(_ROWS_FIELD, _ROW_TERM)
         for value in (title, title, heading, text, idents):
             if value:
-                doc.add_text(_FIELD, value)
+                doc.add_text(_FIELD, value.translate(_PRE_FOLD))
         writer.add_document(doc)
         added += 1
     return added
