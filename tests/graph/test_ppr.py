@@ -323,6 +323,35 @@ def test_graph_for_is_cached_per_generation(ppr_kb: KB) -> None:
     assert second.transition_t() is not matrix
 
 
+def test_graph_for_reads_one_snapshot_while_another_process_syncs(ppr_kb: KB) -> None:
+    """A sync committing between the graph's reads (nodes, then edges) changes nothing it sees."""
+    store = ppr_kb.store()
+    real = store.conn
+    nodes = real.execute("SELECT COUNT(*) FROM nodes").fetchone()[0]
+
+    class Between:
+        """The store's connection; another KB syncs a new document before the edges are read."""
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(real, name)
+
+        def execute(self, sql: str, *args):  # type: ignore[no-untyped-def]
+            if sql.startswith("SELECT src, dst"):
+                (ppr_kb.root / "late.md").write_text("# Late\n\nSee [[Deploy]].\n")
+                KB.open(ppr_kb.root, embedder=FakeHashEmbedder()).sync()
+            return real.execute(sql, *args)
+
+    graph_cache._CACHE.pop(ppr_kb, None)
+    store.conn = Between()
+    try:
+        graph = graph_for(ppr_kb)
+    finally:
+        store.conn = real
+    assert len(graph.node_ids) == nodes  # the snapshot of the first read
+    assert real.execute("SELECT COUNT(*) FROM nodes").fetchone()[0] > nodes
+    assert graph_for(ppr_kb) is not graph  # the next generation's
+
+
 def test_graph_for_builds_once_per_generation(ppr_kb: KB, monkeypatch) -> None:
     builds = []
     real = graph_cache._build

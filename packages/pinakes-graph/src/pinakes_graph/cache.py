@@ -256,6 +256,23 @@ _CACHE: weakref.WeakKeyDictionary[Any, tuple[int, Graph]] = weakref.WeakKeyDicti
 _LOCK = threading.Lock()
 
 
+def _snapshot(store: Any) -> tuple[int, Graph]:
+    """The graph and the generation it is of, read in one transaction.
+
+    Its reads are several statements; a sync of another process committing between them gave
+    an edge whose node the first read had not seen (``KeyError`` in :func:`_build`).
+    """
+    conn = store.conn
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        return store.generation(), _build(store)
+    finally:
+        if own:
+            conn.execute("COMMIT")
+
+
 def graph_for(kb: Any) -> Graph:
     """The graph of ``kb``'s current store generation (built on first use, then cached)."""
     store = kb.store()
@@ -263,7 +280,7 @@ def graph_for(kb: Any) -> Graph:
     with _LOCK:
         cached = _CACHE.get(kb)
         if cached is None or cached[0] != generation:
-            cached = (generation, _build(store))
+            cached = _snapshot(store)
             _CACHE[kb] = cached
         return cached[1]
 
