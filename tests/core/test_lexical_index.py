@@ -421,3 +421,18 @@ def test_the_index_reads_letters_as_fts5_does_where_tantivy_allows(tmp_path: Pat
     kb.sync()
     for query in ["istanbul", "İSTANBUL", "café", "cafe"]:
         assert sorted(c for c, _ in _tv(kb, query)) == sorted(c for c, _ in _fts(kb, query))
+
+
+def test_the_shared_counts_of_the_index_and_of_fts5_stay_apart(tmp_path: Path) -> None:
+    kb = _kb(tmp_path)
+    write_files(kb.root, {"t/lig.md": "# Money\n\n\ufb01nance report.\n"})
+    kb.sync()
+    on_index = kb.query_context("finance")
+    assert on_index.lexical_index is not None
+    assert on_index.doc_freq('"finance"') == 1  # the index folds the ligature
+    # Same generation, same shared table, but this context runs on FTS5 (as when the index
+    # goes stale between a context's start and its first count).
+    on_fts = kb.query_context("finance")
+    on_fts._lexical = None
+    assert on_fts.doc_freq('"finance"') == 0
+    assert kb.query_context("finance").doc_freq('"finance"') == 1

@@ -179,6 +179,9 @@ class Filters:
 
 #: Longest FTS phrase whose row count a KB keeps for all its queries (:meth:`QueryContext.doc_freq`).
 MAX_SHARED_PHRASE_CHARS = 64
+#: Prefix of the shared count table's keys for the tantivy index's counts (no FTS phrase
+#: starts with it).
+_INDEX_COUNT = "\x00index:"
 
 
 class QueryContext:
@@ -351,10 +354,16 @@ class QueryContext:
         # Only short phrases go to the KB's shared table: a query word may be 100,000
         # characters, and 50,000 of those would hold gigabytes in a long-lived server.
         cache = self._doc_freq if len(phrase) <= MAX_SHARED_PHRASE_CHARS else self._own_freq
+        index = self.lexical_index
+        if index is not None:
+            # The index's own count (its tokenizer's), kept apart from FTS5's: a context of
+            # the same generation may run on FTS5 (the index went stale meanwhile).
+            key = _INDEX_COUNT + phrase
+            count = cache.get(key)
+            if count is None:
+                count = cache[key] = index.doc_freq(phrase)
+            return count
         count = cache.get(phrase)
-        if count is None and self.lexical_index is not None:
-            # The index's own count (its stemmer's): a term's is read from its dictionary.
-            count = cache[phrase] = self.lexical_index.doc_freq(phrase)
         if count is None:
             count = cache[phrase] = int(
                 self.conn.execute(
