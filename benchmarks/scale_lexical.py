@@ -56,16 +56,21 @@ def build(work: Path, corpus: Path, chunks: int) -> Path:
     return root
 
 
+def bm25_pool(kb: KB, budget: int, query: str) -> tuple[float, list[int]]:
+    """One BM25 channel run under ``[scale] bm25_max_rows = budget``: its ms and its pool."""
+    kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=budget)})
+    ctx = kb.query_context(query)
+    start = time.perf_counter()
+    ctx.bm25(query)
+    ms = (time.perf_counter() - start) * 1000
+    return ms, [chunk for chunk, _ in ctx._bm25_pool[query][0]]
+
+
 def lexical(root: Path, budgets: list[int]) -> dict[str, object]:
     kb = KB.open(root, embedder=_embedder())
 
     def run(budget: int, query: str) -> tuple[float, list[int]]:
-        kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=budget)})
-        ctx = kb.query_context(query)
-        start = time.perf_counter()
-        ctx.bm25(query)
-        ms = (time.perf_counter() - start) * 1000
-        return ms, [chunk for chunk, _ in ctx._bm25_pool[query][0]]
+        return bm25_pool(kb, budget, query)
 
     for query in scale.QUERIES[:2]:
         run(0, query)

@@ -54,6 +54,7 @@ import scale  # noqa: E402  (a sibling benchmark script)
 import scale_lexical  # noqa: E402
 from pinakes_core import KB  # noqa: E402
 from pinakes_core.config import ScaleConfig  # noqa: E402
+from pinakes_core.lexical import analyzer as make_analyzer  # noqa: E402
 from pinakes_core.query import fts_phrases  # noqa: E402
 
 #: One text field holding the FTS columns as separate values, the title twice: FTS5's
@@ -65,18 +66,6 @@ from pinakes_core.query import fts_phrases  # noqa: E402
 FIELD = "all"
 POOL = 200
 TOKENIZER = "pnk"
-
-
-def _analyzer() -> Any:
-    import tantivy
-
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
 
 
 def _schema() -> Any:
@@ -92,7 +81,7 @@ def _open(path: Path) -> Any:
     import tantivy
 
     index = tantivy.Index(_schema(), path=str(path), reuse=True)
-    index.register_tokenizer(TOKENIZER, _analyzer())
+    index.register_tokenizer(TOKENIZER, make_analyzer())
     return index
 
 
@@ -187,18 +176,13 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
     rss0 = _rss_mb()
     index = _open(path)
     searcher = index.searcher()
-    analyzer = _analyzer()
+    analyzer = make_analyzer()
     rss_open = _rss_mb()
     kb = KB.open(root, embedder=scale_lexical._embedder())
     queries = scale.QUERIES
 
     def fts(budget: int, query: str) -> tuple[float, list[int]]:
-        kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=budget)})
-        ctx = kb.query_context(query)
-        start = time.perf_counter()
-        ctx.bm25(query)
-        ms = (time.perf_counter() - start) * 1000
-        return ms, [chunk for chunk, _ in ctx._bm25_pool[query][0]]
+        return scale_lexical.bm25_pool(kb, budget, query)
 
     def tv(query: str, n: int = POOL) -> tuple[float, list[int]]:
         start = time.perf_counter()

@@ -50,15 +50,6 @@ _SNAPSHOT_PREFIX = "vectors-"
 # -- the memory-mapped snapshot ----------------------------------------------------------------
 
 
-def _store_token(store: Store) -> str | None:
-    """The identity of the store's database file: a rebuilt store is a new file."""
-    try:
-        stat = os.stat(store.path)
-    except FileNotFoundError:
-        return None
-    return f"{stat.st_dev:x}-{stat.st_ino:x}"
-
-
 def _snapshot_paths(root: Path, token: str, generation: int) -> tuple[Path, Path]:
     base = root / STORE_DIR / f"{_SNAPSHOT_PREFIX}{token}-{generation}"
     return Path(f"{base}.ids.npy"), Path(f"{base}.f32.npy")
@@ -81,7 +72,7 @@ def _write_snapshot(root: Path, store: Store, dim: int) -> int | None:
     size. The generation and the rows are read in one transaction, so they agree. Returns
     ``None`` when the store holds no vectors.
     """
-    token = _store_token(store)
+    token = store.file_token()
     if token is None:
         return None
     conn = store.conn
@@ -139,7 +130,7 @@ def _write_snapshot(root: Path, store: Store, dim: int) -> int | None:
 
 
 def _map_snapshot(root: Path, store: Store, generation: int, dim: int) -> VectorMatrix | None:
-    token = _store_token(store)
+    token = store.file_token()
     if token is None:
         return None
     ids_path, matrix_path = _snapshot_paths(root, token, generation)

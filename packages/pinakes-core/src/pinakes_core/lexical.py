@@ -53,7 +53,7 @@ from pinakes_core.store import Store, chunk_count, lexical_paths
 if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
 
-__all__ = ["LexicalIndex", "drop_lexical", "load_lexical", "update_lexical"]
+__all__ = ["LexicalIndex", "analyzer", "drop_lexical", "load_lexical", "update_lexical"]
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ def _tantivy() -> Any:
 _PRE_FOLD = str.maketrans({"\u0130": "I", "\u0307": None})
 
 
-def _analyzer() -> Any:
+def analyzer() -> Any:
+    """The tantivy text analyzer the index reads with (also what the benchmark measures)."""
     tantivy = _tantivy()
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
@@ -113,16 +114,8 @@ def _schema() -> Any:
 
 def _open(path: Path) -> Any:
     index = _tantivy().Index(_schema(), path=str(path), reuse=True)
-    index.register_tokenizer(_TOKENIZER, _analyzer())
+    index.register_tokenizer(_TOKENIZER, analyzer())
     return index
-
-
-def _store_token(store: Store) -> str | None:
-    try:
-        stat = os.stat(store.path)
-    except FileNotFoundError:
-        return None
-    return f"{stat.st_dev:x}-{stat.st_ino:x}"
 
 
 def ceiling_idf(rows: int, hits: int) -> float:
@@ -138,7 +131,7 @@ class LexicalIndex:
         self._index = index
         self._schema = index.schema
         self._searcher = index.searcher()
-        self._analyzer = _analyzer()
+        self._analyzer = analyzer()
         #: The rows tantivy's BM25 counts: :func:`len` plus deleted ones not yet merged away.
         self.scored_rows = max(
             int(self._searcher.doc_freq(_ROWS_FIELD, _ROW_TERM)), int(self._searcher.num_docs)
@@ -358,7 +351,7 @@ def update_lexical(
     # is running now.
     _sweep(folder)
     serial = store.get_meta("sync_serial")
-    token = _store_token(store)
+    token = store.file_token()
     meta = _read_meta(meta_path)
     current = (
         meta is not None
@@ -450,7 +443,7 @@ def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex 
         meta is None
         or meta.get("schema") != SCHEMA_VERSION
         or meta.get("store_schema") != STORE_SCHEMA
-        or meta.get("store") != _store_token(store)
+        or meta.get("store") != store.file_token()
         or str(meta.get("sync_serial")) != str(store.get_meta("sync_serial"))
         or meta.get("size") != chunk_count(store.conn)
     ):

@@ -18,7 +18,6 @@ import sqlite3
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -34,7 +33,6 @@ __all__ = [
     "extract_links",
     "link_kind",
     "read_text",
-    "repository_pages",
     "resolve_all",
     "resolver",
 ]
@@ -77,49 +75,6 @@ _MEDIA_FILE = re.compile(
 )
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
-
-
-# A git remote: https://host/owner/repo(.git), ssh://git@host/owner/repo.git, git@host:owner/repo.
-_REMOTE = re.compile(
-    r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/\s]+@)([\w.-]+)[/:]([\w.-]+(?:/[\w.-]+)+)/?$"
-)
-_REMOTE_URL = re.compile(r"^\s*url\s*=\s*(\S+)\s*$", re.MULTILINE)
-# Where a forge shows a file of a repository: GitHub's blob/tree/raw, GitLab's /-/blob/ ….
-_FORGE_VIEWS = ("/blob/", "/tree/", "/raw/", "/-/blob/", "/-/tree/", "/-/raw/")
-
-
-def repository_pages(root: Path) -> tuple[tuple[str, str], ...]:
-    """Web addresses under which the KB's own files are shown, as ``(url prefix, folder)``.
-
-    A repository's README often links its pages by their full forge address
-    (``https://github.com/owner/repo/blob/main/guide.md``). When the KB lies in a git checkout,
-    each remote's file views are returned with the KB's folder inside the repository (``""``
-    at its top); :func:`read_text` reads such links as links to the KB's documents.
-    """
-    try:  # a parent folder may be unreadable: then there is no checkout to speak of
-        root = root.resolve()
-        top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
-        if top is None:
-            return ()
-        git = top / ".git"
-        if git.is_file():  # a worktree or submodule: "gitdir: <path>"
-            pointer = git.read_text(encoding="utf-8", errors="replace").strip()
-            git = (top / pointer.removeprefix("gitdir:").strip()).resolve()
-            common = git / "commondir"
-            if common.is_file():
-                git = (git / common.read_text(encoding="utf-8").strip()).resolve()
-        config = (git / "config").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ()
-    inside = root.relative_to(top).as_posix()
-    folder = "" if inside == "." else inside
-    pages: list[tuple[str, str]] = []
-    for url in _REMOTE_URL.findall(config):
-        match = _REMOTE.match(url)
-        if match:
-            base = f"https://{match.group(1)}/{match.group(2).removesuffix('.git')}"
-            pages += [(base + view, folder) for view in _FORGE_VIEWS]
-    return tuple(dict.fromkeys(pages))
 
 
 def _own_page(url: str, pages: tuple[tuple[str, str], ...]) -> str | None:
@@ -224,7 +179,7 @@ def read_text(
 ) -> tuple[list[TextLink], list[str]]:
     r"""Return the document links and the inline ``#tags`` written in ``text``, in one parse.
 
-    ``pages``: the KB's own files' forge addresses (:func:`repository_pages`); a link to one of
+    ``pages``: the KB's own files' forge addresses (:func:`~pinakes_core.forge.repository_pages`); a link to one of
     them is a root-relative link to the document, not an external URL.
 
     Tags follow Obsidian's rules: ``#`` at the start of a word, then letters, digits, ``_``,

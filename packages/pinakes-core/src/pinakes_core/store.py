@@ -203,6 +203,17 @@ class Store:
         #: whether this is a new generation that :meth:`publish` has yet to make current.
         self.pending = pending
 
+    def file_token(self) -> str | None:
+        """The identity of the generation's database file (a rebuilt store is a new file).
+
+        The indexes kept beside the store (vector snapshot, ANN, BM25) are stamped with it.
+        """
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return f"{stat.st_dev:x}-{stat.st_ino:x}"
+
     @staticmethod
     def location(root: Path) -> Path:
         """Return the path of the KB's database (a symlink to the current generation's file)."""

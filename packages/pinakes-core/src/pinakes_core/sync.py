@@ -37,6 +37,7 @@ from pinakes_core.documents import (
 )
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
+from pinakes_core.forge import repository_pages
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
@@ -211,8 +212,6 @@ class _Syncer:
     ) -> None:
         self.root = root
         self.real_root = root.resolve()
-        from pinakes_core.links import repository_pages
-
         self.pages = repository_pages(root)  # the KB's own files' forge addresses
         self.max_bytes = int(config.sync.max_file_mb * 1024 * 1024)
         self.config = config
