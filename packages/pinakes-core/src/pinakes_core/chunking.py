@@ -390,6 +390,10 @@ class _Packer:
                     parts.append((word, cost, tokens))
                 else:
                     parts.extend(self.hard_split(word, budget))
+        if parts and parts[0][1] > first:
+            # The first part alone would take the first piece past its room (a blob cut to
+            # the full budget): it is cut to that room, so the piece keeps the character cap.
+            parts[:1] = self.hard_split(parts[0][0], first)
         piece: list[str] = []
         used = counted = 0
         limit = first
