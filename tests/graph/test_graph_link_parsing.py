@@ -326,25 +326,54 @@ def test_links_to_the_kbs_own_files_on_its_forge_are_document_links(tmp_path: Pa
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / ".git" / "config").write_text(
-        '[core]\n\tbare = false\n[remote "origin"]\n\turl = git@github.com:acme/handbook.git\n'
+        '[core]\n\tbare = false\n[remote "origin"]\n\turl = "ssh://git@github.com:22/acme/handbook.git"\n'
+        '[submodule "vendor"]\n\turl = https://github.com/other/handbook\n'
     )
     readme = (
         "# Handbook\n\n- [Pay](https://github.com/acme/handbook/blob/main/docs/pay.md#raises)\n"
         "- [Team](https://github.com/acme/handbook/tree/main/docs/team)\n"
         "- [Code](https://github.com/acme/handbook/blob/main/src/app.py)\n"
         "- [Fork](https://github.com/other/handbook/blob/main/docs/pay.md)\n"
+        "- [Top](https://github.com/acme/handbook/tree/main/docs/)\n"
+        "- [Spaced](https://github.com/acme/handbook/blob/main/docs/new%20hires.md)\n"
     )
-    files = {"README.md": readme, "pay.md": "# Pay\n", "team/index.md": "# Team\n"}
+    files = {
+        "README.md": readme,
+        "pay.md": "# Pay\n",
+        "team/index.md": "# Team\n",
+        "new hires.md": "# New hires\n",
+    }
     root = make_kb(repo / "docs", files)
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
         assert all(f.check != "dangling-links" for f in kb.doctor().findings)
+    # (The ssh port is no part of the web address; the submodule's repository is another.)
     assert _link_rows(root, "README.md") == [
         ("/pay.md#raises", "pay.md", None),
         ("/team", "team/index.md", None),
+        ("/new hires.md", "new hires.md", None),
     ]
     # The same folder outside any checkout: the addresses are external URLs, as before.
     plain = make_kb(tmp_path / "plain", files)
     with KB.open(plain, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
     assert _link_rows(plain, "README.md") == []
+
+
+def test_a_broken_checkout_is_no_checkout(tmp_path: Path) -> None:
+    # A NUL in a worktree's .git pointer was a ValueError traceback from every `pnk sync`.
+    from pinakes_core.forge import repository_pages
+
+    (tmp_path / "nul").mkdir()
+    (tmp_path / "nul" / ".git").write_bytes(b"gitdir: a\x00b\n")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / ".git").write_bytes(b"gitdir: elsewhere\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "commondir").write_bytes(b"\xff\xfe\x00")
+    assert repository_pages(tmp_path / "nul") == ()
+    assert repository_pages(tmp_path / "bad") == ()
+    root = make_kb(
+        tmp_path / "nul" / "kb", {"a.md": "# A\n\n[x](https://github.com/a/b/blob/m/a.md)\n"}
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        assert kb.sync().added == ["a.md"]

@@ -18,11 +18,17 @@ __all__ = ["repository_pages"]
 #: A git config larger than this is not read (a checkout's is a few hundred bytes).
 _MAX_CONFIG_BYTES = 1 << 20
 
-# A git remote: https://host/owner/repo(.git), ssh://git@host/owner/repo.git, git@host:owner/repo.
+# A git remote: https://host/owner/repo(.git), ssh://git@host:2222/owner/repo.git,
+# git@host:owner/repo. An https port belongs to the web address; an ssh port does not.
 _REMOTE = re.compile(
-    r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/\s]+@)([\w.-]+)[/:]([\w.-]+(?:/[\w.-]+)+)/?$"
+    r"^(?:(https?)://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/\s]+@)([\w.-]+)(:\d+)?[/:]"
+    r"([\w.-]+(?:/[\w.-]+)+)/?$"
 )
-_REMOTE_URL = re.compile(r"^\s*url\s*=\s*(\S+)\s*$", re.MULTILINE)
+# Lines of a git config: a section header ([remote "origin"]) and a url key within it.
+_SECTION = re.compile(r"^[ \t]*\[[ \t]*([^\]\s\"]+)")
+_URL_KEY = re.compile(r"^[ \t]*url[ \t]*=[ \t]*\"?([^\s\"]+)\"?[ \t]*$")
+#: A .git pointer file (worktree, submodule) or commondir larger than this is not a pointer.
+_MAX_POINTER_BYTES = 4096
 # Where a forge shows a file of a repository: GitHub's blob/tree/raw, GitLab's /-/blob/ ….
 _FORGE_VIEWS = ("/blob/", "/tree/", "/raw/", "/-/blob/", "/-/tree/", "/-/raw/")
 
@@ -42,20 +48,43 @@ def repository_pages(root: Path) -> tuple[tuple[str, str], ...]:
             return ()
         git = top / ".git"
         if git.is_file():  # a worktree or submodule: "gitdir: <path>"
-            pointer = git.read_text(encoding="utf-8", errors="replace").strip()
-            git = (top / pointer.removeprefix("gitdir:").strip()).resolve()
+            git = (top / _pointer(git).removeprefix("gitdir:").strip()).resolve()
             common = git / "commondir"
             if common.is_file():
-                git = (git / common.read_text(encoding="utf-8").strip()).resolve()
+                git = (git / _pointer(common)).resolve()
         config = read_limited(git / "config", limit=_MAX_CONFIG_BYTES).decode("utf-8", "replace")
-    except (OSError, UnsafeFileError):
+    # A broken checkout is no checkout: unreadable, a NUL in a pointer (ValueError), a symlink
+    # loop (RuntimeError on Python 3.11), a FIFO or an oversized file (UnsafeFileError).
+    except (OSError, UnsafeFileError, ValueError, RuntimeError):
         return ()
     inside = root.relative_to(top).as_posix()
     folder = "" if inside == "." else inside
     pages: list[tuple[str, str]] = []
-    for url in _REMOTE_URL.findall(config):
+    for url in _remote_urls(config):
         match = _REMOTE.match(url)
         if match:
-            base = f"https://{match.group(1)}/{match.group(2).removesuffix('.git')}"
+            scheme, host, port, path = match.groups()
+            if scheme and port:  # a web forge on its own port
+                host += port
+            base = f"https://{host}/{path.removesuffix('.git')}"
             pages += [(base + view, folder) for view in _FORGE_VIEWS]
     return tuple(dict.fromkeys(pages))
+
+
+def _pointer(path: Path) -> str:
+    """A .git pointer file's text (bounded, undecodable bytes replaced)."""
+    return read_limited(path, limit=_MAX_POINTER_BYTES).decode("utf-8", "replace").strip()
+
+
+def _remote_urls(config: str) -> list[str]:
+    """The ``url`` values of the config's ``[remote …]`` sections (not its submodules')."""
+    urls, section = [], ""
+    for line in config.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1).lower()
+            continue
+        key = _URL_KEY.match(line) if section == "remote" else None
+        if key:
+            urls.append(key.group(1))
+    return urls

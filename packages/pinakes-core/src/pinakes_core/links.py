@@ -85,12 +85,15 @@ def _own_page(url: str, pages: tuple[tuple[str, str], ...]) -> str | None:
             rest = plain[len(prefix) :].split("/", 1)  # the branch or commit, then the path
             if len(rest) < 2 or not rest[1]:
                 return None
-            path = rest[1]
+            path = unquote(rest[1])  # a forge writes "my notes" as my%20notes
+            suffix = posixpath.splitext(path.split("#", 1)[0].split("?", 1)[0])[1].lower()
+            if suffix and suffix not in _DOC_SUFFIXES:
+                return None  # a file that is no document (app.py, a screenshot): a web address
             if folder:
                 if not path.startswith(folder + "/"):
                     return None  # a file of the repository outside the KB
                 path = path[len(folder) + 1 :]
-            return "/" + path
+            return "/" + path if path.strip("/") else None  # the KB's top: no one document
     return None
 
 
