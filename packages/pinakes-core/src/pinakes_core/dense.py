@@ -23,7 +23,6 @@ any subset of rows, which a graph search cannot promise to find.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from pathlib import Path
@@ -32,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.store import STORE_DIR, Store, VectorMatrix, chunk_count
+from pinakes_core.store import (
+    STORE_DIR,
+    Store,
+    VectorMatrix,
+    chunk_count,
+    read_stamp,
+    write_stamp,
+)
 
 if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
@@ -250,12 +256,6 @@ def _settings(store: Store, config: ScaleConfig) -> dict[str, Any]:
     }
 
 
-def _write_meta(path: Path, meta: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, path)
-
-
 def update_ann(
     root: Path, store: Store, config: ScaleConfig, *, changed: bool = True
 ) -> dict[str, int] | None:
@@ -275,7 +275,7 @@ def update_ann(
     index_path, meta_path, keys_path = _ann_paths(root)
     serial = store.get_meta("sync_serial")
     settings = _settings(store, config)
-    meta = _read_meta(meta_path)
+    meta = read_stamp(meta_path)
     fits = (
         meta is not None
         and all(meta.get(key) == value for key, value in settings.items())
@@ -291,7 +291,7 @@ def update_ann(
         and config.ann_min_chunks > 0
         and int(meta.get("size", 0)) >= config.ann_min_chunks
     ):
-        _write_meta(meta_path, {**meta, "sync_serial": serial})
+        write_stamp(meta_path, {**meta, "sync_serial": serial})
         return {"removed": 0, "added": 0, "size": int(meta.get("size", 0))}
     if config.ann_min_chunks <= 0 or chunk_count(conn) < config.ann_min_chunks:
         # Chunks with a vector are at most all chunks: below the threshold without counting
@@ -353,16 +353,8 @@ def update_ann(
     finally:
         tmp.unlink(missing_ok=True)
     _save_npy(keys_path, np.stack([ids.astype(np.uint64), fingerprints], axis=1))
-    _write_meta(meta_path, {**settings, "sync_serial": serial, "size": int(ids.size)})
+    write_stamp(meta_path, {**settings, "sync_serial": serial, "size": int(ids.size)})
     return {"removed": len(stale), "added": int(fresh.size), "size": int(ids.size)}
-
-
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def read_rows(vectors: VectorMatrix, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
@@ -396,7 +388,7 @@ def load_ann(root: Path, store: Store, config: ScaleConfig) -> AnnIndex | None:
     index_path, meta_path, _ = _ann_paths(root)
     if config.ann_min_chunks <= 0 or not index_path.exists():
         return None
-    meta = _read_meta(meta_path)
+    meta = read_stamp(meta_path)
     if meta is None or meta.get("sync_serial") != store.get_meta("sync_serial"):
         return None
     try:

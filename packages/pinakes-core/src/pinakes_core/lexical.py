@@ -36,7 +36,6 @@ Below the threshold the index is deleted.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.store import SCHEMA_VERSION as STORE_SCHEMA
-from pinakes_core.store import Store, chunk_count, lexical_paths
+from pinakes_core.store import Store, chunk_count, lexical_paths, read_stamp, write_stamp
 
 if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
@@ -232,20 +231,6 @@ class LexicalIndex:
         return ranked
 
 
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_meta(path: Path, meta: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(meta))
-    os.replace(tmp, path)
-
-
 def _sweep(folder: Path) -> None:
     """Remove what killed rebuilds and stamp writes left (``.bm25-tantivy.*``).
 
@@ -352,7 +337,7 @@ def update_lexical(
     _sweep(folder)
     serial = store.get_meta("sync_serial")
     token = store.file_token()
-    meta = _read_meta(meta_path)
+    meta = read_stamp(meta_path)
     current = (
         meta is not None
         and serial is not None
@@ -376,7 +361,7 @@ def update_lexical(
         and not removed
         and meta.get("size") == chunk_count(conn)
     ):
-        _write_meta(meta_path, {**meta, **stamp})
+        write_stamp(meta_path, {**meta, **stamp})
         return {"removed": 0, "added": 0, "size": int(meta.get("size", 0)), "rebuilt": 0}
     if current:
         try:
@@ -419,7 +404,7 @@ def update_lexical(
                 chunk_count(conn),
             )
         elif size >= 0:
-            _write_meta(meta_path, {**stamp, "size": size})
+            write_stamp(meta_path, {**stamp, "size": size})
             return {
                 "removed": len(set(changed) | set(removed)),
                 "added": added,
@@ -429,7 +414,7 @@ def update_lexical(
     # Without a stamp the index is never used: a kill during the rebuild leaves none.
     meta_path.unlink(missing_ok=True)
     size = _rebuild(folder, conn)
-    _write_meta(meta_path, {**stamp, "size": size})
+    write_stamp(meta_path, {**stamp, "size": size})
     return {"removed": 0, "added": size, "size": size, "rebuilt": 1}
 
 
@@ -438,7 +423,7 @@ def load_lexical(root: Path, store: Store, config: ScaleConfig) -> LexicalIndex 
     folder, meta_path = lexical_paths(root)
     if config.bm25_index_min_chunks <= 0 or not folder.is_dir():
         return None
-    meta = _read_meta(meta_path)
+    meta = read_stamp(meta_path)
     if (
         meta is None
         or meta.get("schema") != SCHEMA_VERSION

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +31,8 @@ __all__ = [
     "VectorMatrix",
     "chunk_count",
     "collect_garbage",
+    "read_stamp",
+    "write_stamp",
 ]
 
 log = logging.getLogger(__name__)
@@ -421,6 +425,25 @@ def lexical_paths(root: Path) -> tuple[Path, Path]:
     """The folder of the KB's tantivy BM25 index and its stamp (here: no tantivy import)."""
     folder = root / STORE_DIR
     return folder / LEXICAL_DIR, folder / LEXICAL_STAMP
+
+
+def read_stamp(path: Path) -> dict[str, Any] | None:
+    """The JSON stamp of an index kept beside the store (vector snapshot, ANN, BM25).
+
+    ``None`` when it is missing or unreadable: the index is then rebuilt.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_stamp(path: Path, stamp: dict[str, Any]) -> None:
+    """Write an index's stamp atomically (a temp file renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(stamp))
+    os.replace(tmp, path)
 
 
 def chunk_count(conn: sqlite3.Connection) -> int:
