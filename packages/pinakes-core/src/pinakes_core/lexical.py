@@ -330,7 +330,8 @@ def update_lexical(
     """
     folder, meta_path = lexical_paths(root)
     if not wanted(config, store.conn):
-        drop_lexical(root)
+        if folder.exists() or meta_path.exists():  # below it, a sync touches nothing else
+            drop_lexical(root)
         return None
     # A rebuild killed before or during its swap left its folders; sync's lock means none
     # is running now.
