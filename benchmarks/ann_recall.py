@@ -3,7 +3,7 @@
 A fast stand-alone sweep over the ``[scale]`` index settings, without syncing a KB of the size:
 the vectors are those of ``benchmarks/scale.py``'s clone KB — a real synced base (nushell-docs,
 embedded with the configured model; ``scale.build_base``) plus noisy copies of it
-(``scale.noisy_copy``, same seed, so the first N rows are the very vectors ``scale.py --chunks``
+(``scale.clone_vectors``, same seed, so the rows are the very vectors ``scale.py --chunks``
 gives the store) — and each index is built by ``pinakes_core.dense.new_index``, the function
 sync uses, from a ``ScaleConfig``, fed in the batches sync feeds it.
 
@@ -20,7 +20,7 @@ Per size and setting: build time, index size (the saved file), and over held-out
   near-identical copies (a clone KB's texts have ~N/base copies each);
 - the median latency of one ``AnnIndex.search`` call, per candidate count.
 
-``--mix`` replaces the clones by mixtures of two base texts (:func:`mixtures`): distinct
+``--mix`` replaces the clones by mixtures of two base texts (``scale.mixtures``): distinct
 vectors on the real embeddings' manifold, where a clone KB of 1M rows is ~150 near-identical
 copies of each base text.
 
@@ -81,8 +81,6 @@ GRID = [
 #: clone KB a text has ~150 copies at nearly the same cosine, and which ten of them come back
 #: is not a difference a reader of the results can see (docs/scaling.md).
 NEAR_TIE = 0.01
-#: The held-out queries' seed (another than the KB's ``scale.CLONE_SEED``).
-HELD_OUT_SEED = 1400
 
 
 def log(message: str) -> None:
@@ -92,47 +90,19 @@ def log(message: str) -> None:
 def dataset(
     base: npt.NDArray[np.float32], size: int, noise: float, mix: bool = False
 ) -> npt.NDArray[np.float32]:
-    """The first ``size`` rows of scale.py's clone KB: the base, then noisy copies in order.
+    """The rows of scale.py's clone KB of ``size`` chunks: the base, then each copy in order.
 
-    With ``mix``, the rows past the base are :func:`mixtures` of two base texts instead.
+    Each copy is ``scale.clone_vectors`` (noisy clones, or with ``mix`` mixtures of two base
+    texts), so these are the very vectors ``scale.py --chunks`` (``--mix``) gives the store.
     """
     rng = np.random.default_rng(scale.CLONE_SEED)
-    if mix:
-        return np.concatenate([base, mixtures(base, max(0, size - base.shape[0]), rng)])
     copies = max(1, math.ceil(size / base.shape[0]))
     out = np.empty((copies * base.shape[0], base.shape[1]), dtype=np.float32)
     out[: base.shape[0]] = base
     for copy in range(1, copies):
-        out[copy * base.shape[0] : (copy + 1) * base.shape[0]] = scale.noisy_copy(base, noise, rng)
+        rows = slice(copy * base.shape[0], (copy + 1) * base.shape[0])
+        out[rows] = scale.clone_vectors(base, rng, noise, mix)
     return out
-
-
-def mixtures(
-    base: npt.NDArray[np.float32], count: int, rng: np.random.Generator
-) -> npt.NDArray[np.float32]:
-    """``count`` distinct texts on the base's own manifold: ``w·a + (1 − w)·b`` of two base rows.
-
-    Clones give every text ~N/base near-identical copies, so a clone KB of 1M vectors is 6.5k
-    clusters of ~150 near-ties; a mixture of two random texts at a random weight w ∈ [0.5, 1)
-    is a text "mostly about a, partly about b", and 1M of them are distinct (6.5k² pairs)
-    while staying where real embeddings lie.
-    """
-    a = rng.integers(0, base.shape[0], size=count)
-    b = rng.integers(0, base.shape[0], size=count)
-    w = rng.uniform(0.5, 1.0, size=(count, 1)).astype(np.float32)
-    mixed = w * base[a] + (1.0 - w) * base[b]
-    unit: npt.NDArray[np.float32] = (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(
-        np.float32
-    )
-    return unit
-
-
-def held_out(base: npt.NDArray[np.float32], count: int, noise: float) -> npt.NDArray[np.float32]:
-    """``count`` new texts like the KB's: random base rows with fresh noise (another seed)."""
-    rng = np.random.default_rng(HELD_OUT_SEED)
-    rows = rng.choice(base.shape[0], size=count, replace=False)
-    result: npt.NDArray[np.float32] = scale.noisy_copy(base[rows], noise, rng)
-    return result
 
 
 def exact_top(
@@ -242,11 +212,7 @@ def main() -> None:
     base_root = scale.build_base(work, args.corpus.resolve())
     base = scale.read_base_vectors(base_root)[: args.base_rows]
     sets = {
-        "held-out": (
-            mixtures(base, args.queries, np.random.default_rng(HELD_OUT_SEED))
-            if args.mix
-            else held_out(base, args.queries, args.noise)
-        ),
+        "held-out": scale.held_out_queries(base, args.queries, args.noise, args.mix),
         "text": text_queries(base_root).astype(np.float32),
     }
     log(f"base {base.shape[0]} vectors × {base.shape[1]}; load {os.getloadavg()[0]:.1f}")

@@ -37,6 +37,7 @@ import numpy as np
 import psutil
 
 from corpora import QUERIES, copy_corpus  # one corpus copier and query list for both
+from scale import proc_memory_mb
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = "../shared/corpora/nushell-docs"
@@ -109,17 +110,13 @@ async def measure_latency(kb_root: Path, texts: list[str]) -> dict[str, Any]:
     }
 
 
-def _peak_rss(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
 async def measure_server_memory(kb_root: Path, texts: list[str]) -> dict[str, Any]:
+    """Start ``pinakes-mcp --kb kb_root`` over stdio as a host does, search ``texts``: its memory.
+
+    ``VmRSS`` and ``VmHWM`` (the peak) come from the server process's ``/proc/<pid>/status``
+    (``scale.proc_memory_mb``): after ``initialize`` plus the background warm-up (the first
+    search waits for it), and after the searches.
+    """
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -136,17 +133,26 @@ async def measure_server_memory(kb_root: Path, texts: list[str]) -> dict[str, An
             if child.pid not in before and "pinakes-mcp" in " ".join(child.cmdline())
         ]
         server = servers[0]
-        rss_loaded = server.memory_info().rss
+        loaded_at = proc_memory_mb(server.pid)
+        t1 = time.perf_counter()
+        await session.call_tool("pinakes_search", {"query": texts[0], "k": K})
+        first_s = time.perf_counter() - t1
+        warmed = proc_memory_mb(server.pid)
+        latencies = []
         for text in texts:
+            t2 = time.perf_counter()
             await session.call_tool("pinakes_search", {"query": text, "k": K})
-        rss_after = server.memory_info().rss
-        peak = _peak_rss(server.pid)
+            latencies.append((time.perf_counter() - t2) * 1000)
+        after = proc_memory_mb(server.pid)
     return {
         "startup_to_initialized_s": round(started, 2),
-        "rss_after_load_mb": round(rss_loaded / 2**20, 1),
-        "rss_after_queries_mb": round(rss_after / 2**20, 1),
-        "peak_rss_mb": round(peak / 2**20, 1) if peak else None,
+        "rss_at_initialize_mb": loaded_at["VmRSS"],
+        "first_search_s": round(first_s, 2),
+        "rss_after_load_mb": warmed["VmRSS"],
+        "rss_after_queries_mb": after["VmRSS"],
+        "peak_rss_mb": after["VmHWM"],
         "queries": len(texts),
+        "search_ms": summary(latencies),
     }
 
 

@@ -75,6 +75,8 @@ GATED_QUERIES = [
 ]
 #: The seed of the clones' noise: the same seed gives the same vectors (see ``noisy_copy``).
 CLONE_SEED = 14
+#: The held-out queries' seed (another than :data:`CLONE_SEED`).
+HELD_OUT_SEED = 1400
 CONFIGS: dict[str, list[str] | None] = {
     "default (KB config)": None,
     "hybrid": ["bm25", "dense"],
@@ -97,6 +99,19 @@ def main() -> None:
     parser.add_argument("--chunks", help="comma-separated KB sizes for the cost curve (clones)")
     parser.add_argument("--noise", type=float, default=0.3, help="clone vector noise (σ)")
     parser.add_argument(
+        "--mix",
+        action="store_true",
+        help="clone vectors are mixtures of their own text and another base text (distinct), "
+        "not noisy copies (see mixtures)",
+    )
+    parser.add_argument(
+        "--stages",
+        default="sync,nochange,pnk,search,mcp",
+        help="what to measure per size (comma-separated; an existing KB of the size is reused "
+        "without 'sync')",
+    )
+    parser.add_argument("--pnk-runs", type=int, default=3, help="`pnk sync` runs (median)")
+    parser.add_argument(
         "--ann-min-chunks", type=int, help="[scale] ann_min_chunks for the clones (default: KB's)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="passes over the queries")
@@ -105,7 +120,7 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "KB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]), args.rounds)
+        worker(args.worker[0], Path(args.worker[1]), args.rounds, args.noise, args.mix)
         return
     if args.chunks:
         curve(args)
@@ -244,25 +259,113 @@ def log(message: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def proc_memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """Resident memory of a process from ``/proc/<pid>/status``: ``VmRSS`` and ``VmHWM`` (peak), MB."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)  # the kernel reports kB
+    return out
+
+
 def rss_mb(kind: str = "VmRSS") -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{kind}:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
+    return proc_memory_mb().get(kind, float("nan"))
 
 
-def worker(kind: str, root: Path, rounds: int) -> None:
+def _timed(module: Any, name: str, spent: dict[str, float]) -> None:
+    """Wrap ``module.name`` so the seconds spent in it add up in ``spent[name]``."""
+    inner = getattr(module, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[name] = round(spent.get(name, 0.0) + time.perf_counter() - t0, 3)
+
+    setattr(module, name, wrapper)
+
+
+def exact_top(data: Any, queries: Any, k: int = 10) -> Any:
+    """The exact top ``k`` row numbers per query (float32 cosines: rows are unit vectors).
+
+    ``data`` is read in blocks of 131,072 rows, so a mapped snapshot is never copied whole.
+    """
+    import numpy as np
+
+    best = np.full((queries.shape[0], 0), 0, dtype=np.int64)
+    scores = np.full((queries.shape[0], 0), -np.inf, dtype=np.float32)
+    for start in range(0, data.shape[0], 131072):
+        block = np.asarray(data[start : start + 131072]) @ queries.T  # rows × queries
+        part = np.argpartition(-block, k - 1, axis=0)[:k].T  # queries × k
+        part_scores = np.take_along_axis(block.T, part, axis=1)
+        best = np.concatenate([best, part + start], axis=1)
+        scores = np.concatenate([scores, part_scores], axis=1)
+        keep = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        best = np.take_along_axis(best, keep, axis=1)
+        scores = np.take_along_axis(scores, keep, axis=1)
+    return best
+
+
+def timed_searches(kb: KB, channels: list[str] | None, rounds: int) -> dict[str, float]:
+    """Warm ``KB.search`` over :data:`QUERIES` × ``rounds`` (after one warm-up pass): p50/p95."""
+    for q in QUERIES:
+        kb.search(q, channels=channels)
+    latencies = []
+    for _ in range(rounds):
+        for q in QUERIES:
+            start = time.perf_counter()
+            kb.search(q, channels=channels)
+            latencies.append((time.perf_counter() - start) * 1000)
+    return {
+        "p50_ms": round(statistics.median(latencies), 1),
+        "p95_ms": round(percentile(latencies, 95), 1),
+        "load": round(os.getloadavg()[0], 2),
+    }
+
+
+def held_out_recall(kb: KB, queries: Any) -> dict[str, float]:
+    """Recall@10 of the dense channel (ANN candidates scored exactly) against exact, per vector.
+
+    Each query is a vector (not a text): the channel runs on it as on an embedded query.
+    """
+    import numpy as np
+
+    vectors = kb.vectors()
+    truth = vectors.chunk_ids[exact_top(vectors.matrix, queries)]
+    recalls = []
+    for vector, want in zip(queries, truth, strict=True):
+        ctx = kb.query_context("held-out vector")
+        ctx.__dict__["query_vector"] = np.asarray(vector, dtype=np.float32)
+        got = [chunk_id for chunk_id, _ in ctx.dense()[:10]]
+        recalls.append(len(set(got) & set(want.tolist())) / 10)
+    return {"recall_at_10": round(float(np.mean(recalls)), 4), "queries": len(recalls)}
+
+
+def worker(kind: str, root: Path, rounds: int, noise: float = 1.0, mix: bool = False) -> None:
     """One measurement in a fresh process; prints a JSON object."""
     out: dict[str, Any] = {}
     if kind == "sync":
+        import pinakes_core.dense
+        import pinakes_core.lexical
+
+        spent: dict[str, float] = {}
+        _timed(pinakes_core.dense, "update_ann", spent)  # the ANN index
+        _timed(pinakes_core.dense, "load_vectors", spent)  # the vector snapshot
+        _timed(pinakes_core.lexical, "update_lexical", spent)  # the tantivy index
         t0 = time.perf_counter()
         kb = KB.open(root)
         report = kb.sync()
+        memory = proc_memory_mb()
         out = {
             "seconds": round(time.perf_counter() - t0, 3),
             "unchanged": report.unchanged,
             "changed": len(report.added) + len(report.changed) + len(report.removed),
-            "peak_rss_mb": rss_mb("VmHWM"),
+            "embedded": report.chunks_embedded,
+            "stages_s": spent,
+            "peak_rss_mb": memory["VmHWM"],
+            "load": round(os.getloadavg()[0], 2),
         }
     elif kind == "search":
         import numpy as np
@@ -274,16 +377,14 @@ def worker(kind: str, root: Path, rounds: int) -> None:
         kb.search(QUERIES[0], channels=["bm25", "dense"])
         out["first_search_s"] = round(time.perf_counter() - t0, 3)
         out["ann"] = kb.ann() is not None
-        latencies = []
-        for _ in range(rounds):
-            for q in QUERIES:
-                start = time.perf_counter()
-                kb.search(q, channels=["bm25", "dense"])
-                latencies.append((time.perf_counter() - start) * 1000)
-        out["hybrid_p50_ms"] = round(statistics.median(latencies), 1)
-        out["hybrid_p95_ms"] = round(percentile(latencies, 95), 1)
-        out["rss_mb"] = rss_mb()
-        out["peak_rss_mb"] = rss_mb("VmHWM")
+        out["tantivy"] = kb.lexical() is not None
+        out["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
+        hybrid = timed_searches(kb, ["bm25", "dense"], rounds)
+        out["hybrid_p50_ms"], out["hybrid_p95_ms"] = hybrid["p50_ms"], hybrid["p95_ms"]
+        out["default"] = timed_searches(kb, None, rounds)
+        out["hybrid_again"] = timed_searches(kb, ["bm25", "dense"], rounds)
+        memory = proc_memory_mb()
+        out["rss_mb"], out["peak_rss_mb"] = memory["VmRSS"], memory["VmHWM"]
         if out["ann"]:
             # Recall@10 of the dense channel (ANN candidates, scored exactly) against exact.
             exact = KB.open(root)
@@ -297,13 +398,31 @@ def worker(kind: str, root: Path, rounds: int) -> None:
                 recalls.append(len(set(got) & set(want)) / max(len(want), 1))
             out["recall_at_10"] = round(float(np.mean(recalls)), 4)
             out["exact_dense_p50_ms"] = round(statistics.median(exact_ms), 1)
+            base = root.parent / "base"
+            if (base / ".pinakes" / "index.db").exists():
+                queries = held_out_queries(read_base_vectors(base), 200, noise, mix)
+                out["held_out"] = held_out_recall(kb, queries)
             exact_latencies = []
             for q in QUERIES:
                 start = time.perf_counter()
                 exact.search(q, channels=["bm25", "dense"])
                 exact_latencies.append((time.perf_counter() - start) * 1000)
             out["exact_hybrid_p50_ms"] = round(statistics.median(exact_latencies), 1)
+    out["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(out))
+
+
+def mcp_server_memory(root: Path, rounds: int = 1) -> dict[str, Any]:
+    """The real ``pinakes-mcp`` over stdio on ``root``, as a host starts it: its memory.
+
+    Searches :data:`QUERIES` ``rounds`` times through the MCP client and reads the server
+    process's ``VmRSS`` and ``VmHWM`` (:func:`proc_memory_mb`) after start-up and after them.
+    """
+    import asyncio
+
+    from mcp_latency import measure_server_memory
+
+    return asyncio.run(measure_server_memory(root, QUERIES * rounds))
 
 
 class _Hit:
@@ -317,13 +436,19 @@ def _dense_hits(kb: KB, query: str) -> list[_Hit]:
     return [_Hit(chunk_id) for chunk_id, _ in ctx.dense()[:10]]
 
 
-def run_worker(kind: str, root: Path, rounds: int = 1) -> dict[str, Any]:
+def run_worker(
+    kind: str, root: Path, rounds: int = 1, noise: float = 1.0, mix: bool = False
+) -> dict[str, Any]:
+    """``worker(kind, root)`` in a fresh interpreter, one BLAS thread as ``pnk`` and MCP run."""
     t0 = time.perf_counter()
+    command = [sys.executable, __file__, "--worker", kind, str(root), "--rounds", str(rounds)]
+    command += ["--noise", str(noise)] + (["--mix"] if mix else [])
     done = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, str(root), "--rounds", str(rounds)],
+        command,
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")},
     )
     if done.returncode != 0:
         raise SystemExit(f"worker {kind} failed:\n{done.stderr[-4000:]}")
@@ -333,6 +458,7 @@ def run_worker(kind: str, root: Path, rounds: int = 1) -> dict[str, Any]:
 
 
 def disk_mb(root: Path) -> dict[str, float]:
+    """MB on disk per kind of file in ``.pinakes/`` (a folder, such as tantivy's, summed whole)."""
     sizes: dict[str, float] = {}
     for path in (root / ".pinakes").iterdir():
         name = path.name
@@ -342,7 +468,11 @@ def disk_mb(root: Path) -> dict[str, float]:
             name = "index.db"
         elif name.startswith("ann"):
             name = "ann index"
-        sizes[name] = round(sizes.get(name, 0.0) + path.stat().st_size / 1048576, 1)
+        elif name.startswith("bm25-tantivy"):
+            name = "bm25-tantivy"
+        files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
+        size = sum(f.stat().st_size for f in files)
+        sizes[name] = round(sizes.get(name, 0.0) + size / 1048576, 1)
     return sizes
 
 
@@ -373,13 +503,59 @@ def noisy_copy(base_vectors: Any, noise: float, rng: Any) -> Any:
     """One clone of the base's vectors: each plus Gaussian noise of norm ~``noise``, renormalised.
 
     ``rng`` is a ``numpy.random.Generator``; called once per copy in order with the same seed,
-    it gives the same vectors as :func:`clone` (``ann_recall.py`` relies on that).
+    it gives the same vectors as :func:`clone` without ``mix`` (see :func:`clone_vectors`).
     """
     import numpy as np
 
     dim = base_vectors.shape[1]
     noisy = base_vectors + rng.normal(scale=noise / math.sqrt(dim), size=base_vectors.shape)
     return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def mixtures(base: Any, count: int, rng: Any, first: Any = None) -> Any:
+    """``count`` distinct texts on the base's own manifold: ``w·a + (1 − w)·b`` of two base rows.
+
+    Clones give every text ~N/base near-identical copies, so a clone KB of 1M vectors is 6.5k
+    clusters of ~150 near-ties; a mixture of two texts at a random weight w ∈ [0.5, 1) is a
+    text "mostly about a, partly about b", and 1M of them are distinct (6.5k² pairs) while
+    staying where real embeddings lie. ``a`` is random, or the rows ``first`` (one per
+    mixture: :func:`clone_vectors` gives each cloned chunk a mixture mostly about its own
+    text); ``b`` and ``w`` are random. ``rng`` is a ``numpy.random.Generator``.
+    """
+    import numpy as np
+
+    a = rng.integers(0, base.shape[0], size=count) if first is None else np.asarray(first)
+    b = rng.integers(0, base.shape[0], size=count)
+    w = rng.uniform(0.5, 1.0, size=(count, 1)).astype(np.float32)
+    mixed = w * base[a] + (1.0 - w) * base[b]
+    return (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
+
+
+def held_out_queries(base_vectors: Any, count: int, noise: float, mix: bool = False) -> Any:
+    """``count`` new texts like a clone KB's, in none of its rows (seed :data:`HELD_OUT_SEED`).
+
+    Random base rows with fresh noise of the clones' σ, or with ``mix`` fresh mixtures.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(HELD_OUT_SEED)
+    if mix:
+        return mixtures(base_vectors, count, rng)
+    rows = rng.choice(base_vectors.shape[0], size=count, replace=False)
+    return noisy_copy(base_vectors[rows], noise, rng)
+
+
+def clone_vectors(base_vectors: Any, rng: Any, noise: float, mix: bool = False) -> Any:
+    """One copy's vectors, row for row with the base: noisy clones, or with ``mix`` mixtures.
+
+    Called once per copy in order with a generator seeded :data:`CLONE_SEED`, it gives the
+    vectors :func:`clone` stores (``ann_recall.py`` rebuilds the same rows without a KB).
+    """
+    if mix:
+        return mixtures(
+            base_vectors, base_vectors.shape[0], rng, first=range(base_vectors.shape[0])
+        )
+    return noisy_copy(base_vectors, noise, rng)
 
 
 def read_base_vectors(base: Path) -> Any:
@@ -398,7 +574,13 @@ def read_base_vectors(base: Path) -> Any:
 
 
 def clone(
-    base: Path, corpus: Path, root: Path, copies: int, noise: float, ann_min: int | None
+    base: Path,
+    corpus: Path,
+    root: Path,
+    copies: int,
+    noise: float,
+    ann_min: int | None,
+    mix: bool = False,
 ) -> float:
     """Make ``root`` a KB of ``copies`` copies of the base; returns seconds spent."""
     import numpy as np
@@ -450,7 +632,7 @@ def clone(
             row["path"] = prefix + row["path"].split("/", 1)[1]
             rows.append(tuple(row[c] for c in columns))
         marks = ",".join("?" * len(columns))
-        noisy = noisy_copy(base_vectors, noise, rng)
+        noisy = clone_vectors(base_vectors, rng, noise, mix)
         with conn:
             conn.executemany(f"INSERT INTO documents({','.join(columns)}) VALUES ({marks})", rows)
             conn.executemany(
@@ -490,20 +672,23 @@ def clone(
     return round(time.perf_counter() - t0, 1)
 
 
-def pnk_sync_seconds(root: Path, runs: int = 3) -> float:
+def pnk_sync_seconds(root: Path, runs: int = 3) -> dict[str, Any]:
+    """``pnk sync`` (the real CLI, a fresh process each time) on ``root``: wall seconds."""
     pnk = str(Path(sys.executable).parent / "pnk")
-    times = []
+    times, loads = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
         subprocess.run([pnk, "--kb", str(root), "sync", "--json"], capture_output=True, check=True)
-        times.append(time.perf_counter() - t0)
-    return round(statistics.median(times), 3)
+        times.append(round(time.perf_counter() - t0, 3))
+        loads.append(round(os.getloadavg()[0], 2))
+    return {"median_s": round(statistics.median(times), 3), "runs_s": times, "load": loads}
 
 
 def curve(args: argparse.Namespace) -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="pinakes-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = args.corpus.resolve()
+    stages = set(args.stages.split(","))
     load_before = os.getloadavg()[0]
     base = build_base(work, corpus)
     base_chunks = KB.open(base).status().chunks
@@ -511,61 +696,79 @@ def curve(args: argparse.Namespace) -> None:
     for target in (int(x) for x in args.chunks.split(",")):
         copies = max(1, math.ceil(target / base_chunks))
         root = work / f"kb-{target}"
-        log(f"{target} chunks: cloning {copies} copies")
-        clone_s = clone(base, corpus, root, copies, args.noise, args.ann_min_chunks)
-        log(f"  cloned in {clone_s}s; first sync (ANN index, snapshot)")
-        first = run_worker("sync", root)
-        log(f"  first sync {first['seconds']}s; no-change syncs")
-        again = [run_worker("sync", root) for _ in range(3)]
-        cli = pnk_sync_seconds(root)
-        log("  search")
-        search = run_worker("search", root, args.rounds)
+        row: dict[str, Any] = {"target": target, "copies": copies}
+        if "sync" in stages or not (root / ".pinakes" / "index.db").exists():
+            log(f"{target} chunks: cloning {copies} copies{' (mixtures)' if args.mix else ''}")
+            row["clone_s"] = clone(
+                base, corpus, root, copies, args.noise, args.ann_min_chunks, args.mix
+            )
+            log(f"  cloned in {row['clone_s']}s; first sync (ANN index, tantivy, snapshot)")
+            row["first_sync"] = run_worker("sync", root)
+            log(f"  first sync {json.dumps(row['first_sync'])}")
+        if "nochange" in stages:
+            again = [run_worker("sync", root) for _ in range(3)]
+            row["nochange_sync"] = again
+            row["nochange_sync_s"] = statistics.median(a["seconds"] for a in again)
+            row["nochange_sync_process_s"] = statistics.median(a["process_s"] for a in again)
+            log(f"  no-change KB.sync {row['nochange_sync_s']}s")
+        if "pnk" in stages:
+            row["pnk_sync"] = pnk_sync_seconds(root, args.pnk_runs)
+            log(f"  pnk sync {json.dumps(row['pnk_sync'])}")
+        if "search" in stages:
+            log("  search")
+            row["search"] = run_worker("search", root, args.rounds, args.noise, args.mix)
+            log(f"  search {json.dumps(row['search'])}")
+        if "mcp" in stages:
+            log("  MCP server over stdio")
+            row["mcp"] = mcp_server_memory(root)
+            log(f"  mcp {json.dumps(row['mcp'])}")
         status = KB.open(root).status()
-        rows.append(
-            {
-                "target": target,
-                "documents": status.documents,
-                "chunks": status.chunks,
-                "copies": copies,
-                "clone_s": clone_s,
-                "first_sync": first,
-                "nochange_sync_s": statistics.median(a["seconds"] for a in again),
-                "nochange_sync_process_s": statistics.median(a["process_s"] for a in again),
-                "nochange_sync_peak_rss_mb": max(a["peak_rss_mb"] for a in again),
-                "pnk_sync_s": cli,
-                "search": search,
-                "disk_mb": disk_mb(root),
-            }
-        )
+        row.update(documents=status.documents, chunks=status.chunks, disk_mb=disk_mb(root))
+        rows.append(row)
         log(f"  {json.dumps(rows[-1])}")
     out = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "base_chunks": base_chunks,
-        "noise": args.noise,
+        "vectors": "mixtures" if args.mix else f"noisy clones, σ = {args.noise}",
         "rows": rows,
     }
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"{out['date']}, load average (1 min) before/after {out['load_1min']}\n")
     print(
-        "| chunks | documents | first sync (ANN + snapshot) | its peak RSS | no-change sync "
-        "(library / process / `pnk sync`) | hybrid p50 / p95 | exact hybrid p50 | recall@10 "
-        "| search RSS (peak) | disk: index.db / snapshot / ANN |"
+        f"{out['date']}, {out['vectors']}, load average (1 min) before/after {out['load_1min']}\n"
     )
-    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print(
+        "| chunks | documents | first sync (ANN / tantivy) | its peak RSS | no-change sync "
+        "(library / process / `pnk sync`) | hybrid p50 / p95 | default p50 | exact hybrid p50 "
+        "| recall@10 text / held-out | search RSS (peak) | MCP server RSS (peak) "
+        "| disk: index.db / snapshot / ANN / tantivy |"
+    )
+    print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
-        s, d = r["search"], r["disk_mb"]
+        first, s, d, m = (
+            r.get("first_sync", {}),
+            r.get("search", {}),
+            r["disk_mb"],
+            r.get("mcp", {}),
+        )
+        spent = first.get("stages_s", {})
         print(
-            f"| {r['chunks']:,} | {r['documents']:,} | {r['first_sync']['seconds']} s "
-            f"| {r['first_sync']['peak_rss_mb']:.0f} MB "
-            f"| {r['nochange_sync_s']:.2f} / {r['nochange_sync_process_s']:.2f} / {r['pnk_sync_s']:.2f} s "
-            f"| {s['hybrid_p50_ms']} / {s['hybrid_p95_ms']} ms{' (ANN)' if s['ann'] else ''} "
-            f"| {s.get('exact_hybrid_p50_ms', s['hybrid_p50_ms'])} ms "
-            f"| {s.get('recall_at_10', '— (exact)')} "
-            f"| {s['rss_mb']:.0f} ({s['peak_rss_mb']:.0f}) MB "
-            f"| {d.get('index.db', 0):.0f} / {d.get('vector snapshot', 0):.0f} / {d.get('ann index', 0):.0f} MB |"
+            f"| {r['chunks']:,} | {r['documents']:,} | {first.get('seconds', '—')} s "
+            f"({spent.get('update_ann', '—')} / {spent.get('update_lexical', '—')} s) "
+            f"| {first.get('peak_rss_mb', '—')} MB "
+            f"| {r.get('nochange_sync_s', '—')} / {r.get('nochange_sync_process_s', '—')} / "
+            f"{r.get('pnk_sync', {}).get('median_s', '—')} s "
+            f"| {s.get('hybrid_p50_ms', '—')} / {s.get('hybrid_p95_ms', '—')} ms"
+            f"{' (ANN)' if s.get('ann') else ''} "
+            f"| {s.get('default', {}).get('p50_ms', '—')} ms "
+            f"| {s.get('exact_hybrid_p50_ms', '—')} ms "
+            f"| {s.get('recall_at_10', '—')} / {s.get('held_out', {}).get('recall_at_10', '—')} "
+            f"| {s.get('rss_mb', '—')} ({s.get('peak_rss_mb', '—')}) MB "
+            f"| {m.get('rss_after_queries_mb', '—')} ({m.get('peak_rss_mb', '—')}) MB "
+            f"| {d.get('index.db', 0):.0f} / {d.get('vector snapshot', 0):.0f} / "
+            f"{d.get('ann index', 0):.0f} / {d.get('bm25-tantivy', 0):.0f} MB |"
         )
 
 
