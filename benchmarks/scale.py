@@ -114,6 +114,11 @@ def main() -> None:
     parser.add_argument(
         "--ann-min-chunks", type=int, help="[scale] ann_min_chunks for the clones (default: KB's)"
     )
+    parser.add_argument(
+        "--bm25-index-min-chunks",
+        type=int,
+        help="[scale] bm25_index_min_chunks for the clones (default: KB's)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="passes over the queries")
     parser.add_argument("--workdir", type=Path, help="keep the KB here (default: a temp dir)")
     parser.add_argument("--json", action="store_true")
@@ -581,6 +586,7 @@ def clone(
     noise: float,
     ann_min: int | None,
     mix: bool = False,
+    bm25_index_min: int | None = None,
 ) -> float:
     """Make ``root`` a KB of ``copies`` copies of the base; returns seconds spent."""
     import numpy as np
@@ -591,9 +597,11 @@ def clone(
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     shutil.copy2(base / "pinakes.toml", root / "pinakes.toml")
-    if ann_min is not None:
+    settings = {"ann_min_chunks": ann_min, "bm25_index_min_chunks": bm25_index_min}
+    if any(value is not None for value in settings.values()):
         with (root / "pinakes.toml").open("a") as handle:
-            handle.write(f"\n[scale]\nann_min_chunks = {ann_min}\n")
+            handle.write("\n[scale]\n")
+            handle.writelines(f"{k} = {v}\n" for k, v in settings.items() if v is not None)
     (root / ".pinakes").mkdir()
     src = sqlite3.connect(base / ".pinakes" / "index.db")
     dst = sqlite3.connect(root / ".pinakes" / "index.db")
@@ -700,7 +708,14 @@ def curve(args: argparse.Namespace) -> None:
         if "sync" in stages or not (root / ".pinakes" / "index.db").exists():
             log(f"{target} chunks: cloning {copies} copies{' (mixtures)' if args.mix else ''}")
             row["clone_s"] = clone(
-                base, corpus, root, copies, args.noise, args.ann_min_chunks, args.mix
+                base,
+                corpus,
+                root,
+                copies,
+                args.noise,
+                args.ann_min_chunks,
+                args.mix,
+                args.bm25_index_min_chunks,
             )
             log(f"  cloned in {row['clone_s']}s; first sync (ANN index, tantivy, snapshot)")
             row["first_sync"] = run_worker("sync", root)
