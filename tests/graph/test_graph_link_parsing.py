@@ -30,6 +30,7 @@ def targets(text: str) -> list[str]:
         "[only an anchor](#local)",
         "[a search on this page](?q=search+term) [again](?q=a#b)",
         "[full size](../assets/shot.PNG) [clip](media/demo.mp4) [get it](dist/kit.tar.gz)",
+        "[rss]: <{{% eturl rss %}}>\n\n[rss] [home]({{ site.BaseURL }}/x/) [j]({% link a.md %})",
     ],
 )
 def test_not_links(text: str) -> None:
@@ -239,6 +240,25 @@ def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: 
         ("setup/blog.md", "setup/blog.md", None),
         ("./setup/blog.md", None, "no document at posts/setup/blog.md"),
         ("notes/n.md", "posts/notes/n.md", None),
+    ]
+
+
+def test_hugo_sections_and_logseq_namespaces_resolve(tmp_path: Path) -> None:
+    # Hugo links a section by its URL ("/hugo-modules/" is hugo-modules/_index.md); Logseq
+    # writes the page "Whiteboard/Tool" to pages/Whiteboard___Tool.md and links it by name.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "hugo-modules/_index.md": "---\ntitle: Modules\n---\n\nAbout modules.\n",
+            "pages/Whiteboard___Tool.md": "- A tool.\n",
+            "pages/src.md": "See [modules](/hugo-modules/) and [[Whiteboard/Tool]].\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(root, "pages/src.md") == [
+        ("/hugo-modules/", "hugo-modules/_index.md", None),
+        ("Whiteboard/Tool", "pages/Whiteboard___Tool.md", None),
     ]
 
 

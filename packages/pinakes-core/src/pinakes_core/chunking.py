@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pinakes_core.containers import unindent_containers
 from pinakes_core.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -50,8 +51,10 @@ __all__ = [
 #: 3: so do headings whose body is only images, note embeds and links. 4: link reference
 #: definitions leave chunk text; heading attribute lists leave heading paths. 5: so do comment
 #: delimiters; HTML blocks of nothing but tags and comments are no content. 6: headings carried
-#: onto a long line shrink the budget of its first piece only.
-CHUNKER_VERSION = 6
+#: onto a long line shrink the budget of its first piece only. 7: MkDocs admonition and tab
+#: bodies are parsed as Markdown; headings inside a top-level list (an outliner's ``- ## X``)
+#: open sections; Logseq's hidden block properties and long URL query strings leave chunk text.
+CHUNKER_VERSION = 7
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -63,6 +66,9 @@ _CHARS_PER_TOKEN_CAP = 16
 _DATA_URI = re.compile(
     r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
 )
+# A URL's query string of 64 characters or more: a signed address's expiry, signature and key
+# (a CDN or S3 image pasted from an app), a tracking blob. The address stays, the query goes.
+_LONG_QUERY = re.compile(r"""(\b[a-zA-Z][\w+.-]*://[^\s?#()<>\[\]"']+)\?[^\s()<>\[\]"']{64,}""")
 # A heading's trailing attribute list: "{ #id .class key=value }" (Python-Markdown's attr_list,
 # Pandoc, Hugo, kramdown's "{: #id}"), ids, classes and key=value pairs only.
 _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
@@ -73,6 +79,16 @@ _HTML_MARKS = re.compile(r"<!--|-->|</?[A-Za-z][^<>]*>")
 _HTML_ONLY = re.compile(r"<!--.*?(?:-->|$)|</?[A-Za-z][^<>]*>", re.DOTALL)
 # The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:")
+# Logseq's hidden block properties, each with a value of its own shape (_hidden_properties).
+_HIDDEN_PROPERTY = re.compile(
+    r"^[ \t]*(?:[-*+][ \t]+)?(?:"
+    r"id::[ \t]+[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|(?:created|updated|last-modified)[-_]at::[ \t]+\d{10,13}"
+    r"|collapsed::[ \t]+(?:true|false)"
+    r"|card-(?:last-interval|repeats|ease-factor|next-schedule|last-reviewed|last-score)::[ \t]+\S+"
+    r"|logseq\.order-list-type::[ \t]+[\w-]+"
+    r")[ \t]*$"
+)
 #: Longest heading text kept in a chunk's heading path (longer ones are cut with "…").
 MAX_HEADING_CHARS = 200
 
@@ -148,6 +164,8 @@ POINTER_SHARE = 4
 # A wikilink or note embed (``[[note]]``, ``![[note#section]]``): its words name another note.
 _WIKILINK = re.compile(r"!?\[\[[^\]]*\]\]")
 _PROSE = re.compile(r"\w")
+# List markers ("-", "*", "+", "1.", "2)") at a line's start: no words of their own.
+_BULLETS = re.compile(r"(?m)^[ \t]*(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)")
 
 
 def _pointer_only(inline: Any) -> bool:
@@ -176,22 +194,14 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
     for i, tok in enumerate(tokens):
         if tok.level != 0 or tok.map is None or tok.nesting == -1:
             continue
+        if tok.type in ("bullet_list_open", "ordered_list_open"):
+            outline = _outline_blocks(lines, tokens, i)
+            if outline:
+                blocks.extend(outline)
+                continue
         heading = None
         if tok.type == "heading_open":
-            inline = tokens[i + 1]
-            # Plain text of the heading: link targets and emphasis markers are dropped.
-            plain = "".join(
-                child.content
-                for child in inline.children or ()
-                if child.type in ("text", "code_inline")
-            )
-            # A heading with no visible text (an image, or an HTML comment a site's macros
-            # expand, "#### <!-- md:setting config.enabled -->") keeps its source words.
-            text = " ".join((plain or _HTML_MARKS.sub(" ", inline.content)).split())
-            text = _HEADING_ATTRS.sub("", text) or text
-            if len(text) > MAX_HEADING_CHARS:
-                text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
-            heading = (int(tok.tag[1]), text)
+            heading = (int(tok.tag[1]), _heading_text(tokens[i + 1]))
         pointer = tok.type == "paragraph_open" and _pointer_only(tokens[i + 1])
         content = heading is None and tok.type != "hr" and not pointer
         if tok.type == "html_block":
@@ -203,6 +213,52 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
         markup = tok.type == "html_block" and not content
         blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer, markup))
     return blocks
+
+
+def _heading_text(inline: Any) -> str:
+    """The plain text of a heading's inline token, as its heading path shows it."""
+    # Link targets and emphasis markers are dropped.
+    plain = "".join(
+        child.content for child in inline.children or () if child.type in ("text", "code_inline")
+    )
+    # A heading with no visible text (an image, or an HTML comment a site's macros expand,
+    # "#### <!-- md:setting config.enabled -->") keeps its source words.
+    text = " ".join((plain or _HTML_MARKS.sub(" ", inline.content)).split())
+    text = _HEADING_ATTRS.sub("", text) or text
+    if len(text) > MAX_HEADING_CHARS:
+        text = text[: MAX_HEADING_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _outline_blocks(lines: list[str], tokens: list[Any], start: int) -> list[_Block]:
+    """A top-level list holding headings in its items, cut into blocks at those headings.
+
+    Outliners (Logseq, Roam and Workflowy exports) write every block as a list item, the
+    page's sections too: ``- ## Usage`` then its bullets nested below. Each such heading opens a
+    section as a top-level heading does; the list's lines between them are its body. A list
+    with no heading inside is one block (an empty list here), as any other.
+    """
+    end = next(
+        j for j in range(start + 1, len(tokens)) if tokens[j].level == 0 and tokens[j].nesting == -1
+    )
+    first, last = tokens[start].map
+    cut: list[_Block] = []
+    for j in range(start + 1, end):
+        tok = tokens[j]
+        if tok.type != "heading_open" or tok.map is None:
+            continue
+        h_start, h_end = tok.map
+        if h_start > first:
+            body = "\n".join(lines[first:h_start])
+            cut.append(_Block(first, h_start, content=bool(_PROSE.search(_BULLETS.sub(" ", body)))))
+        cut.append(_Block(h_start, h_end, (int(tok.tag[1]), _heading_text(tokens[j + 1])), False))
+        first = h_end
+    if not cut:
+        return []
+    if first < last:
+        body = "\n".join(lines[first:last])
+        cut.append(_Block(first, last, content=bool(_PROSE.search(_BULLETS.sub(" ", body)))))
+    return cut
 
 
 _CONTAINERS = frozenset(
@@ -233,6 +289,29 @@ def _references(lines: list[str], tokens: list[Any]) -> set[int]:
         if run:
             found.add(i)
     return found
+
+
+def _hidden_properties(lines: list[str], tokens: list[Any]) -> set[int]:
+    """Body lines holding an outliner's bookkeeping properties, outside code.
+
+    Logseq stores a block's reference id, fold state, timestamps, flashcard schedule and list
+    numbering as ``key:: value`` lines under the block (``id:: 6103e488-…``,
+    ``collapsed:: true``, ``updated-at:: 1609231528688``, ``card-repeats:: 4``) and never shows
+    them: they are no text a reader sees, only UUIDs and numbers a search would match. Only
+    these keys with values of their own shape go; a user's properties (``type:: [[Feature]]``)
+    are text.
+    """
+    code = {
+        i
+        for tok in tokens
+        if tok.type in ("fence", "code_block") and tok.map is not None
+        for i in range(tok.map[0], tok.map[1])
+    }
+    return {
+        i
+        for i, line in enumerate(lines)
+        if "::" in line and i not in code and _HIDDEN_PROPERTY.match(line)
+    }
 
 
 def _text_blocks(lines: list[str]) -> list[_Block]:
@@ -524,10 +603,14 @@ def chunk_document(
     lines = [
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
+    lines = [_LONG_QUERY.sub(r"\1?…", line) if "?" in line else line for line in lines]
     if markdown:
-        tokens = _parser().parse("\n".join(lines))
-        blocks = _markdown_blocks(lines, tokens)
-        dropped = _references(lines, tokens)
+        # MkDocs admonitions and content tabs are read with their four-space bodies moved
+        # left (else CommonMark makes code of them); the text stays the document's own.
+        parsed = unindent_containers(lines)
+        tokens = _parser().parse("\n".join(parsed))
+        blocks = _markdown_blocks(parsed, tokens)
+        dropped = _references(parsed, tokens) | _hidden_properties(lines, tokens)
     else:
         blocks, dropped = _text_blocks(lines), set()
     for i in dropped:

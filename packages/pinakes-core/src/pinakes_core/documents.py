@@ -43,6 +43,7 @@ __all__ = [
     "Frontmatter",
     "Skip",
     "decode",
+    "name_title",
     "never_indexed",
     "not_included_hint",
     "parse_frontmatter",
@@ -346,6 +347,19 @@ def scan(
         stack.extend(reversed(folders))
     entries.sort(key=lambda e: e.rel)
     return entries, skips
+
+
+def name_title(stem: str) -> str:
+    """The title a file name gives a document that names none: its stem, namespaces read.
+
+    Logseq writes the page ``Whiteboard/Tool/Eraser`` to ``Whiteboard___Tool___Eraser.md``
+    (``Whiteboard%2FTool.md`` before 2022) and links to it as ``[[Whiteboard/Tool/Eraser]]``:
+    the title is the page's name, so those links find it and a hit shows it.
+    """
+    title = stem.replace("___", "/")
+    if "%2" in title:
+        title = re.sub("%2[Ff]", "/", title)
+    return title if title.strip("/") else stem
 
 
 def utf8_name(name: str) -> bool:

@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 
+from pinakes_core.containers import unindent_containers
 from pinakes_core.errors import UriError
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
@@ -73,6 +74,8 @@ _MEDIA_FILE = re.compile(
     r"|avi|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|woff2?|ttf|otf|eot)$",
     re.IGNORECASE,
 )
+# A template expression in a link target (Hugo shortcodes, Jinja, Liquid, Vue, Go templates).
+_TEMPLATED = re.compile(r"\{\{|\{%")
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
 
@@ -117,6 +120,10 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
     """
     for key, placeholder in _ESCAPED.items():
         text = text.replace(key, placeholder)
+    lines = text.split("\n")
+    unindented = unindent_containers(lines)  # MkDocs admonition and tab bodies: no code
+    if unindented is not lines:
+        text = "\n".join(unindented)
     for token in _PARSER.parse(text):
         if token.type != "inline":
             continue
@@ -203,10 +210,12 @@ def read_text(
             if pages and _EXTERNAL.match(value):
                 value = _own_page(value, pages) or value
             # "#anchor" and "?query" are places in this very page (a search link such as
-            # "?q=term" in a static site's docs); a media file is no document.
+            # "?q=term" in a static site's docs); a media file is no document; nor is a target
+            # a site's templates write at build time ("<{{% eturl rss %}}>", "{{ site.url }}/x").
             if (
                 value
                 and value[0] not in "#?"
+                and not _TEMPLATED.search(unquote(value))
                 and not _EXTERNAL.match(value)
                 and not _MEDIA_FILE.search(unquote(value.split("#", 1)[0].split("?", 1)[0]))
             ) or value.startswith(SCHEME):
@@ -284,7 +293,11 @@ class _Index:
             norm = norm.rsplit(".", 1)[0]
         if not norm.lower().endswith(_DOC_SUFFIXES):
             candidates += [norm + s for s in _DOC_SUFFIXES]
-            candidates += [posixpath.join(norm, n) for n in ("README.md", "index.md", "index.mdx")]
+            # A folder's page: README (forges, VuePress), index (MkDocs, Hugo's leaf bundles)
+            # or _index (Hugo's sections: "/hugo-modules/" is hugo-modules/_index.md).
+            candidates += [
+                posixpath.join(norm, n) for n in ("README.md", "index.md", "index.mdx", "_index.md")
+            ]
         for candidate in candidates:
             doc = self.paths.get(candidate) or self.paths.get(_nfc(candidate))
             if doc is not None:

@@ -31,6 +31,7 @@ from pinakes_core.documents import (
     Frontmatter,
     Skip,
     decode,
+    name_title,
     not_included_hint,
     parse_frontmatter,
     scan,
@@ -462,7 +463,7 @@ class _Syncer:
             or front.title
             or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
             or (extraction.title if extraction is not None else None)
-            or (entry.path.name if entry.source_type == "code" else entry.path.stem)
+            or (entry.path.name if entry.source_type == "code" else name_title(entry.path.stem))
         )
         # Code links come from its sidecar only: brackets in code are not wiki links.
         body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
@@ -933,8 +934,8 @@ def _text_rows(
 #: target differently, so a store synced before re-resolves at its next sync even if no file
 #: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
 #: ``[[a|b]]`` names both parts. 3: a path that names nothing from the linking folder is tried
-#: from the KB root.
-LINKS_RESOLVED = "3"
+#: from the KB root. 4: a folder's ``_index.md`` (Hugo's section page) is its page.
+LINKS_RESOLVED = "4"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:

@@ -1,0 +1,55 @@
+"""MkDocs admonitions, details and content tabs: bodies read as Markdown, not as code."""
+
+from __future__ import annotations
+
+from pinakes_core.chunking import chunk_document
+from pinakes_core.containers import unindent_containers
+from pinakes_core.links import read_text
+from pinakes_core.tokens import token_counter
+
+PAGE = (
+    "# Setup\n\n"
+    '!!! note "Read first"\n\n'
+    "    See [the guide](guide.md) and [install][].\n\n"
+    "    [install]: install.md\n\n"
+    '=== "pip"\n\n'
+    "    - run [pip](pip.md)\n\n"
+    "    ??? tip\n\n"
+    "        Nested: [tips](tips.md).\n\n"
+    '===+ "docker"\n\n'
+    "\tTabs count as four: [docker](docker.md).\n\n"
+    "        code indented inside a body stays code: [no](code.md)\n\n"
+    "```\n!!! note\n\n    [example](example.md)\n```\n"
+)
+
+
+def test_bodies_move_left_keeping_line_count_and_leaving_code_alone() -> None:
+    lines = PAGE.split("\n")
+    out = unindent_containers(lines)
+    assert len(out) == len(lines)
+    assert "See [the guide](guide.md) and [install][]." in out
+    assert "[install]: install.md" in out
+    assert "Nested: [tips](tips.md)." in out  # 8 spaces under a tab's tip: both levels
+    assert "Tabs count as four: [docker](docker.md)." in out
+    # An opener inside fenced code (the docs showing the syntax) opens nothing.
+    assert "    [example](example.md)" in out
+    plain = ["Text", "", "    code block", ""]
+    assert unindent_containers(plain) is plain  # no opener: the very same list
+    # "!!!" in prose that is no opener leaves an indented code block code.
+    shout = ["!!! Breaking change !!!", "", "    code", ""]
+    assert unindent_containers(shout) is shout
+
+
+def test_links_inside_admonitions_and_tabs_are_read() -> None:
+    links = {link.target for link in read_text(PAGE, markdown=True)[0]}
+    assert {"guide.md", "install.md", "pip.md", "tips.md", "docker.md"} <= links
+    assert "example.md" not in links  # fenced code
+    assert "code.md" not in links  # 8 spaces in a tab: code inside its body, as MkDocs reads it
+
+
+def test_chunk_text_is_the_documents_own_and_definitions_in_admonitions_leave() -> None:
+    out = chunk_document(PAGE, markdown=True, budget=256, count=token_counter())
+    joined = "\n".join(c.text for c in out)
+    assert "[install]: install.md" not in joined  # a definition, now seen as one
+    assert "    See [the guide](guide.md) and [install][]." in joined  # indent kept in text
+    assert "\tTabs count as four" in joined

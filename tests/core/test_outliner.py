@@ -1,0 +1,70 @@
+"""Outliner pages (Logseq): sections inside bullets, hidden block properties, namespaced names."""
+
+from __future__ import annotations
+
+from pinakes_core.chunking import chunk_document
+from pinakes_core.documents import name_title
+from pinakes_core.tokens import token_counter
+
+COUNT = token_counter()
+
+PAGE = (
+    "type:: [[Feature]]\n"
+    "description:: Marks blocks as tasks\n\n"
+    "- ## Usage\n"
+    "  id:: 6103e488-22d4-4751-b27a-69b278067c26\n"
+    "\t- Press `Ctrl+Enter` to cycle the markers.\n"
+    "\t  collapsed:: true\n"
+    "\t  updated-at:: 1609231528688\n"
+    "\t\t- LATER do grocery\n"
+    "- ## Functionality\n"
+    "\t- ### Priorities\n"
+    "\t\t- Three priorities: `/A`, `/B`, `/C`.\n"
+    "\t\t  card-repeats:: 4\n"
+    "\t\t  logseq.order-list-type:: number\n"
+    "\t- ### Deadlines\n"
+    "\t\t- ```\n"
+    "\t\t  id:: 6103e488-22d4-4751-b27a-69b278067c26\n"
+    "\t\t  ```\n"
+)
+
+
+def test_headings_inside_bullets_open_sections() -> None:
+    out = chunk_document(PAGE, markdown=True, budget=256, count=COUNT)
+    assert [c.heading_path for c in out] == [
+        (),
+        ("Usage",),
+        ("Functionality", "Priorities"),
+        ("Functionality", "Deadlines"),
+    ]
+    assert out[1].text.startswith("- ## Usage\n\t- Press")
+    assert out[2].text.startswith("- ## Functionality\n\t- ### Priorities")  # body-less: joins
+
+
+def test_hidden_block_properties_leave_chunk_text_but_user_properties_and_code_stay() -> None:
+    joined = "\n".join(c.text for c in chunk_document(PAGE, markdown=True, budget=256, count=COUNT))
+    for hidden in ("collapsed::", "updated-at::", "card-repeats::", "order-list-type::"):
+        assert hidden not in joined
+    assert joined.count("id:: 6103e488") == 1  # the one in fenced code is an example: kept
+    assert "type:: [[Feature]]" in joined and "description:: Marks" in joined
+
+
+def test_a_list_without_headings_is_chunked_as_before() -> None:
+    text = "# Notes\n\n- one\n- two\n  - three\n"
+    out = chunk_document(text, markdown=True, budget=256, count=COUNT)
+    assert [(c.heading_path, c.text) for c in out] == [(("Notes",), text.rstrip("\n"))]
+
+
+def test_namespaced_file_names_read_as_page_names() -> None:
+    assert name_title("Whiteboard___Tool___Eraser") == "Whiteboard/Tool/Eraser"
+    assert name_title("Whiteboard%2FCanvas") == "Whiteboard/Canvas"
+    assert name_title("notes_2024") == "notes_2024"
+    assert name_title("___") == "___"
+
+
+def test_long_url_query_strings_leave_chunk_text_short_ones_stay() -> None:
+    signed = "https://cdn.example.com/a/photo.jpeg?Expires=4762830816&Signature=" + "h~yT" * 40
+    text = f"- ![photo]({signed})\n- [search](https://example.com/s?q=pinakes&page=2)\n"
+    joined = "\n".join(c.text for c in chunk_document(text, markdown=True, budget=256, count=COUNT))
+    assert "https://cdn.example.com/a/photo.jpeg?…)" in joined and "Signature" not in joined
+    assert "https://example.com/s?q=pinakes&page=2" in joined
