@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.containers import unindent_containers
@@ -43,6 +43,7 @@ __all__ = [
     "embed_text",
     "first_heading",
     "heading_trail",
+    "with_description",
 ]
 
 #: Bump whenever a change to this module changes the chunks it makes: a store chunked by another
@@ -116,6 +117,42 @@ class Chunk:
     tokens: int
     page_start: int | None = None
     page_end: int | None = None
+
+
+def with_description(
+    chunks: list[Chunk],
+    description: str | None,
+    lines: tuple[int, int],
+    *,
+    title: str,
+    budget: int,
+    count: TokenCounter,
+) -> list[Chunk]:
+    """``chunks`` led by a chunk holding the document's frontmatter ``description``.
+
+    A docs page's description (``description:``, ``summary:``, Dendron's ``desc:``) is its
+    author's one-paragraph account of what the page covers, often in words the body never uses,
+    and it sits in the frontmatter, which is never body text. It becomes a chunk of its own, on
+    the lines its key occupies (``lines``), without a heading path, at most ``budget`` tokens
+    (cut at a word). Nothing is added when it only repeats the title or the first chunk's text
+    already holds it (pages that also open with it).
+    """
+    text = " ".join((description or "").split())
+    folded = text.casefold()
+    if not text or folded == title.strip().casefold():
+        return chunks
+    if chunks and folded in " ".join(chunks[0].text.split()).casefold():
+        return chunks
+    tokens = count(text)
+    while tokens > budget:
+        words = text.split(" ")
+        if len(words) > 1:
+            text = " ".join(words[: max(1, len(words) * budget // tokens - 1)])
+        else:  # one long word: cut by characters
+            text = text[: max(1, len(text) * budget // tokens - 1)]
+        tokens = count(text)
+    lead = Chunk(0, (), text, lines[0], lines[1], tokens)
+    return [lead, *(replace(c, ordinal=c.ordinal + 1) for c in chunks)]
 
 
 def chunking_id(budget: int) -> str:

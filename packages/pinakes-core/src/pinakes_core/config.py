@@ -171,7 +171,7 @@ class SidecarsConfig(_Section):
 
 
 class FrontmatterConfig(_Section):
-    """``[frontmatter]``: the keys holding a document's id, title, tags and aliases; inline tags.
+    """``[frontmatter]``: the keys holding a document's id, title, tags, aliases, description.
 
     For ``id`` and ``title`` the first key present wins; tags and aliases are gathered from all
     listed keys. ``pnk adopt`` sets these from the keys a vault uses (``tag``, ``alias``, ``uid``…).
@@ -182,6 +182,10 @@ class FrontmatterConfig(_Section):
     title: list[str] = ["title"]
     tags: list[str] = ["tags"]
     aliases: list[str] = ["aliases"]
+    #: The page's one-paragraph summary (docs sites' ``description``, Hugo's ``summary``,
+    #: Dendron's ``desc``): the first key with text wins, and that text is indexed as a chunk of
+    #: its own, ahead of the body (``[]``: never).
+    description: list[str] = ["description", "summary", "desc", "abstract"]
     #: Also read ``#tags`` written in a Markdown document's text (Obsidian, Logseq, Bear,
     #: Dendron): ``#project/alpha`` in a paragraph tags the document ``project/alpha``.
     inline_tags: bool = True

@@ -60,6 +60,8 @@ _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9
 PAGE_PROPERTY = re.compile(r"([A-Za-z][\w-]*)::(?: (.*))?")
 #: Lines at most read as a page's opening properties.
 MAX_PROPERTY_LINES = 100
+#: Longest frontmatter description kept (longer ones are cut with "…").
+MAX_DESCRIPTION_CHARS = 1_000
 _PAGE_REF = re.compile(r"#?\[\[([^\[\]\n]+)\]\]")
 
 #: Folders nested deeper than this below the root are not entered (one skip line says so).
@@ -127,6 +129,9 @@ class Frontmatter:
     id: str | None = None  # the document's own id, as written (see pinakes_core.identity)
     tags: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    # The page's summary and the 1-based lines (first, last) its key occupies in the block.
+    description: str | None = None
+    description_lines: tuple[int, int] = (0, 0)
     links: tuple[LinkSpec, ...] = ()
     end_line: int = 0  # number of lines the frontmatter block occupies (0 when absent)
     warning: str | None = None
@@ -451,11 +456,43 @@ def parse_frontmatter(
         result.id = str(own_id).strip()
     result.tags = tuple(t for key in keys.tags for t in _as_list(data.get(key)))
     result.aliases = tuple(a for key in keys.aliases for a in _as_list(data.get(key), words=False))
+    _read_description(result, data, keys.description, lines[:end])
     try:
         result.links = parse_links(Path(rel), data.get("links"))
     except SidecarError as exc:
         result.warning = f"{exc.message} (frontmatter links ignored)"
     return result
+
+
+def _read_description(
+    result: Frontmatter, data: dict[str, Any], keys: list[str], block: list[str]
+) -> None:
+    """Set ``result.description`` from the first of ``keys`` with text, and the lines it spans.
+
+    The text is the value's scalars joined, whitespace collapsed, cut at
+    :data:`MAX_DESCRIPTION_CHARS`. Its lines run from the key's own line over the indented or
+    blank lines after it (a folded ``>-`` value); a key not found at a line's start (a nested or
+    flow mapping) spans the whole block.
+    """
+    for key in keys:
+        text = " ".join(" ".join(str(v) for v in _scalars(data.get(key))).split())
+        if not text:
+            continue
+        if len(text) > MAX_DESCRIPTION_CHARS:
+            text = text[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
+        result.description = text
+        opener = re.compile(rf"{re.escape(key)}[ \t]*[:=]")
+        first = next((i for i in range(1, len(block)) if opener.match(block[i])), None)
+        if first is None:
+            result.description_lines = (1, len(block) + 1)
+            return
+        last = first + 1
+        while last < len(block) and (not block[last].strip() or block[last][:1] in " \t"):
+            last += 1
+        while last > first + 1 and not block[last - 1].strip():
+            last -= 1
+        result.description_lines = (first + 1, last)
+        return
 
 
 def _page_properties(lines: list[str], keys: FrontmatterConfig) -> Frontmatter:

@@ -88,8 +88,9 @@ MAX_TARGET_CHARS = 2_000
 #: aliases too (issue 9), so ``aliases: [INC-2025-036]`` finds the note. 3: ``#tags`` in the
 #: text are tags. 4: runs of Chinese, Japanese and Korean characters are indexed as bigrams
 #: (:func:`~pinakes_core.query.split_cjk`), and ``.mdx`` files are read as MDX (a KB that
-#: included them read them as plain text).
-FTS_ROWS = "4"
+#: included them read them as plain text). 5: a frontmatter description is a chunk of its own
+#: (:func:`~pinakes_core.chunking.with_description`).
+FTS_ROWS = "5"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
@@ -388,6 +389,7 @@ class _Syncer:
         from pinakes_core.chunking import (
             embed_text,
             first_heading,
+            with_description,
         )
 
         read = self._read(entry, plan)
@@ -469,7 +471,14 @@ class _Syncer:
         body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
         chunks: list[Chunk] = []
         if kind != "touched":
-            chunks = self._chunks(entry, text, front.end_line, pdf)
+            chunks = with_description(
+                self._chunks(entry, text, front.end_line, pdf),
+                front.description,
+                front.description_lines,
+                title=title,
+                budget=self.config.sync.chunk_tokens,
+                count=self.count,
+            )
         texts = [embed_text(title, c) for c in chunks]
         links, inline_tags = _text_rows(
             front.links, sidecar.links if sidecar else (), body, entry.is_markdown, self.pages
