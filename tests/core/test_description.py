@@ -42,7 +42,7 @@ def test_the_first_key_with_text_wins_and_an_empty_one_is_skipped() -> None:
 
 
 def test_toml_a_nested_key_and_an_overlong_value() -> None:
-    toml = ['+++', 'title = "T"', 'description = "From TOML."', '+++', 'Body.']
+    toml = ["+++", 'title = "T"', 'description = "From TOML."', "+++", "Body."]
     assert parse_frontmatter("a.md", toml).description_lines == (3, 3)
     flow = ["---", "{title: T, description: In a flow mapping.}", "---", "Body."]
     front = parse_frontmatter("a.md", flow)

@@ -62,6 +62,13 @@ def test_namespaced_file_names_read_as_page_names() -> None:
     assert name_title("___") == "___"
 
 
+def test_a_folder_page_without_a_title_is_named_by_its_folder() -> None:
+    assert name_title("_index", "hugo-modules") == "hugo-modules"
+    assert name_title("README", "Whiteboard___Tool") == "Whiteboard/Tool"
+    assert name_title("index", "") == "index"  # at the KB's root the stem stays
+    assert name_title("indexes", "guide") == "indexes"
+
+
 def test_long_url_query_strings_leave_chunk_text_short_ones_stay() -> None:
     signed = "https://cdn.example.com/a/photo.jpeg?Expires=4762830816&Signature=" + "h~yT" * 40
     text = f"- ![photo]({signed})\n- [search](https://example.com/s?q=pinakes&page=2)\n"

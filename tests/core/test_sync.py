@@ -488,3 +488,12 @@ def test_a_page_opening_with_properties_keeps_their_links_and_its_identity(tmp_p
     assert doc_ids(root)["child.md"] == path_id(
         scalar(root, "SELECT value FROM meta WHERE key = 'kb_id'"), "child.md"
     )
+
+
+def test_folder_pages_without_a_title_take_their_folders_name(tmp_path: Path) -> None:
+    files = {"hugo-modules/_index.md": "Modules are Hugo's unit.\n", "README.md": "Top page.\n"}
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    titles = {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
+    assert titles == {"hugo-modules/_index.md": "hugo-modules", "README.md": "README"}

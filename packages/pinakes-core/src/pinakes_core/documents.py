@@ -60,6 +60,8 @@ _SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9
 PAGE_PROPERTY = re.compile(r"([A-Za-z][\w-]*)::(?: (.*))?")
 #: Lines at most read as a page's opening properties.
 MAX_PROPERTY_LINES = 100
+#: File stems of a folder's own page, named after the folder when they name nothing else.
+_FOLDER_PAGES = frozenset({"index", "_index", "readme"})
 #: Longest frontmatter description kept (longer ones are cut with "…").
 MAX_DESCRIPTION_CHARS = 1_000
 _PAGE_REF = re.compile(r"#?\[\[([^\[\]\n]+)\]\]")
@@ -354,13 +356,17 @@ def scan(
     return entries, skips
 
 
-def name_title(stem: str) -> str:
+def name_title(stem: str, folder: str = "") -> str:
     """The title a file name gives a document that names none: its stem, namespaces read.
 
     Logseq writes the page ``Whiteboard/Tool/Eraser`` to ``Whiteboard___Tool___Eraser.md``
     (``Whiteboard%2FTool.md`` before 2022) and links to it as ``[[Whiteboard/Tool/Eraser]]``:
-    the title is the page's name, so those links find it and a hit shows it.
+    the title is the page's name, so those links find it and a hit shows it. A folder's own
+    page (``index.md``, Hugo's ``_index.md``, ``README.md``) is named by its ``folder``, the last
+    part of the document's folder path ("" at the KB's root, where the stem stays).
     """
+    if folder and stem.lower() in _FOLDER_PAGES:
+        return name_title(folder)
     title = stem.replace("___", "/")
     if "%2" in title:
         title = re.sub("%2[Ff]", "/", title)

@@ -89,7 +89,8 @@ MAX_TARGET_CHARS = 2_000
 #: text are tags. 4: runs of Chinese, Japanese and Korean characters are indexed as bigrams
 #: (:func:`~pinakes_core.query.split_cjk`), and ``.mdx`` files are read as MDX (a KB that
 #: included them read them as plain text). 5: a frontmatter description is a chunk of its own
-#: (:func:`~pinakes_core.chunking.with_description`).
+#: (:func:`~pinakes_core.chunking.with_description`); a folder page with no title of its own
+#: (``_index.md``, ``README.md``) is named by its folder.
 FTS_ROWS = "5"
 
 
@@ -465,7 +466,11 @@ class _Syncer:
             or front.title
             or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
             or (extraction.title if extraction is not None else None)
-            or (entry.path.name if entry.source_type == "code" else name_title(entry.path.stem))
+            or (
+                entry.path.name
+                if entry.source_type == "code"
+                else name_title(entry.path.stem, entry.path.parent.name if "/" in entry.rel else "")
+            )
         )
         # Code links come from its sidecar only: brackets in code are not wiki links.
         body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
