@@ -90,6 +90,20 @@ def test_toml_frontmatter_of_hugo_and_zola_sites_is_read_not_indexed_as_text(
     assert any("deep.md" in w and "nested too deeply" in w for w in report.warnings)
 
 
+def test_a_toml_block_after_blank_lines_is_frontmatter_a_yaml_one_is_not() -> None:
+    zola = ["", "", "+++", 'title = "Ergo"', 'description = "A blog theme"', "+++   ", "# Ergo"]
+    front = parse_frontmatter("themes/ergo/index.md", zola)
+    assert (front.title, front.description, front.end_line) == ("Ergo", "A blog theme", 6)
+    assert front.description_lines == (5, 5)
+    # After blank lines "---" is a Markdown rule: "title: x" then "---" is a setext heading.
+    rule = ["", "---", "title: x", "---", "body"]
+    assert (parse_frontmatter("a.md", rule).title, parse_frontmatter("a.md", rule).end_line) == (
+        None,
+        0,
+    )
+    assert parse_frontmatter("a.md", ["", "+++", 'title = "never closed"']).end_line == 0
+
+
 # -- which files are documents ---------------------------------------------------------------
 
 

