@@ -262,6 +262,31 @@ def test_hugo_sections_and_logseq_namespaces_resolve(tmp_path: Path) -> None:
     ]
 
 
+def test_zola_internal_links_start_from_the_content_folder(tmp_path: Path) -> None:
+    # Zola writes "@/blog/_index.md": the path from the site's content/ folder, which is the
+    # KB root when the KB is that folder, or a content/ folder inside a whole site repository.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "docs/content/blog/_index.md": '+++\ntitle = "Blog"\n+++\nPosts.\n',
+            "docs/content/guide/page.md": "A page.\n",
+            "docs/content/guide/src.md": (
+                "See [blog](@/blog/_index.md), [page](@/guide/page.md#front-matter), "
+                "[gone](@/nowhere.md) and [up](@/../x.md).\n"
+            ),
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    rows = _link_rows(root, "docs/content/guide/src.md")
+    assert rows[:2] == [
+        ("@/blog/_index.md", "docs/content/blog/_index.md", None),
+        ("@/guide/page.md#front-matter", "docs/content/guide/page.md", None),
+    ]
+    assert [(t, d) for t, d, _ in rows[2:]] == [("@/nowhere.md", None), ("@/../x.md", None)]
+    assert all("content/ folder" in str(r) for _, _, r in rows[2:])
+
+
 def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
     tmp_path: Path,
 ) -> None:

@@ -242,6 +242,8 @@ class _Index:
         self.ids: set[str] = set()
         self.paths: dict[str, str] = {}
         self.names: dict[str, list[tuple[str, str]]] = {}  # lower key -> [(path, doc_id)]
+        # Folders a Zola "@/" link may start from: the KB root and every "content/" folder.
+        self.content_roots: set[str] = {""}
         for row in conn.execute("SELECT doc_id, path, title, aliases FROM documents ORDER BY path"):
             doc_id, path = row[0], row[1]
             self.ids.add(doc_id)
@@ -249,6 +251,9 @@ class _Index:
             # A name written on macOS is NFD ("cafe" + U+0301), the link typed to it NFC: both
             # spellings of a path or name find it.
             self.paths.setdefault(_nfc(path), doc_id)
+            at = f"/{path}".rfind("/content/")
+            if at >= 0:
+                self.content_roots.add(path[: at + len("content/")])
             stem = posixpath.basename(path).rsplit(".", 1)[0]
             keys = {path.lower(), path.rsplit(".", 1)[0].lower(), stem.lower(), str(row[2]).lower()}
             keys.update(a.lower() for a in json.loads(row[3]))
@@ -270,6 +275,15 @@ class _Index:
         path = unquote(target.split("#", 1)[0].split("?", 1)[0]).strip()
         if not path:
             return None, "empty link target"
+        if path.startswith("@/"):
+            # Zola's internal link: the path from the site's content folder, which is the KB
+            # root or a "content/" folder in it (a whole site repository).
+            rel = posixpath.normpath(path[2:])
+            for root in sorted(self.content_roots, key=len):
+                doc = None if rel.startswith("..") else self._at(root + rel)
+                if doc is not None:
+                    return doc, None
+            return None, f"no document at {rel} in the KB or a content/ folder"
         base = "" if path.startswith("/") else posixpath.dirname(src_path)
         norm = posixpath.normpath(posixpath.join(base, path.lstrip("/")))
         if norm.startswith(".."):

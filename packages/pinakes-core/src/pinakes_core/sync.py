@@ -948,8 +948,9 @@ def _text_rows(
 #: target differently, so a store synced before re-resolves at its next sync even if no file
 #: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
 #: ``[[a|b]]`` names both parts. 3: a path that names nothing from the linking folder is tried
-#: from the KB root. 4: a folder's ``_index.md`` (Hugo's section page) is its page.
-LINKS_RESOLVED = "4"
+#: from the KB root. 4: a folder's ``_index.md`` (Hugo's section page) is its page. 5: Zola's
+#: ``@/path.md`` names a page from the KB root or a ``content/`` folder.
+LINKS_RESOLVED = "5"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
