@@ -53,3 +53,18 @@ def test_chunk_text_is_the_documents_own_and_definitions_in_admonitions_leave() 
     assert "[install]: install.md" not in joined  # a definition, now seen as one
     assert "    See [the guide](guide.md) and [install][]." in joined  # indent kept in text
     assert "\tTabs count as four" in joined
+
+
+def test_deeply_nested_bodies_move_by_their_depth_in_one_pass() -> None:
+    depth = 400
+    lines = []
+    for level in range(depth):
+        lines += [" " * (4 * level) + "!!! note", ""]
+    lines += [" " * (4 * depth) + "Innermost text.", "", "After."]
+    out = unindent_containers(lines)
+    assert len(out) == len(lines)
+    assert all(line == "!!! note" for line in out[0 : 2 * depth : 2])
+    assert out[-3:] == ["Innermost text.", "", "After."]
+    # A body ends at the first line indented less than it: the sibling is not moved further.
+    sibling = ["!!! a", "    !!! b", "        deep", "    shallow", "top"]
+    assert unindent_containers(sibling) == ["!!! a", "!!! b", "deep", "shallow", "top"]

@@ -73,8 +73,22 @@ def test_the_description_leads_the_chunks_within_the_budget() -> None:
     assert out[1].text == body[0].text and out[1].start_line == body[0].start_line
     long = with_description([], "alpha " * 400, (2, 2), title="T", budget=32, count=COUNT)
     assert long[0].tokens <= 32 and long[0].text.startswith("alpha alpha")
-    one_word = with_description([], "x" * 900, (2, 2), title="T", budget=16, count=COUNT)
-    assert 0 < one_word[0].tokens <= 16
+    # A blob the tokenizer counts as one token is cut by characters (16 per budgeted token).
+    blob = with_description([], "ab" * 450, (2, 2), title="T", budget=32, count=COUNT)
+    assert blob[0].text == "ab" * 256
+    # Chinese has no spaces between words: the cut keeps most of the budget, not one "word".
+    cjk = "Hugo 是一个用 Go 编写的静态网站生成器，" + "它的速度非常快，而且很灵活。" * 40
+    piece = with_description([], cjk, (2, 2), title="T", budget=64, count=COUNT)[0]
+    assert 32 <= piece.tokens <= 64 and cjk.startswith(piece.text)
+
+
+def test_only_text_is_a_description() -> None:
+    # A theme's switch (summary: false), a number or a date says nothing of the page.
+    for value in ("false", "42", "2024-01-02"):
+        lines = ["---", f"summary: {value}", "---", "Body."]
+        assert parse_frontmatter("a.md", lines).description is None
+    lines = ["---", "summary: [First line., 2, Second line.]", "---", "Body."]
+    assert parse_frontmatter("a.md", lines).description == "First line. Second line."
 
 
 def test_nothing_is_added_when_it_repeats_the_title_or_the_opening_text() -> None:

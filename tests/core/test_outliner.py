@@ -75,3 +75,25 @@ def test_long_url_query_strings_leave_chunk_text_short_ones_stay() -> None:
     joined = "\n".join(c.text for c in chunk_document(text, markdown=True, budget=256, count=COUNT))
     assert "https://cdn.example.com/a/photo.jpeg?…)" in joined and "Signature" not in joined
     assert "https://example.com/s?q=pinakes&page=2" in joined
+
+
+def test_long_queries_in_code_stay_and_a_hostile_line_is_cut_in_one_pass() -> None:
+    query = "?warehouse_code=EU-WEST-7&include_line_items=true&page_size=500&cursor=abcdef0123"
+    text = (
+        f"Call `https://api.example.com/v2/orders{query}`, then parse it.\n\n"
+        f'```bash\ncurl "https://api.example.com/v2/orders{query}"\n```\n'
+    )
+    joined = "\n".join(c.text for c in chunk_document(text, markdown=True, budget=256, count=COUNT))
+    assert joined.count("include_line_items") == 2  # inline code and a fence: what the user wrote
+    # Thousands of scheme-like starts on one line: once a minute of backtracking, now linear.
+    hostile = "a://" * 250_000 + "?" + "q" * 80
+    out = chunk_document(hostile, markdown=False, budget=256, count=COUNT)
+    assert out[-1].text.endswith("?…") and "q" not in "".join(c.text for c in out)
+
+
+def test_a_heading_inside_a_list_of_a_plain_note_is_list_text() -> None:
+    # "- # of guests" is a heading inside a list item to CommonMark; on a page that is not an
+    # outline it opens no section, and the text after the list stays under "Party".
+    text = "# Party\n\nPlan:\n\n- # of guests: 40\n- # of tables: 5\n\nWe need a bigger room.\n"
+    out = chunk_document(text, markdown=True, budget=256, count=COUNT)
+    assert [c.heading_path for c in out] == [("Party",)]

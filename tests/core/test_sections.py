@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pinakes_core.sections import approx_tokens, find_section, headings, truncate
+from conftest import FakeHashEmbedder, make_kb
+from pinakes_core import KB
+from pinakes_core.sections import approx_tokens, find_section, headings, section_span, truncate
 
 DOC = (
     "---\ntitle: T\n# not a heading: frontmatter\n---\n"
@@ -75,7 +79,38 @@ def test_truncate_never_exceeds_the_budget(text: str, budget: int) -> None:
 
 @given(st.text(max_size=2000))
 def test_headings_never_raise_and_sections_start_at_their_heading(text: str) -> None:
-    for heading in headings(text):
-        found = find_section(text, heading.title)
-        assert found is not None
-        assert found[1].lstrip(" ").startswith("#")
+    found = headings(text)
+    starts = {h.line for h in found}
+    for heading in found:
+        span = section_span(text, " › ".join(heading.path))
+        assert span is not None and span[1] in starts
+
+
+def test_sections_are_the_chunkers_so_every_hit_path_can_be_read(tmp_path: Path) -> None:
+    # An outline's "- ## Usage", a heading inside an admonition, a setext heading and one with
+    # code marks: hits carry these paths, and a read by that path finds the section.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "outline.md": "- ## Usage\n\t- Press the zebra key to cycle markers.\n- ## Other\n\t- x\n",
+            "admonition.md": (
+                "# Setup\n\n!!! note\n\n    ## Caveats\n\n    The zebra cable is fragile.\n"
+            ),
+            "setext.md": "Install `pnk`\n=============\n\nRun the zebra installer.\n",
+            "plain.md": "# Party\n\n- # of guests: 40\n\nThe zebra room is small.\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        hits = kb.search("zebra", k=10, channels=["bm25"]).hits
+        paths = {hit.path: hit.heading_path for hit in hits}
+        assert paths == {
+            "outline.md": ["Usage"],
+            "admonition.md": ["Setup", "Caveats"],
+            "setext.md": ["Install pnk"],
+            "plain.md": ["Party"],
+        }
+        for hit in hits:
+            view = kb.read(hit.path, section=" › ".join(hit.heading_path))
+            assert "zebra" in view.text, hit.path
+        assert kb.read("setext.md", section="Install `pnk`").text.startswith("Install `pnk`")

@@ -283,8 +283,67 @@ def test_zola_internal_links_start_from_the_content_folder(tmp_path: Path) -> No
         ("@/blog/_index.md", "docs/content/blog/_index.md", None),
         ("@/guide/page.md#front-matter", "docs/content/guide/page.md", None),
     ]
-    assert [(t, d) for t, d, _ in rows[2:]] == [("@/nowhere.md", None), ("@/../x.md", None)]
-    assert all("content/ folder" in str(r) for _, _, r in rows[2:])
+    assert rows[2:] == [
+        ("@/nowhere.md", None, "no document at nowhere.md in the KB or a content/ folder"),
+        ("@/../x.md", None, "../x.md is outside the KB"),
+    ]
+
+
+def test_zola_links_prefer_the_linking_sites_own_content_folder(tmp_path: Path) -> None:
+    # Two sites in one KB, both with content/about.md: each site's "@/about.md" is its own
+    # page, whatever order the roots were found in (a set's order varies by process).
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "site-a/content/about.md": "About A.\n",
+            "site-b/content/about.md": "About B.\n",
+            "site-a/content/x.md": "[about](@/about.md)\n",
+            "site-b/content/x.md": "[about](@/about.md)\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    for site in ("site-a", "site-b"):
+        rows = _link_rows(root, f"{site}/content/x.md")
+        assert rows == [("@/about.md", f"{site}/content/about.md", None)]
+
+
+def test_links_to_the_kb_root_reach_its_folder_page(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "_index.md": "---\ntitle: Home\n---\nThe site.\n",
+            "docs/_index.md": "---\ntitle: Docs\n---\nAll docs.\n",
+            "docs/a.md": "[home](/) [up](../) [docs](./)\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(root, "docs/a.md") == [
+        ("/", "_index.md", None),
+        ("../", "_index.md", None),
+        ("./", "docs/_index.md", None),
+    ]
+
+
+def test_a_files_name_wins_over_a_folder_pages_derived_title(tmp_path: Path) -> None:
+    # Obsidian's folder note beside its folder (projects.md) keeps [[projects]] although the
+    # title-less projects/README.md is now titled "projects"; with no such file the folder
+    # page is what the name reaches.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "projects.md": "All projects.\n",
+            "projects/README.md": "Read me.\n",
+            "projects/alpha.md": "Part of [[projects]].\n",
+            "areas/README.md": "Areas.\n",
+            "areas/home.md": "Part of [[areas]].\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert _link_rows(root, "projects/alpha.md") == [("projects", "projects.md", None)]
+    assert _link_rows(root, "areas/home.md") == [("areas", "areas/README.md", None)]
 
 
 def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(

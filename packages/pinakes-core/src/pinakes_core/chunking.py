@@ -55,7 +55,9 @@ __all__ = [
 #: onto a long line shrink the budget of its first piece only. 7: MkDocs admonition and tab
 #: bodies are parsed as Markdown; headings inside a top-level list (an outliner's ``- ## X``)
 #: open sections; Logseq's hidden block properties and long URL query strings leave chunk text.
-CHUNKER_VERSION = 7
+#: 8: long URL queries stay inside code and inline code; a long description is cut as a long
+#: line is; a description that is not text (``summary: false``, a number, a date) is none.
+CHUNKER_VERSION = 8
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -67,9 +69,10 @@ _CHARS_PER_TOKEN_CAP = 16
 _DATA_URI = re.compile(
     r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
 )
-# A URL's query string of 64 characters or more: a signed address's expiry, signature and key
-# (a CDN or S3 image pasted from an app), a tracking blob. The address stays, the query goes.
-_LONG_QUERY = re.compile(r"""(\b[a-zA-Z][\w+.-]*://[^\s?#()<>\[\]"']+)\?[^\s()<>\[\]"']{64,}""")
+# What ends a URL in running text (_cut_long_queries); kept as separators by re.split.
+_URL_END = re.compile(r"""([\s()<>\[\]"']+)""")
+#: A URL's query string of this many characters or more leaves chunk text (_cut_long_queries).
+LONG_QUERY_CHARS = 64
 # A heading's trailing attribute list: "{ #id .class key=value }" (Python-Markdown's attr_list,
 # Pandoc, Hugo, kramdown's "{: #id}"), ids, classes and key=value pairs only.
 _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
@@ -135,7 +138,8 @@ def with_description(
     and it sits in the frontmatter, which is never body text. It becomes a chunk of its own, on
     the lines its key occupies (``lines``), without a heading path, at most ``budget`` tokens
     (cut at a word). Nothing is added when it only repeats the title or the first chunk's text
-    already holds it (pages that also open with it).
+    already holds it (pages that also open with it). A long one keeps its first piece as a
+    long body line would be cut: whole sentences, then words, within the character cap.
     """
     text = " ".join((description or "").split())
     folded = text.casefold()
@@ -143,16 +147,43 @@ def with_description(
         return chunks
     if chunks and folded in " ".join(chunks[0].text.split()).casefold():
         return chunks
-    tokens = count(text)
-    while tokens > budget:
-        words = text.split(" ")
-        if len(words) > 1:
-            text = " ".join(words[: max(1, len(words) * budget // tokens - 1)])
-        else:  # one long word: cut by characters
-            text = text[: max(1, len(text) * budget // tokens - 1)]
-        tokens = count(text)
+    packer = _Packer([text], 0, budget, count)
+    cost, tokens = packer.measure(text)
+    if cost > budget:  # its first piece, cut as a long body line is (sentences, words, blobs)
+        packer.emit_long_line((), 0)
+        _, text, _, _, tokens = packer.out[0]
     lead = Chunk(0, (), text, lines[0], lines[1], tokens)
     return [lead, *(replace(c, ordinal=c.ordinal + 1) for c in chunks)]
+
+
+def _cut_query(word: str) -> str:
+    """``word`` without the query of a URL in it when that query is long (see below)."""
+    at = word.find("://")
+    if at < 1 or not (word[at - 1].isalnum() and word[at - 1].isascii()):
+        return word
+    query = word.find("?", at + 4)  # after a host of one character at least
+    fragment = word.find("#", at + 3)
+    if query < 0 or 0 <= fragment < query or len(word) - query - 1 < LONG_QUERY_CHARS:
+        return word
+    return word[:query] + "?…"
+
+
+def _cut_long_queries(line: str) -> str:
+    """``line`` with the long query strings of its URLs cut to ``?…``, outside inline code.
+
+    A query of :data:`LONG_QUERY_CHARS` characters or more is a signed address's expiry,
+    signature and key (a CDN or S3 image pasted from an app) or a tracking blob: the address
+    stays, the query goes. Text between backticks is code a user wrote (an API call's
+    parameters) and stays. Linear in the line: split at what ends a URL, no backtracking
+    search (a pattern anchored anywhere in a 100 KB line once took a minute).
+    """
+    if "://" not in line or "?" not in line:
+        return line
+    spans = line.split("`")
+    for i in range(0, len(spans), 2):  # even spans are outside `code`
+        if "://" in spans[i] and "?" in spans[i]:
+            spans[i] = "".join(_cut_query(part) for part in _URL_END.split(spans[i]))
+    return "`".join(spans)
 
 
 def chunking_id(budget: int) -> str:
@@ -228,10 +259,11 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
     if tokens is None:
         tokens = _parser().parse("\n".join(lines))
     blocks: list[_Block] = []
+    outliner = _outliner_page(lines, tokens)
     for i, tok in enumerate(tokens):
         if tok.level != 0 or tok.map is None or tok.nesting == -1:
             continue
-        if tok.type in ("bullet_list_open", "ordered_list_open"):
+        if outliner and tok.type in ("bullet_list_open", "ordered_list_open"):
             outline = _outline_blocks(lines, tokens, i)
             if outline:
                 blocks.extend(outline)
@@ -252,6 +284,18 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
     return blocks
 
 
+def heading_lines(lines: list[str]) -> list[tuple[int, int, str]]:
+    """The headings chunks take their heading paths from: ``(line, level, text)``, in order.
+
+    ``lines`` is a Markdown body (no frontmatter); lines are 0-based. Setext headings, headings
+    inside admonitions and an outline's ``- ## X`` count; a ``#`` line in code does not.
+    :func:`pinakes_core.sections.headings` reads sections by them, so every hit's heading path
+    names a section a read can find.
+    """
+    blocks = _markdown_blocks(unindent_containers(lines))
+    return [(b.start, *b.heading) for b in blocks if b.heading is not None]
+
+
 def _heading_text(inline: Any) -> str:
     """The plain text of a heading's inline token, as its heading path shows it."""
     # Link targets and emphasis markers are dropped.
@@ -267,11 +311,36 @@ def _heading_text(inline: Any) -> str:
     return text
 
 
+# A page property line of an outliner (Logseq's "title:: Ideas" above the page's bullets).
+_PAGE_PROPERTY = re.compile(r"^[ \t]*[\w.-]+::(?:[ \t]|$)")
+
+
+def _outliner_page(lines: list[str], tokens: list[Any]) -> bool:
+    """Whether the page is an outline: its top-level blocks are lists (after page properties).
+
+    Outliners (Logseq, Roam and Workflowy exports) write every block as a list item. In any
+    other note a heading inside a list is the list's text (``- # of guests: 40``), not a
+    section of the page.
+    """
+    lists = False
+    for tok in tokens:
+        if tok.level != 0 or tok.map is None or tok.nesting == -1:
+            continue
+        if tok.type in ("bullet_list_open", "ordered_list_open"):
+            lists = True
+            continue
+        first, last = tok.map
+        properties = all(_PAGE_PROPERTY.match(line) for line in lines[first:last])
+        if lists or tok.type != "paragraph_open" or not properties:
+            return False  # a block of its own that is no list, or one after the lists
+    return lists
+
+
 def _outline_blocks(lines: list[str], tokens: list[Any], start: int) -> list[_Block]:
     """A top-level list holding headings in its items, cut into blocks at those headings.
 
-    Outliners (Logseq, Roam and Workflowy exports) write every block as a list item, the
-    page's sections too: ``- ## Usage`` then its bullets nested below. Each such heading opens a
+    Outliners (:func:`_outliner_page`) write every block as a list item, the page's sections
+    too: ``- ## Usage`` then its bullets nested below. Each such heading opens a
     section as a top-level heading does; the list's lines between them are its body. A list
     with no heading inside is one block (an empty list here), as any other.
     """
@@ -328,7 +397,17 @@ def _references(lines: list[str], tokens: list[Any]) -> set[int]:
     return found
 
 
-def _hidden_properties(lines: list[str], tokens: list[Any]) -> set[int]:
+def _code_lines(tokens: list[Any]) -> set[int]:
+    """Body lines inside fenced or indented code."""
+    return {
+        i
+        for tok in tokens
+        if tok.type in ("fence", "code_block") and tok.map is not None
+        for i in range(tok.map[0], tok.map[1])
+    }
+
+
+def _hidden_properties(lines: list[str], code: set[int]) -> set[int]:
     """Body lines holding an outliner's bookkeeping properties, outside code.
 
     Logseq stores a block's reference id, fold state, timestamps, flashcard schedule and list
@@ -336,14 +415,8 @@ def _hidden_properties(lines: list[str], tokens: list[Any]) -> set[int]:
     ``collapsed:: true``, ``updated-at:: 1609231528688``, ``card-repeats:: 4``) and never shows
     them: they are no text a reader sees, only UUIDs and numbers a search would match. Only
     these keys with values of their own shape go; a user's properties (``type:: [[Feature]]``)
-    are text.
+    are text. ``code``: the lines inside code (:func:`_code_lines`), which stay.
     """
-    code = {
-        i
-        for tok in tokens
-        if tok.type in ("fence", "code_block") and tok.map is not None
-        for i in range(tok.map[0], tok.map[1])
-    }
     return {
         i
         for i, line in enumerate(lines)
@@ -640,16 +713,17 @@ def chunk_document(
     lines = [
         _DATA_URI.sub(r"\1,…", line) if "data:" in line else line for line in all_lines[skip_lines:]
     ]
-    lines = [_LONG_QUERY.sub(r"\1?…", line) if "?" in line else line for line in lines]
     if markdown:
         # MkDocs admonitions and content tabs are read with their four-space bodies moved
         # left (else CommonMark makes code of them); the text stays the document's own.
         parsed = unindent_containers(lines)
         tokens = _parser().parse("\n".join(parsed))
         blocks = _markdown_blocks(parsed, tokens)
-        dropped = _references(parsed, tokens) | _hidden_properties(lines, tokens)
+        code = _code_lines(tokens)
+        dropped = _references(parsed, tokens) | _hidden_properties(lines, code)
     else:
-        blocks, dropped = _text_blocks(lines), set()
+        blocks, dropped, code = _text_blocks(lines), set(), set()
+    lines = [line if i in code else _cut_long_queries(line) for i, line in enumerate(lines)]
     for i in dropped:
         lines[i] = ""  # costs nothing, is no content, and is left out of the text
     # A heading whose body only points elsewhere (images, embeds, links) joins the next chunk

@@ -43,15 +43,25 @@ def unindent_containers(lines: list[str]) -> list[str]:
 
     Lines inside fenced code (examples of the syntax) are never openers. A body runs over blank
     lines and lines indented at least four spaces past its opener; a tab in the indent counts
-    as four spaces there. Lines holding no opener are returned as they are (the same list when
-    there is none).
+    as four spaces there. A line inside n bodies moves 4n spaces. One pass over the lines with
+    a stack of the open bodies, so deep nesting costs no more than its lines. Lines holding no
+    opener are returned as they are (the same list when there is none).
     """
     if not any("!!!" in line or "???" in line or "===" in line for line in lines):
         return lines
     out = [line.expandtabs(_WIDTH) if line.startswith((" ", "\t")) else line for line in lines]
     changed = False
     fence: str | None = None
+    bodies: list[int] = []  # the indent each open body's lines have at least, innermost last
     for i, line in enumerate(out):
+        if not line.strip():
+            continue  # a blank line neither ends a body nor moves
+        indent = _indent(line)
+        while bodies and indent < bodies[-1]:
+            bodies.pop()
+        if bodies:
+            out[i] = line[_WIDTH * len(bodies) :]
+            changed = True
         opener = _FENCE.match(line)
         if fence is not None:
             if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence):
@@ -59,19 +69,6 @@ def unindent_containers(lines: list[str]) -> list[str]:
             continue
         if opener:
             fence = opener.group(1)
-            continue
-        match = _OPENER.match(line)
-        if match is None:
-            continue
-        base = len(match.group("indent"))
-        body = base + _WIDTH
-        end = i + 1
-        while end < len(out) and (not out[end].strip() or _indent(out[end]) >= body):
-            end += 1
-        while end > i + 1 and not out[end - 1].strip():
-            end -= 1  # trailing blank lines belong to what follows
-        for j in range(i + 1, end):
-            if out[j].strip():
-                out[j] = out[j][:base] + out[j][body:]
-                changed = True
+        elif _OPENER.match(line):
+            bodies.append(indent + _WIDTH)
     return out if changed else lines

@@ -476,13 +476,15 @@ def _read_description(
     """Set ``result.description`` from the first of ``keys`` with text, and the lines it spans.
 
     ``block`` is the document's lines up to the closing fence, the opening one at ``start``.
-    The text is the value's scalars joined, whitespace collapsed, cut at
+    The text is the value's string scalars joined, whitespace collapsed, cut at
     :data:`MAX_DESCRIPTION_CHARS`. Its lines run from the key's own line over the indented or
     blank lines after it (a folded ``>-`` value); a key not found at a line's start (a nested or
     flow mapping) spans the whole block.
     """
     for key in keys:
-        text = " ".join(" ".join(str(v) for v in _scalars(data.get(key))).split())
+        # Text only: ``summary: false`` (a theme's switch), a number or a date is no account.
+        words = (v for v in _scalars(data.get(key)) if isinstance(v, str))
+        text = " ".join(" ".join(words).split())
         if not text:
             continue
         if len(text) > MAX_DESCRIPTION_CHARS:

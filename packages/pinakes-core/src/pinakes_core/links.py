@@ -241,7 +241,9 @@ class _Index:
         self.kb = {kb_id, kb_name}
         self.ids: set[str] = set()
         self.paths: dict[str, str] = {}
-        self.names: dict[str, list[tuple[str, str]]] = {}  # lower key -> [(path, doc_id)]
+        # lower key -> [(tier, path, doc_id)]: tier 0 names the file (path, stem), 1 its title
+        # or an alias.
+        self.names: dict[str, list[tuple[int, str, str]]] = {}
         # Folders a Zola "@/" link may start from: the KB root and every "content/" folder.
         self.content_roots: set[str] = {""}
         for row in conn.execute("SELECT doc_id, path, title, aliases FROM documents ORDER BY path"):
@@ -255,10 +257,13 @@ class _Index:
             if at >= 0:
                 self.content_roots.add(path[: at + len("content/")])
             stem = posixpath.basename(path).rsplit(".", 1)[0]
-            keys = {path.lower(), path.rsplit(".", 1)[0].lower(), stem.lower(), str(row[2]).lower()}
-            keys.update(a.lower() for a in json.loads(row[3]))
-            for key in {*keys, *map(_nfc, keys)}:
-                self.names.setdefault(key, []).append((path, doc_id))
+            files = {path.lower(), path.rsplit(".", 1)[0].lower(), stem.lower()}
+            titles = {str(row[2]).lower(), *(a.lower() for a in json.loads(row[3]))}
+            for tier, keys in enumerate((files, titles)):
+                for key in {*keys, *map(_nfc, keys)}:
+                    hits = self.names.setdefault(key, [])
+                    if not any(d == doc_id for _, _, d in hits):
+                        hits.append((tier, path, doc_id))
 
     def by_uri(self, target: str) -> tuple[str | None, str | None, str | None]:
         try:
@@ -279,8 +284,13 @@ class _Index:
             # Zola's internal link: the path from the site's content folder, which is the KB
             # root or a "content/" folder in it (a whole site repository).
             rel = posixpath.normpath(path[2:])
-            for root in sorted(self.content_roots, key=len):
-                doc = None if rel.startswith("..") else self._at(root + rel)
+            if rel.startswith(".."):
+                return None, f"{rel} is outside the KB"
+            # The linking page's own content folder first (the longest that holds it), then
+            # the others, shortest first: the same target whatever the set's order.
+            own = max((r for r in self.content_roots if src_path.startswith(r)), key=len)
+            for root in [own, *sorted(self.content_roots - {own}, key=lambda r: (len(r), r))]:
+                doc = self._at(root + rel)
                 if doc is not None:
                     return doc, None
             return None, f"no document at {rel} in the KB or a content/ folder"
@@ -301,12 +311,14 @@ class _Index:
         return None, f"no document at {norm}"
 
     def _at(self, norm: str) -> str | None:
-        candidates = [norm]
+        if norm == ".":  # the KB root ("/", "../" from a top folder): only its folder page
+            norm = ""
+        candidates = [norm] if norm else []
         if norm.lower().endswith((".html", ".htm")):
             # Static-site builds (VuePress, MkDocs, Hugo) link to the page the .md becomes.
             norm = norm.rsplit(".", 1)[0]
         if not norm.lower().endswith(_DOC_SUFFIXES):
-            candidates += [norm + s for s in _DOC_SUFFIXES]
+            candidates += [norm + s for s in _DOC_SUFFIXES] if norm else []
             # A folder's page: README (forges, VuePress), index (MkDocs, Hugo's leaf bundles)
             # or _index (Hugo's sections: "/hugo-modules/" is hugo-modules/_index.md).
             candidates += [
@@ -325,9 +337,13 @@ class _Index:
         hits = self.names.get(name) or self.names.get(name.replace(" ", "-")) or []
         if not hits:
             return None
+        # A file of that name before a title or alias (a folder page titled by its folder
+        # must not take [[projects]] from projects.md); among equals, one in the linking
+        # document's folder.
+        tier = min(t for t, _, _ in hits)
+        best = [(p, d) for t, p, d in hits if t == tier]
         here = posixpath.dirname(src_path)
-        # Several documents share the name: prefer one in the linking document's folder.
-        return next((d for p, d in hits if posixpath.dirname(p) == here), hits[0][1])
+        return next((d for p, d in best if posixpath.dirname(p) == here), best[0][1])
 
     def resolve(
         self, src_path: str, target: str, kind: str

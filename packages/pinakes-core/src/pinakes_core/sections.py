@@ -4,8 +4,9 @@ Tokens here are *approximate*: characters / 4, the usual rule of thumb for Engli
 BPE tokenizers. Budgets only need to keep a reply within an agent's context, not to match any
 one model's tokenizer, and counting characters costs nothing.
 
-Headings are found line by line (ATX ``#`` headings outside fenced code, after any YAML
-frontmatter); that is enough to cut a document into sections for reading.
+Headings are the chunker's (:func:`pinakes_core.chunking.heading_lines`: ATX and setext headings
+outside code, after any frontmatter, inside admonitions and outlines), so a hit's heading path
+always names a section a read can find.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ MAX_HEADINGS = 50
 #: characters per approximate token (see the module docstring).
 CHARS_PER_TOKEN = 4
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _PATH_SEP = re.compile(r"\s+(?:›|>)\s+")
 
 
@@ -109,34 +108,25 @@ def _body_start(lines: list[str]) -> int:
 
 
 def headings(text: str) -> list[Heading]:
-    """Return the ATX headings of ``text`` in order, skipping frontmatter and fenced code."""
+    """Return the headings of ``text`` in order, with their paths, as search hits show them."""
+    from pinakes_core.chunking import heading_lines  # Markdown parsing: only when one is read
+
     lines = text.split("\n")
+    start = _body_start(lines)
     found: list[Heading] = []
     stack: list[tuple[int, str]] = []
-    fence: str | None = None
-    for i in range(_body_start(lines), len(lines)):
-        line = lines[i]
-        opener = _FENCE.match(line)
-        if fence is not None:
-            if opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence):
-                fence = None
-            continue
-        if opener:
-            fence = opener.group(1)
-            continue
-        match = _ATX.match(line)
-        if not match:
-            continue
-        level, title = len(match.group(1)), (match.group(2) or "").strip()
+    for line, level, title in heading_lines(lines[start:]):
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, title))
-        found.append(Heading(level, title, tuple(t for _, t in stack), i))
+        found.append(Heading(level, title, tuple(t for _, t in stack), start + line))
     return found
 
 
 def _flat(name: str) -> str:
-    return " › ".join(part.strip() for part in _PATH_SEP.split(name.strip())).casefold()
+    # Code and emphasis marks do not count: "Install `pnk`" finds the heading "Install pnk".
+    plain = name.replace("`", "").replace("*", "")
+    return " › ".join(" ".join(p.split()) for p in _PATH_SEP.split(plain.strip())).casefold()
 
 
 def section_span(text: str, name: str) -> tuple[Heading, int, int] | None:

@@ -90,7 +90,8 @@ MAX_TARGET_CHARS = 2_000
 #: (:func:`~pinakes_core.query.split_cjk`), and ``.mdx`` files are read as MDX (a KB that
 #: included them read them as plain text). 5: a frontmatter description is a chunk of its own
 #: (:func:`~pinakes_core.chunking.with_description`); a folder page with no title of its own
-#: (``_index.md``, ``README.md``) is named by its folder.
+#: (``_index.md``, ``README.md``) is named by its folder; TOML frontmatter may follow blank
+#: lines (its ``title =`` lines were body text).
 FTS_ROWS = "5"
 
 
@@ -949,8 +950,10 @@ def _text_rows(
 #: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
 #: ``[[a|b]]`` names both parts. 3: a path that names nothing from the linking folder is tried
 #: from the KB root. 4: a folder's ``_index.md`` (Hugo's section page) is its page. 5: Zola's
-#: ``@/path.md`` names a page from the KB root or a ``content/`` folder.
-LINKS_RESOLVED = "5"
+#: ``@/path.md`` names a page from the KB root or a ``content/`` folder. 6: a file's name
+#: (path, stem) wins over another document's title or alias; ``@/`` tries the linking page's
+#: own ``content/`` folder first; ``/`` and ``../`` reach the root's folder page.
+LINKS_RESOLVED = "6"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
