@@ -527,3 +527,41 @@ def test_headings_carried_onto_a_long_line_do_not_cut_it_into_characters() -> No
     out = chunks(heads + item + "\n\n# h8 a\n", budget=32)
     assert len(out) <= 4 and all(len(c.text.split()) > 3 for c in out)
     assert " ".join(c.text for c in out).split().count("word17") == 1
+
+
+def test_site_generator_markup_leaves_chunk_text_but_its_words_stay() -> None:
+    text = (
+        "# Config\n\n"
+        "Set the option {{< new-in 0.123.0 >}} in your site.\n\n"
+        "{{% note %}}\nThe cache lives in resources.\n{{% /note %}}\n\n"
+        '{{< figure\n  src="cat.png"\n  caption="A cat on a mat"\n>}}\n\n'
+        "{% include docs_badge.html %}\n"
+        "Read {{ site.title }} docs. {: .note .info}\n\n"
+        ":::tip[Did you know?]\nAdmonitions have bodies.\n:::\n\n"
+        'Escaped: `{{< ref "x" >}}` stays.\n\n'
+        '```go-html-template\n{{< figure src="a.png" >}}\n{% raw %}{{ page.title }}{% endraw %}\n:::note\n```\n'
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        "# Config\n\n"
+        "Set the option  in your site.\n\n"
+        "The cache lives in resources.\n\n"
+        "A cat on a mat\n\n"
+        "Read  docs.\n\n"
+        "Did you know?\nAdmonitions have bodies.\n\n"
+        'Escaped: `{{< ref "x" >}}` stays.\n\n'
+        '```go-html-template\n{{< figure src="a.png" >}}\n{% raw %}{{ page.title }}{% endraw %}\n:::note\n```'
+    )
+    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
+
+
+def test_a_heading_of_markup_and_a_section_of_only_markup() -> None:
+    text = (
+        "# Page\n\nIntro words here.\n\n## Render hooks {{< new-in 0.1 >}}\n\n"
+        "{{< code-toggle file=hugo />}}\n\n## Use\n\nText of use.\n"
+    )
+    out = chunks(text)
+    assert [c.heading_path for c in out] == [("Page",), ("Page", "Use")]
+    assert "code-toggle" not in "".join(c.text for c in out)
+    assert out[1].text.startswith("## Render hooks\n\n## Use")
+    assert first_heading("## x\n\n# Title {{< badge >}}\n") == "Title"

@@ -67,6 +67,9 @@ def test_a_folder_page_without_a_title_is_named_by_its_folder() -> None:
     assert name_title("README", "Whiteboard___Tool") == "Whiteboard/Tool"
     assert name_title("index", "") == "index"  # at the KB's root the stem stays
     assert name_title("indexes", "guide") == "indexes"
+    # A folder a site generator does not publish (Hugo's _common) reads without its underscore.
+    assert name_title("_index", "_common") == "common"
+    assert name_title("_index", "__") == "__"
 
 
 def test_long_url_query_strings_leave_chunk_text_short_ones_stay() -> None:

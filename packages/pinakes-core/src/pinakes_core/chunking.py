@@ -10,7 +10,9 @@ exactly one chunk, in order, but link reference definitions (``[label]: https://
 a reader never sees: the page shows the label where it is used), which are left out of chunk
 text. Inline ``data:`` URIs (pasted images) are shortened to their media type first: their
 payload is not text anyone searches. A heading's attribute list (``## Setup { #setup .new }``,
-as Python-Markdown, Pandoc and kramdown write it) is not part of its heading path.
+as Python-Markdown, Pandoc and kramdown write it) is not part of its heading path. Site-generator
+markup outside code (Hugo shortcodes, Liquid tags, ``:::note`` fences: :mod:`pinakes_core.markup`)
+leaves chunk text and heading paths; the words between it stay.
 
 No chunk is only headings, rules or HTML tags and comments (issue 9): a reader shown ``## Details`` alone learns nothing,
 and such a chunk matches any query that names the heading. A heading with no body of its own
@@ -29,6 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.containers import unindent_containers
+from pinakes_core.markup import has_markup, strip_markup
 from pinakes_core.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -57,7 +60,9 @@ __all__ = [
 #: open sections; Logseq's hidden block properties and long URL query strings leave chunk text.
 #: 8: long URL queries stay inside code and inline code; a long description is cut as a long
 #: line is; a description that is not text (``summary: false``, a number, a date) is none.
-CHUNKER_VERSION = 8
+#: 9: site-generator markup (Hugo shortcodes, Liquid and Markdoc tags, kramdown attribute
+#: lists, colon-fence markers; :mod:`pinakes_core.markup`) leaves chunk text, outside code.
+CHUNKER_VERSION = 9
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -299,8 +304,11 @@ def heading_lines(lines: list[str]) -> list[tuple[int, int, str]]:
 def _heading_text(inline: Any) -> str:
     """The plain text of a heading's inline token, as its heading path shows it."""
     # Link targets and emphasis markers are dropped.
+    # Site-generator markup (a "{{< new-in 0.1 >}}" badge) is no heading text; code is.
     plain = "".join(
-        child.content for child in inline.children or () if child.type in ("text", "code_inline")
+        strip_markup(child.content) if child.type == "text" else child.content
+        for child in inline.children or ()
+        if child.type in ("text", "code_inline")
     )
     # A heading with no visible text (an image, or an HTML comment a site's macros expand,
     # "#### <!-- md:setting config.enabled -->") keeps its source words.
@@ -422,6 +430,39 @@ def _hidden_properties(lines: list[str], code: set[int]) -> set[int]:
         for i, line in enumerate(lines)
         if "::" in line and i not in code and _HIDDEN_PROPERTY.match(line)
     }
+
+
+def _without_markup(lines: list[str], code: set[int]) -> set[int]:
+    """Take site-generator markup out of ``lines`` outside code; return the lines it emptied.
+
+    Hugo shortcodes, Liquid and Markdoc tags, kramdown attribute lists and colon-fence
+    admonition markers (:mod:`pinakes_core.markup`) are no words a reader sees; the words
+    between them, an admonition's title and a figure's caption stay. Runs of lines outside code
+    are cleaned as one text, so a shortcode whose arguments span lines goes whole; code (a page
+    about shortcodes shows them in fences) is never touched. Lines are changed in place, one for
+    one; those left blank that were not are returned, to be left out of chunk text.
+    """
+    if not any(has_markup(line) for line in lines):
+        return set()
+    emptied: set[int] = set()
+    start = 0
+    while start < len(lines):
+        if start in code:
+            start += 1
+            continue
+        end = start
+        while end < len(lines) and end not in code:
+            end += 1
+        run = "\n".join(lines[start:end])
+        cleaned = strip_markup(run)
+        if cleaned is not run:
+            for i, line in enumerate(cleaned.split("\n"), start):
+                if line.strip() != lines[i].strip():
+                    if lines[i].strip() and not line.strip():
+                        emptied.add(i)
+                    lines[i] = line.rstrip()
+        start = end
+    return emptied
 
 
 def _text_blocks(lines: list[str]) -> list[_Block]:
@@ -721,6 +762,7 @@ def chunk_document(
         blocks = _markdown_blocks(parsed, tokens)
         code = _code_lines(tokens)
         dropped = _references(parsed, tokens) | _hidden_properties(lines, code)
+        dropped |= _without_markup(lines, code)
     else:
         blocks, dropped, code = _text_blocks(lines), set(), set()
     lines = [line if i in code else _cut_long_queries(line) for i, line in enumerate(lines)]

@@ -363,10 +363,12 @@ def name_title(stem: str, folder: str = "") -> str:
     (``Whiteboard%2FTool.md`` before 2022) and links to it as ``[[Whiteboard/Tool/Eraser]]``:
     the title is the page's name, so those links find it and a hit shows it. A folder's own
     page (``index.md``, Hugo's ``_index.md``, ``README.md``) is named by its ``folder``, the last
-    part of the document's folder path ("" at the KB's root, where the stem stays).
+    part of the document's folder path ("" at the KB's root, where the stem stays), without the
+    leading underscores that mark a folder a site generator does not publish as a page (Hugo's
+    ``_common``, Jekyll's ``_docs``): ``_common/_index.md`` is "common".
     """
     if folder and stem.lower() in _FOLDER_PAGES:
-        return name_title(folder)
+        return name_title(folder.lstrip("_") or folder)
     title = stem.replace("___", "/")
     if "%2" in title:
         title = re.sub("%2[Ff]", "/", title)

@@ -24,6 +24,7 @@ from markdown_it import MarkdownIt
 
 from pinakes_core.containers import unindent_containers
 from pinakes_core.errors import UriError
+from pinakes_core.markup import strip_markup
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 __all__ = [
@@ -62,6 +63,15 @@ _WORD_STARTS = frozenset({"softbreak", "hardbreak", "em_open", "strong_open", "s
 # _tag_run cuts at the first character a tag cannot hold.
 _INLINE_TAG = re.compile(r"(?:^|(?<=[\s(,;:\"'“‘]))#([^\s#]+)")
 _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{6}|[0-9a-fA-F]{8}")
+_HEX_RUN = re.compile(r"[0-9a-fA-F]+")
+# A colour property just before a value, or a few words of it: "color: ", "background-color:",
+# 'fill="', "backgroundColor: '", "bgcolor=", "border: 1px solid " (CSS, SVG and HTML
+# attributes, JS style objects).
+_COLOUR_PROPERTY = re.compile(
+    r"(?:colou?r|background|bg|fill|stroke|border|outline|shadow|accent|tint)"
+    r"""[\w-]*["']?\s*[:=]\s*["']?(?:[^\s;:{}"'#]+\s+){0,3}$""",
+    re.IGNORECASE,
+)
 #: Longest inline tag read; anything longer is not a name someone typed.
 MAX_TAG_CHARS = 100
 _EXTERNAL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # http:, mailto:, file: … (not pnk:)
@@ -151,23 +161,38 @@ def _tag_run(run: str) -> str:
     return run
 
 
-def _colour(tag: str) -> bool:
-    """``#43B02A``, ``#ff00aa80``, ``#fff``: a colour, not a tag (``#e2e`` stays a tag)."""
-    if len(tag) in (3, 4):
-        return len(set(tag.lower())) == 1 and tag.isalnum() and tag.isascii()
-    return bool(_HEX_COLOUR.fullmatch(tag)) and any(c.isdigit() for c in tag)
+def _colour(tag: str, before: str = "", after: str = "") -> bool:
+    """Whether ``#tag`` is a colour, not a tag, given the text ``before`` and ``after`` it.
+
+    A hex run of 6 or 8 digits with a decimal digit in it (``#43B02A``, ``#ff00aa80``) or of 3
+    or 4 of one digit (``#fff``) is a colour wherever it stands. Hex runs without a decimal
+    digit are also words (``#cafe``, ``#add``, ``#facade``, ``#decade``), so ``#efefef`` or
+    ``#abc`` is a colour only where a colour is written: after a colour property
+    (``color: #efefef``, ``bgcolor="#abc"``, ``backgroundColor: '#cafe'``) or inside quotes
+    of its own (``"#efefef"``). In prose it stays a tag.
+    """
+    if len(tag) in (3, 4) and len(set(tag.lower())) == 1 and tag.isalnum() and tag.isascii():
+        return True
+    if len(tag) in (6, 8) and _HEX_COLOUR.fullmatch(tag) and any(c.isdigit() for c in tag):
+        return True
+    if len(tag) not in (3, 4, 6, 8) or not _HEX_RUN.fullmatch(tag):
+        return False
+    quoted = before[-1:] in ("'", '"') and after[:1] == before[-1:]
+    return quoted or bool(_COLOUR_PROPERTY.search(before[-60:]))
 
 
 def _tags_in(text: str, *, glued: bool = False) -> Iterator[str]:
     for match in _INLINE_TAG.finditer(text):
         if glued and match.start() == 0:
             continue  # **bold**#x: the '#' follows a word
-        tag = unicodedata.normalize("NFC", _tag_run(match.group(1))).rstrip("/")
+        run = _tag_run(match.group(1))
+        tag = unicodedata.normalize("NFC", run).rstrip("/")
         if tag.startswith("/"):
             continue  # #/index: a route or an anchor, not a name
         if not any(c.isalpha() for c in tag) or len(tag) > MAX_TAG_CHARS:
             continue  # #1984 is an issue number, not a tag; a 300-character run is no name
-        if not _colour(tag):
+        tail = match.start(1) + len(run)
+        if not _colour(tag, text[: match.start()], text[tail : tail + 1]):
             yield tag
 
 
@@ -204,7 +229,8 @@ def read_text(
         if kind == "text":
             # A wikilink's '#' is a heading or block ([[#Heading]], [[a#b]]): blanked by a
             # stand-in that is no space, so [[x]]#y stays glued as in the text.
-            tags.extend(_tags_in(_WIKILINK.sub("\ue003", value), glued=glued))
+            # Site-generator markup ("{: #v4-4-1}", a shortcode's arguments) holds no tags.
+            tags.extend(_tags_in(strip_markup(_WIKILINK.sub("\ue003", value)), glued=glued))
         if kind == "href":
             value = _unescaped(value)
             if pages and _EXTERNAL.match(value):

@@ -91,8 +91,10 @@ MAX_TARGET_CHARS = 2_000
 #: included them read them as plain text). 5: a frontmatter description is a chunk of its own
 #: (:func:`~pinakes_core.chunking.with_description`); a folder page with no title of its own
 #: (``_index.md``, ``README.md``) is named by its folder; TOML frontmatter may follow blank
-#: lines (its ``title =`` lines were body text).
-FTS_ROWS = "5"
+#: lines (its ``title =`` lines were body text). 6: site-generator markup holds no tags
+#: (``{: #v4-4-1}``), a hex colour after a colour property or in quotes is no tag, and a
+#: folder page's title drops the folder's leading underscores.
+FTS_ROWS = "6"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:

@@ -1,0 +1,125 @@
+"""Site-generator markup in Markdown prose: what a site's build removes before anyone reads it.
+
+Docs folders are the sources of static sites, and their pages carry the generator's syntax
+between the words (issue 9):
+
+- Hugo shortcodes: ``{{< name args >}}``, ``{{% name args %}}``, closings ``{{< /name >}}``;
+- Liquid (Jekyll) and Markdoc tags and output: ``{% include x.html %}``, ``{% raw %}``,
+  ``{% aside type="tip" %}`` … ``{% /aside %}``, ``{{ site.baseurl }}``, ``{{ page.title }}``;
+  a ``{% comment %}`` … ``{% endcomment %}`` block goes with its body (no reader sees it);
+- kramdown attribute lists: ``{: .note .info}``, ``{:toc}``, ``{::options … /}``;
+- colon-fenced admonitions and divs (Docusaurus, Starlight, VuePress, MyST, Pandoc):
+  ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``.
+
+:func:`strip_markup` removes that markup and keeps the words a reader sees: the text between an
+opening and a closing tag, an admonition's body and title, and the values of a tag's display
+attributes (``title``, ``caption``, ``alt``, ``label``, ``summary``, ``description``: the
+words a figure, a tab or a card shows). It keeps every newline (a removed span spanning lines leaves its line breaks), so
+line numbers still point into the file, and it never touches `code spans`; the caller keeps it
+away from code blocks (a page *about* shortcodes shows them in fences, and they stay). Escaped
+shortcodes (``{{</* name */>}}``, which a Hugo site prints as written) are text and stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["has_markup", "shown_attributes", "strip_markup"]
+
+# Each construct is bounded (no span longer than this runs on to a far closing delimiter).
+_SPAN = 2000
+_COMMENT_BLOCK = r"\{%-?\s*comment\s*-?%\}[\s\S]{0," + str(_SPAN) + r"}?\{%-?\s*endcomment\s*-?%\}"
+# {{< name >}} closes with ">}}", {{% name %}} with "%}}".
+_SHORTCODE = (
+    r"\{\{(?:<|(?P<sc_pct>%))-?\s*/?\s*[A-Za-z_][\w./-]*(?P<sc_args>[\s\S]{0,"
+    + str(_SPAN)
+    + r"}?)\s*/?\s*-?(?(sc_pct)%|>)\}\}"
+)
+_LIQUID_TAG = r"\{%-?\s*/?\s*[A-Za-z_][\w-]*(?P<lt_args>[^%]{0," + str(_SPAN) + r"}?)\s*/?-?%\}"
+# An output expression: a variable path or a quoted string, with filters; never "::" (an Anki
+# cloze, {{c1::answer}}, is a reader's own text).
+_LIQUID_OUTPUT = r"""\{\{-?\s*(?=[A-Za-z_$'"])(?:(?!::)[^{}\n<>%]){1,200}?\s*-?\}\}"""
+_KRAMDOWN = r"\{::?[^{}\n]{0,200}\}"
+_COLON_FENCE = (
+    r"^(?P<cf_indent>[ \t]*):{3,}[ \t]*(?:\{[^}\n]*\}|[A-Za-z][\w-]*)?(?:\{[^}\n]*\})?"
+    r"(?:\[(?P<cf_title>[^\]\n]*)\])?(?:\{[^}\n]*\})?[ \t]*(?P<cf_rest>[^\n]*)$"
+)
+_MARKUP = re.compile(
+    "|".join(
+        f"(?P<{name}>{pattern})"
+        for name, pattern in (
+            ("comment", _COMMENT_BLOCK),
+            ("shortcode", _SHORTCODE),
+            ("tag", _LIQUID_TAG),
+            ("output", _LIQUID_OUTPUT),
+            ("kramdown", _KRAMDOWN),
+            ("fence", _COLON_FENCE),
+        )
+    ),
+    re.MULTILINE,
+)
+# Cheap test before the full pattern: most documents have none of these.
+_HINT = re.compile(r"\{[{%:]|^[ \t]*:::", re.MULTILINE)
+# Attributes whose values are words the rendered page shows (a card's title and description).
+_DISPLAY = re.compile(
+    r"""(?<![\w-])(?:title|caption|alt|label|summary|description)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
+    re.IGNORECASE,
+)
+# A shortcode's one quoted argument made of words (not a path, a URL or a version): the
+# words it prints, as a glossary term does.
+_TERM = re.compile(r""""([^\W\d_](?:[^\W\d_]|[ -]){0,80})"|'([^\W\d_](?:[^\W\d_]|[ -]){0,80})'""")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:[^`]|(?!\1)`+)+?(?<!`)\1(?!`)")
+
+
+def has_markup(text: str) -> bool:
+    """Whether ``text`` may hold markup :func:`strip_markup` removes (a cheap first test)."""
+    return bool(_HINT.search(text))
+
+
+def shown_attributes(source: str) -> str:
+    """The values of the display attributes in a tag's ``source``, joined by spaces.
+
+    ``title``, ``caption``, ``alt``, ``label``, ``summary`` and ``description`` (quoted): the
+    words a figure, a tab or a card shows; "" when there are none.
+    """
+    return " ".join(v.strip() for pair in _DISPLAY.findall(source) for v in pair if v.strip())
+
+
+def _replace(match: re.Match[str]) -> str:
+    kind = match.lastgroup
+    source = match.group()
+    breaks = "\n" * source.count("\n")
+    if kind == "fence":
+        words = " ".join(w for w in (match.group("cf_title"), match.group("cf_rest")) if w)
+        return match.group("cf_indent") + words.strip() if words.strip() else ""
+    args = match.group("sc_args") if kind == "shortcode" else match.group("lt_args")
+    if kind in ("shortcode", "tag") and args:
+        shown = shown_attributes(args)
+        if not shown and kind == "shortcode":
+            term = _TERM.fullmatch(args.strip())  # {{% glossary-term "default site" %}}
+            shown = (term.group(1) or term.group(2)) if term else ""
+        if shown:
+            return shown + breaks
+    return breaks
+
+
+def _strip(text: str) -> str:
+    return _MARKUP.sub(_replace, text)
+
+
+def strip_markup(text: str) -> str:
+    """``text`` without site-generator markup, outside `code spans` (see the module doc).
+
+    Keeps every line break and the words a reader sees; returns ``text`` itself when there is
+    nothing to remove. Never raises.
+    """
+    if not has_markup(text):
+        return text
+    out: list[str] = []
+    last = 0
+    for span in _CODE_SPAN.finditer(text):
+        out.append(_strip(text[last : span.start()]))
+        out.append(span.group())
+        last = span.end()
+    out.append(_strip(text[last:]))
+    return "".join(out)
