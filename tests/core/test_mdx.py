@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB
-from pinakes_core.mdx import MAX_OPEN_LINES, markdown_of
+from pinakes_core.mdx import MAX_OPEN_LINES, is_mdx, markdown_of
 
 PAGE = """---
 title: Sidebar navigation
@@ -36,6 +36,12 @@ Run the installer with npm, then restart.
 \tconfig={[
 \t\t{ label: 'constellations', items: [{ link: '' }] },
 \t]}
+/>
+
+<LinkCard
+	href="https://github.com/example/starlight-giscus"
+	title="starlight-giscus"
+	description="Add Giscus comments to your docs site."
 />
 
 <Aside type="caution">Never share your zephyrine token.</Aside>
@@ -65,8 +71,11 @@ def test_markdown_of_blanks_components_and_module_lines_but_keeps_text() -> None
     kept = [line for line in lines if line.strip()]
     assert kept[3:] == [
         "Import your notes from Evernote with the importer.",  # prose, not an import
+        "npm",  # a tab's label is words the page shows
         "Run the installer with npm, then restart.",
-        " Never share your zephyrine token.",
+        "starlight-giscus",  # a card's title and description are shown
+        "Add Giscus comments to your docs site.",
+        "Never share your zephyrine token.",
         "Use the `<Aside>` component for notes.",  # a tag in a code span is text
         "```tsx",
         "import { Aside } from '@astrojs/starlight/components';",  # code samples untouched
@@ -114,3 +123,26 @@ def test_mdx_files_are_indexed_by_default_without_their_components(tmp_path: Pat
         out = [n.path for n in kb.links(plain).neighbours if n.direction == "out"]
         assert out == ["guides/sidebar.mdx"]
     assert (root / "guides" / "sidebar.mdx").read_text(encoding="utf-8") == PAGE  # as written
+
+
+def test_a_markdown_file_that_imports_a_module_is_read_as_mdx(tmp_path: Path) -> None:
+    # Docusaurus reads .md files as MDX: its docs import components in them.
+    docusaurus = (
+        "---\ntitle: Install\n---\n\nimport Tabs from '@theme/Tabs';\n"
+        "import TabItem from '@theme/TabItem';\n\n<Tabs>\n"
+        '<TabItem value="npm" label="npm">\n\nRun the quasarine installer.\n\n</TabItem>\n</Tabs>\n'
+    )
+    about = (
+        "# About imports\n\n```js\nimport Tabs from '@theme/Tabs';\n```\n\n"
+        "<Tabs> stays text here: import nothing from this page.\n"
+    )
+    assert is_mdx("docs/install.md", docusaurus)
+    assert not is_mdx("docs/about.md", about)  # an import in code marks nothing
+    assert not is_mdx("docs/plain.md", "Import your notes from Evernote.\n")
+    root = make_kb(tmp_path / "kb", {"install.md": docusaurus, "about.md": about})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        (hit,) = kb.search("quasarine installer", channels=["bm25"], k=1).hits
+        assert hit.path == "install.md"
+        assert "Tabs" not in hit.text and "@theme" not in hit.text
+        assert "Run the quasarine installer." in hit.text

@@ -6,7 +6,9 @@ generator rather than text for a reader:
 - ``import`` / ``export`` statements (MDX's ESM blocks, which run to the next blank line);
 - lines made only of JSX component tags (``<Tabs>``, ``</TabItem>``, ``<Aside type="tip">``,
   ``<Card title="A" />``), and the tags around text on a line that opens with one
-  (``<Aside type="caution">Do not …</Aside>`` keeps ``Do not …``);
+  (``<Aside type="caution">Do not …</Aside>`` keeps ``Do not …``); a tag's display props
+  (``title``, ``label``, ``description``, …: :func:`pinakes_core.markup.shown_attributes`) are
+  words the page shows, and stay;
 - a component's opening tag whose props run over several lines (``config={[ … ]}``);
 - ``{/* comments */}``.
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from pinakes_core.markup import shown_attributes
+
 __all__ = ["is_mdx", "markdown_of"]
 
 # MDX has no indented code, so a fence opens at any indentation (inside a component's body).
@@ -27,6 +31,8 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 #: A tag or comment left open for more lines than this was not one: its lines are kept.
 MAX_OPEN_LINES = 100
 _IMPORT = re.compile(r"""^import\s*(?:["']|[\w*{][^\n]*?(?:\bfrom\s*["']|[{,]\s*$))""")
+# One whole import statement on its line, with a quoted module: what marks a .md file as MDX.
+_ESM_IMPORT = re.compile(r"""^import\s+(?:[\w*{][^\n]*?\s+from\s+)?["'][^"'\s]+["'];?\s*$""")
 _EXPORT = re.compile(
     r"^export\s+(?:default|const|let|var|function|async|class|type|interface|\{|\*)(?!\w)"
 )
@@ -39,20 +45,50 @@ _COMMENT = re.compile(r"\{/\*.*?\*/\}")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
-def is_mdx(rel: str) -> bool:
-    """Whether the document at KB-relative path ``rel`` is MDX."""
-    return rel.lower().endswith(".mdx")
+def is_mdx(rel: str, text: str = "") -> bool:
+    """Whether the document at KB-relative path ``rel``, holding ``text``, is MDX.
+
+    An ``.mdx`` file is. So is a Markdown file that imports a module outside code (a line
+    ``import Tabs from '@theme/Tabs';``): Docusaurus reads ``.md`` files as MDX too, and its
+    docs import their components in them. No Markdown a reader writes holds such a line.
+    """
+    if rel.lower().endswith(".mdx"):
+        return True
+    if "import" not in text:
+        return False
+    fence = ""
+    for line in text.split("\n"):
+        opened = _FENCE.match(line)
+        if fence:
+            if opened and opened.group(1)[0] == fence[0] and not line.strip().strip(fence[0]):
+                fence = ""
+            continue
+        if opened:
+            fence = opened.group(1)
+        elif _ESM_IMPORT.match(line):
+            return True
+    return False
+
+
+def _shown(tag: re.Match[str]) -> str:
+    words = shown_attributes(tag.group())
+    return f" {words} " if words else " "
 
 
 def _without_tags(line: str) -> str:
-    """``line`` with its component tags and comments removed outside `code spans`."""
+    """``line`` with its component tags and comments removed outside `code spans`.
+
+    A tag's display props (``<Card title="Stars">``, ``label``, ``description``) are words the
+    page shows: they stay.
+    """
     out, last = [], 0
     for span in _CODE_SPAN.finditer(line):
-        out.append(_COMMENT.sub("", _TAG.sub(" ", line[last : span.start()])))
+        out.append(_COMMENT.sub("", _TAG.sub(_shown, line[last : span.start()])))
         out.append(span.group())
         last = span.end()
-    out.append(_COMMENT.sub("", _TAG.sub(" ", line[last:])))
-    return "".join(out).rstrip()
+    out.append(_COMMENT.sub("", _TAG.sub(_shown, line[last:])))
+    indent = line[: len(line) - len(line.lstrip())]
+    return indent + "".join(out).strip()
 
 
 def _tag_scan(text: str, depth: int = 0, quote: str = "") -> tuple[bool, int, str]:
@@ -97,6 +133,7 @@ def markdown_of(text: str) -> str:
             closed = False
             if block == "tag":
                 closed, depth, quote = _tag_scan("\n" + line, depth, quote)
+                lines[i] = shown_attributes(line)  # a prop on a line of its own: title="…"
             if block == "esm":
                 block = "esm" if line.strip() else ""
             elif closed or (block == "comment" and "*/}" in line):
@@ -120,7 +157,7 @@ def markdown_of(text: str) -> str:
             if closed:
                 lines[i] = _without_tags(line)
             else:
-                block, opened_at, lines[i] = "tag", i, ""
+                block, opened_at, lines[i] = "tag", i, shown_attributes(line)
         elif "{/*" in line:
             lines[i] = _COMMENT.sub("", line).rstrip()
     if block in ("tag", "comment"):  # open at the end of the file: text after all

@@ -92,8 +92,9 @@ MAX_TARGET_CHARS = 2_000
 #: (:func:`~pinakes_core.chunking.with_description`); a folder page with no title of its own
 #: (``_index.md``, ``README.md``) is named by its folder; TOML frontmatter may follow blank
 #: lines (its ``title =`` lines were body text). 6: site-generator markup holds no tags
-#: (``{: #v4-4-1}``), a hex colour after a colour property or in quotes is no tag, and a
-#: folder page's title drops the folder's leading underscores.
+#: (``{: #v4-4-1}``), a hex colour after a colour property or in quotes is no tag, a folder
+#: page's title drops the folder's leading underscores, and a ``.md`` file that imports a
+#: module is read as MDX.
 FTS_ROWS = "6"
 
 
@@ -400,7 +401,7 @@ class _Syncer:
         if read is None:
             return None
         text, data, sidecar, side_bytes = read
-        if is_mdx(entry.rel):
+        if entry.is_markdown and is_mdx(entry.rel, text):
             text = markdown_of(text)  # the Markdown between the components, line for line
         lines = text.split("\n")
         front = parse_frontmatter(
