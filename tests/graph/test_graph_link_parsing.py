@@ -346,6 +346,48 @@ def test_a_files_name_wins_over_a_folder_pages_derived_title(tmp_path: Path) -> 
     assert _link_rows(root, "areas/home.md") == [("areas", "areas/README.md", None)]
 
 
+def test_links_to_a_declared_site_address_reach_the_page_declaring_it(tmp_path: Path) -> None:
+    # Jekyll's docs: each page declares "permalink: /docs/<x>/" and links to those addresses,
+    # absolute or relative to the linking page's own address.
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "front-matter.md": "---\npermalink: /docs/front-matter/\n---\nFront matter.\n",
+            "installation/ubuntu.md": "---\npermalink: /docs/installation/ubuntu/\n---\nApt.\n",
+            "posts.md": "---\npermalink: /:categories/:title/\n---\nA pattern, no page.\n",
+            "installation/other-linux.md": (
+                "---\npermalink: /docs/installation/other-linux/\n---\n"
+                "See [fm](/docs/front-matter/#defaults), [fm again](/docs/front-matter.html), "
+                "[ubuntu](../ubuntu/), [gone](/docs/gone/) and [pattern](/:categories/:title/).\n"
+            ),
+            "plain.md": "No address: [ubuntu](../ubuntu/).\n",
+            # No declared address: the site publishes the file at /docs/step-by-step/02-liquid/
+            # (the KB's root is /docs/, as the pages above declare).
+            "step-by-step/01-setup.md": "Set up.\n",
+            "step-by-step/02-liquid.md": (
+                "[setup](../01-setup/), [fm](../../front-matter/), [ubuntu](/docs/installation/"
+                "ubuntu/#apt) and [self](/docs/step-by-step/02-liquid/)\n"
+            ),
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    assert [(t, d) for t, d, _ in _link_rows(root, "installation/other-linux.md")] == [
+        ("/docs/front-matter/#defaults", "front-matter.md"),
+        ("/docs/front-matter.html", "front-matter.md"),
+        ("../ubuntu/", "installation/ubuntu.md"),
+        ("/docs/gone/", None),
+        ("/:categories/:title/", None),
+    ]
+    assert [(t, d) for t, d, _ in _link_rows(root, "plain.md")] == [("../ubuntu/", None)]
+    assert [d for _, d, _ in _link_rows(root, "step-by-step/02-liquid.md")] == [
+        "step-by-step/01-setup.md",
+        "front-matter.md",
+        "installation/ubuntu.md",
+        "step-by-step/02-liquid.md",
+    ]
+
+
 def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
     tmp_path: Path,
 ) -> None:

@@ -256,6 +256,51 @@ def read_text(
     return found, list(dict.fromkeys(tags))
 
 
+# Frontmatter keys that declare a page's site address, absolute from the site's root.
+_ADDRESS_KEYS = ("permalink", "url")
+
+
+def _declared_address(meta: str | None) -> str | None:
+    """The site address a document's frontmatter declares ("/docs/pages/"), if any.
+
+    Only a literal address from the site root: a pattern (``/:categories/:title/``) or a full
+    URL names no one page.
+    """
+    try:
+        fields = json.loads(meta or "{}")
+    except ValueError:
+        return None
+    for key in _ADDRESS_KEYS:
+        value = fields.get(key) if isinstance(fields, dict) else None
+        if isinstance(value, str) and value.startswith("/") and ":" not in value:
+            return value.strip()
+    return None
+
+
+def _pretty_address(path: str) -> str:
+    """The address a static site publishes the file at ``path`` at: ``guide/setup/``.
+
+    A folder's own page (``index.md``, ``_index.md``, ``README.md``) is the folder's address.
+    """
+    stem = path.rsplit(".", 1)[0] if "." in posixpath.basename(path) else path
+    if posixpath.basename(stem).lower() in ("index", "_index", "readme"):
+        stem = posixpath.dirname(stem)
+    return stem + "/" if stem else ""
+
+
+def _site_key(address: str) -> str:
+    """An address as pages are looked up by: no anchor, query, ``index.html`` or ``.html``.
+
+    Case is kept: site addresses, like file paths on most hosts, are case-sensitive.
+    """
+    path = posixpath.normpath("/" + address.split("#", 1)[0].split("?", 1)[0]).strip("/")
+    if path.endswith("index.html") or path.endswith("index.htm"):
+        path = posixpath.dirname(path)
+    elif path.lower().endswith((".html", ".htm")):
+        path = path.rsplit(".", 1)[0]
+    return path
+
+
 def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
@@ -272,8 +317,24 @@ class _Index:
         self.names: dict[str, list[tuple[int, str, str]]] = {}
         # Folders a Zola "@/" link may start from: the KB root and every "content/" folder.
         self.content_roots: set[str] = {""}
-        for row in conn.execute("SELECT doc_id, path, title, aliases FROM documents ORDER BY path"):
+        # Site addresses pages declare in frontmatter (Jekyll's "permalink: /docs/pages/"):
+        # normalised address -> doc, and each such page's own address (relative links on a
+        # built site are relative to it, not to the file).
+        self.site: dict[str, str] = {}
+        self.urls: dict[str, str] = {}
+        prefixes: dict[str, int] = {}  # "docs/" when pages at x.md declare "/docs/x/"
+        for row in conn.execute(
+            "SELECT doc_id, path, title, aliases, meta FROM documents ORDER BY path"
+        ):
             doc_id, path = row[0], row[1]
+            address = _declared_address(row[4])
+            if address is not None:
+                self.urls[path] = address
+                key = _site_key(address)
+                self.site.setdefault(key, doc_id)
+                own = _site_key(_pretty_address(path))
+                if key != own and key.endswith("/" + own):
+                    prefixes[key[: -len(own)]] = prefixes.get(key[: -len(own)], 0) + 1
             self.ids.add(doc_id)
             self.paths[path] = doc_id
             # A name written on macOS is NFD ("cafe" + U+0301), the link typed to it NFC: both
@@ -290,6 +351,11 @@ class _Index:
                     hits = self.names.setdefault(key, [])
                     if not any(d == doc_id for _, _, d in hits):
                         hits.append((tier, path, doc_id))
+
+        # The site folder the KB's root is published at, when two or more pages say so.
+        self.prefix = max(prefixes, key=lambda p: prefixes[p]) if prefixes else ""
+        if prefixes.get(self.prefix, 0) < 2:
+            self.prefix = ""
 
     def by_uri(self, target: str) -> tuple[str | None, str | None, str | None]:
         try:
@@ -323,7 +389,8 @@ class _Index:
         base = "" if path.startswith("/") else posixpath.dirname(src_path)
         norm = posixpath.normpath(posixpath.join(base, path.lstrip("/")))
         if norm.startswith(".."):
-            return None, f"{norm} is outside the KB"
+            doc = self._by_address(src_path, path)  # "../ubuntu/" from a page's own address
+            return (doc, None) if doc else (None, f"{norm} is outside the KB")
         bases = [norm]
         if base and not path.startswith("."):
             # "blog/posts/a.md" written in blog/posts/b.md: site generators' frontmatter (an
@@ -334,7 +401,30 @@ class _Index:
             doc = self._at(here)
             if doc is not None:
                 return doc, None
+        doc = self._by_address(src_path, path)
+        if doc is not None:
+            return doc, None
         return None, f"no document at {norm}"
+
+    def _by_address(self, src_path: str, path: str) -> str | None:
+        """The document whose declared site address ``path`` is, from ``src_path``'s page.
+
+        A site whose pages declare their addresses (Jekyll's ``permalink:``, Hugo's ``url:``)
+        links to those addresses: ``/docs/front-matter/`` is the page declaring it, wherever its
+        file lies, and ``../ubuntu/`` is read from the linking page's own address, as a browser
+        does, when that page declares one.
+        """
+        if not path.startswith("/"):
+            # A page's address: declared, else the "pretty" one a site gives its file
+            # (guide/setup.md is /guide/setup/), which relative links are written from.
+            own = self.urls.get(src_path) or "/" + self.prefix + _pretty_address(src_path)
+            folder = own if own.endswith("/") else posixpath.dirname(own)
+            path = posixpath.join(folder, path)
+        key = _site_key(path)
+        doc = self.site.get(key)
+        if doc is None and self.prefix and key.startswith(self.prefix):
+            key = key[len(self.prefix) :]  # /docs/x/ on a site whose root folder is docs/
+        return doc or (self._at(key) if key else None)
 
     def _at(self, norm: str) -> str | None:
         if norm == ".":  # the KB root ("/", "../" from a top folder): only its folder page

@@ -955,8 +955,10 @@ def _text_rows(
 #: from the KB root. 4: a folder's ``_index.md`` (Hugo's section page) is its page. 5: Zola's
 #: ``@/path.md`` names a page from the KB root or a ``content/`` folder. 6: a file's name
 #: (path, stem) wins over another document's title or alias; ``@/`` tries the linking page's
-#: own ``content/`` folder first; ``/`` and ``../`` reach the root's folder page.
-LINKS_RESOLVED = "6"
+#: own ``content/`` folder first; ``/`` and ``../`` reach the root's folder page. 7: a link to
+#: a site address a page declares (Jekyll's ``permalink: /docs/pages/``, Hugo's ``url:``) is a
+#: link to that page, a relative one read from the linking page's own declared address.
+LINKS_RESOLVED = "7"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
