@@ -573,3 +573,9 @@ def test_unclosed_markup_openers_stay_text_and_cost_one_pass() -> None:
     text = "{{<a " * 50_000 + "{{% note %}}kept words{{% /note %}}"
     joined = " ".join(c.text for c in chunks(text))
     assert joined.count("{{<a") == 50_000 and "kept words" in joined and "note" not in joined
+
+
+def test_an_admonition_opener_keeps_the_title_the_site_shows() -> None:
+    text = "::: tip\nUse a pipe.\n:::\n\n::: warning Mind the gap\nText.\n:::\n\n::: {.note}\nDiv.\n:::\n"
+    (chunk,) = chunks(text)
+    assert chunk.text == "tip\nUse a pipe.\n\nMind the gap\nText.\n\nDiv."

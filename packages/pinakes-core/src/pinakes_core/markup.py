@@ -9,7 +9,8 @@ between the words (issue 9):
   a ``{% comment %}`` … ``{% endcomment %}`` block goes with its body (no reader sees it);
 - kramdown attribute lists: ``{: .note .info}``, ``{:toc}``, ``{::options … /}``;
 - colon-fenced admonitions and divs (Docusaurus, Starlight, VuePress, MyST, Pandoc):
-  ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``.
+  ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``;
+  an opener keeps the title the site shows (the written one, else its type: ``tip``).
 
 :func:`strip_markup` removes that markup and keeps the words a reader sees: the text between an
 opening and a closing tag, an admonition's body and title, and the values of a tag's display
@@ -48,7 +49,8 @@ _LIQUID_TAG = r"\{%-?\s*/?\s*[A-Za-z_][\w-]*(?P<lt_args>[^%]{0," + str(_SPAN) + 
 _LIQUID_OUTPUT = r"""\{\{-?\s*(?=[A-Za-z_$'"])(?:(?!::)[^{}\n<>%]){1,200}?\s*-?\}\}"""
 _KRAMDOWN = r"\{::?[^{}\n]{0,200}\}"
 _COLON_FENCE = (
-    r"^(?P<cf_indent>[ \t]*):{3,}[ \t]*(?:\{[^}\n]*\}|[A-Za-z][\w-]*)?(?:\{[^}\n]*\})?"
+    r"^(?P<cf_indent>[ \t]*):{3,}[ \t]*"
+    r"(?:\{(?P<cf_braced>[A-Za-z][\w-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*))?(?:\{[^}\n]*\})?"
     r"(?:\[(?P<cf_title>[^\]\n]*)\])?(?:\{[^}\n]*\})?[ \t]*(?P<cf_rest>[^\n]*)$"
 )
 _MARKUP = re.compile(
@@ -97,8 +99,11 @@ def _replace(match: re.Match[str]) -> str:
     source = match.group()
     breaks = "\n" * source.count("\n")
     if kind == "fence":
+        # The title a site shows: the one written, else the admonition's type ("::: tip" shows
+        # "Tip"); a closing ":::" or a Pandoc div's attributes ("::: {.note}") show nothing.
         words = " ".join(w for w in (match.group("cf_title"), match.group("cf_rest")) if w)
-        return match.group("cf_indent") + words.strip() if words.strip() else ""
+        words = words.strip() or match.group("cf_type") or match.group("cf_braced") or ""
+        return match.group("cf_indent") + words if words else ""
     args = match.group("sc_args") if kind == "shortcode" else match.group("lt_args")
     if kind in ("shortcode", "tag") and args:
         shown = shown_attributes(args)
