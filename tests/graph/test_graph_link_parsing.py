@@ -114,6 +114,14 @@ def resolved(tmp_path: Path) -> tuple[Path, KB]:
     kb.close()
 
 
+def _synced(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A KB of ``files`` under ``tmp_path``, synced (its links resolved)."""
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    return root
+
+
 def _link_rows(root: Path, src: str) -> list[tuple[str, str | None, str | None]]:
     conn = db(root)
     try:
@@ -222,8 +230,8 @@ def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: 
         "---\nlinks:\n  - setup/blog.md\n  - posts/other.md#sec\n---\n# Post\n\n"
         "Read [this](setup/blog.md), [that](./setup/blog.md) and [near](notes/n.md).\n"
     )
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "setup/blog.md": "# Blog setup\n",
             "posts/other.md": "# Other\n",
@@ -232,8 +240,6 @@ def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: 
             "posts/post.md": post,
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     assert _link_rows(root, "posts/post.md") == [
         ("setup/blog.md", "setup/blog.md", None),
         ("posts/other.md#sec", "posts/other.md", None),
@@ -246,16 +252,14 @@ def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: 
 def test_hugo_sections_and_logseq_namespaces_resolve(tmp_path: Path) -> None:
     # Hugo links a section by its URL ("/hugo-modules/" is hugo-modules/_index.md); Logseq
     # writes the page "Whiteboard/Tool" to pages/Whiteboard___Tool.md and links it by name.
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "hugo-modules/_index.md": "---\ntitle: Modules\n---\n\nAbout modules.\n",
             "pages/Whiteboard___Tool.md": "- A tool.\n",
             "pages/src.md": "See [modules](/hugo-modules/) and [[Whiteboard/Tool]].\n",
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     assert _link_rows(root, "pages/src.md") == [
         ("/hugo-modules/", "hugo-modules/_index.md", None),
         ("Whiteboard/Tool", "pages/Whiteboard___Tool.md", None),
@@ -265,8 +269,8 @@ def test_hugo_sections_and_logseq_namespaces_resolve(tmp_path: Path) -> None:
 def test_zola_internal_links_start_from_the_content_folder(tmp_path: Path) -> None:
     # Zola writes "@/blog/_index.md": the path from the site's content/ folder, which is the
     # KB root when the KB is that folder, or a content/ folder inside a whole site repository.
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "docs/content/blog/_index.md": '+++\ntitle = "Blog"\n+++\nPosts.\n',
             "docs/content/guide/page.md": "A page.\n",
@@ -276,8 +280,6 @@ def test_zola_internal_links_start_from_the_content_folder(tmp_path: Path) -> No
             ),
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     rows = _link_rows(root, "docs/content/guide/src.md")
     assert rows[:2] == [
         ("@/blog/_index.md", "docs/content/blog/_index.md", None),
@@ -292,8 +294,8 @@ def test_zola_internal_links_start_from_the_content_folder(tmp_path: Path) -> No
 def test_zola_links_prefer_the_linking_sites_own_content_folder(tmp_path: Path) -> None:
     # Two sites in one KB, both with content/about.md: each site's "@/about.md" is its own
     # page, whatever order the roots were found in (a set's order varies by process).
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "site-a/content/about.md": "About A.\n",
             "site-b/content/about.md": "About B.\n",
@@ -301,24 +303,20 @@ def test_zola_links_prefer_the_linking_sites_own_content_folder(tmp_path: Path) 
             "site-b/content/x.md": "[about](@/about.md)\n",
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     for site in ("site-a", "site-b"):
         rows = _link_rows(root, f"{site}/content/x.md")
         assert rows == [("@/about.md", f"{site}/content/about.md", None)]
 
 
 def test_links_to_the_kb_root_reach_its_folder_page(tmp_path: Path) -> None:
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "_index.md": "---\ntitle: Home\n---\nThe site.\n",
             "docs/_index.md": "---\ntitle: Docs\n---\nAll docs.\n",
             "docs/a.md": "[home](/) [up](../) [docs](./)\n",
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     assert _link_rows(root, "docs/a.md") == [
         ("/", "_index.md", None),
         ("../", "_index.md", None),
@@ -330,8 +328,8 @@ def test_a_files_name_wins_over_a_folder_pages_derived_title(tmp_path: Path) -> 
     # Obsidian's folder note beside its folder (projects.md) keeps [[projects]] although the
     # title-less projects/README.md is now titled "projects"; with no such file the folder
     # page is what the name reaches.
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "projects.md": "All projects.\n",
             "projects/README.md": "Read me.\n",
@@ -340,8 +338,6 @@ def test_a_files_name_wins_over_a_folder_pages_derived_title(tmp_path: Path) -> 
             "areas/home.md": "Part of [[areas]].\n",
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     assert _link_rows(root, "projects/alpha.md") == [("projects", "projects.md", None)]
     assert _link_rows(root, "areas/home.md") == [("areas", "areas/README.md", None)]
 
@@ -349,8 +345,8 @@ def test_a_files_name_wins_over_a_folder_pages_derived_title(tmp_path: Path) -> 
 def test_links_to_a_declared_site_address_reach_the_page_declaring_it(tmp_path: Path) -> None:
     # Jekyll's docs: each page declares "permalink: /docs/<x>/" and links to those addresses,
     # absolute or relative to the linking page's own address.
-    root = make_kb(
-        tmp_path / "kb",
+    root = _synced(
+        tmp_path,
         {
             "front-matter.md": "---\npermalink: /docs/front-matter/\n---\nFront matter.\n",
             "installation/ubuntu.md": "---\npermalink: /docs/installation/ubuntu/\n---\nApt.\n",
@@ -370,8 +366,6 @@ def test_links_to_a_declared_site_address_reach_the_page_declaring_it(tmp_path: 
             ),
         },
     )
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
     assert [(t, d) for t, d, _ in _link_rows(root, "installation/other-linux.md")] == [
         ("/docs/front-matter/#defaults", "front-matter.md"),
         ("/docs/front-matter.html", "front-matter.md"),
