@@ -319,3 +319,18 @@ def test_sync_progress_covers_every_phase(tmp_path: Path) -> None:
     stages = list(dict.fromkeys(heard))
     assert stages[:3] == ["read", "embed", "links"]
     assert {"graph", "graph links", "labels"} <= set(stages), stages
+
+
+def test_outlinks_are_reads_title_and_links_without_the_file(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        "a.md": "# Alpha\n\nSee [[b]] and [gamma](c.md) and [[missing]].\n",
+        "b.md": "# Beta\n",
+        "c.md": "# Gamma\n",
+    }
+    with KB.open(make_kb(tmp_path / "kb", files), embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        view = kb.read("a.md")
+        assert [link.target for link in view.links] == ["b", "c.md", "missing"]
+        assert kb.outlinks("a.md") == (view.title, view.links)
+        (kb.root / "a.md").unlink()  # the index alone answers: no file is read
+        assert kb.outlinks(view.doc_id) == ("Alpha", view.links)

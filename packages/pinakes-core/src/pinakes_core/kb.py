@@ -76,6 +76,8 @@ from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix, l
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from pinakes_core.crosskb import Peers
     from pinakes_core.dense import AnnIndex
     from pinakes_core.lexical import LexicalIndex
@@ -143,6 +145,20 @@ def _read_gitignore(root: Path) -> str:
         f"Pinakes adds '{STORE_DIR}/' to .gitignore, but {reason[0].lower()}{reason[1:]}",
         f"Fix or remove {path} (git reads it as UTF-8 text), then run the command again.",
     )
+
+
+def _link_views(conn: sqlite3.Connection, doc_id: str) -> list[LinkView]:
+    """The links document ``doc_id`` holds, in the order they were stored."""
+    return [
+        LinkView(
+            target=r["target"],
+            rel=r["rel"],
+            origin=r["origin"],
+            dst_doc=r["dst_doc"],
+            dst_kb=r["dst_kb"],
+        )
+        for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
+    ]
 
 
 class KB:
@@ -815,16 +831,7 @@ class KB:
             lines = _page_lines(
                 row["path"], page_lines if paged else None, pages, lines, section, text
             )
-        links = [
-            LinkView(
-                target=r["target"],
-                rel=r["rel"],
-                origin=r["origin"],
-                dst_doc=r["dst_doc"],
-                dst_kb=r["dst_kb"],
-            )
-            for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
-        ]
+        links = _link_views(conn, doc_id)
         part = slice_document(
             row["path"],
             text.replace("\r\n", "\n"),
@@ -854,6 +861,21 @@ class KB:
             page_count=len(page_lines) if paged else None,
             pages=_pages_of(page_lines, part.lines) if paged else None,
         )
+
+    def outlinks(self, doc: str) -> tuple[str, list[LinkView]]:
+        """The document's title and the links it holds, from the index alone.
+
+        What a caller that follows links needs (the MCP search frontier reads a dozen
+        documents per search): :meth:`read` gives the same and also reads the file and parses
+        its headings.
+
+        Raises:
+            DocumentNotFoundError: if ``doc`` matches nothing.
+        """
+        doc_id = self.resolve(doc)
+        conn = self.store().conn
+        row = conn.execute("SELECT title FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
+        return row["title"], _link_views(conn, doc_id)
 
     def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
         """Return a page of the indexed documents (no text), by path or newest first.

@@ -130,7 +130,8 @@ def frontier(registry: Registry, hits: Sequence[SearchHit], *, limit: int) -> li
     """Return up to ``limit`` documents the hits' documents link to, in hit order.
 
     Only links that resolved to a document (``dst_doc``) in a served KB count; documents that
-    are already hits are left out. Each document is read under its own KB's lock, one at a time.
+    are already hits are left out. Each document's links and title come from its KB's index
+    (:meth:`~pinakes_core.kb.KB.outlinks`, no file read), under its lock, one at a time.
     """
     served_by_name = {served.name: served for served in registry}
     only = next(iter(served_by_name))  # single-KB hits carry no kb name
@@ -141,7 +142,7 @@ def frontier(registry: Registry, hits: Sequence[SearchHit], *, limit: int) -> li
         served = served_by_name[kb_name]
         with registry.using(served) as kb:
             try:
-                links = kb.read(doc_id).links
+                links = kb.outlinks(doc_id)[1]
             except DocumentNotFoundError:  # deleted since the search
                 continue
         for link in links:
@@ -154,7 +155,7 @@ def frontier(registry: Registry, hits: Sequence[SearchHit], *, limit: int) -> li
             seen.add((target.name, link.dst_doc))
             with registry.using(target) as kb:
                 try:
-                    title = kb.read(link.dst_doc).title
+                    title = kb.outlinks(link.dst_doc)[0]
                 except DocumentNotFoundError:
                     continue
             found.append(
