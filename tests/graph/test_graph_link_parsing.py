@@ -382,6 +382,21 @@ def test_links_to_a_declared_site_address_reach_the_page_declaring_it(tmp_path: 
     ]
 
 
+def test_a_file_path_out_of_the_kb_is_not_read_as_a_site_address(tmp_path: Path) -> None:
+    # A docs folder's page linking its repository's README above the KB: from the page's
+    # pretty address (/guide/setup/) the same path would land on the KB's own README.md.
+    root = _synced(
+        tmp_path,
+        {
+            "README.md": "# Docs home\n",
+            "guide/setup.md": "See [the repository](../../README.md).\n",
+        },
+    )
+    assert _link_rows(root, "guide/setup.md") == [
+        ("../../README.md", None, "../README.md is outside the KB")
+    ]
+
+
 def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(
     tmp_path: Path,
 ) -> None:

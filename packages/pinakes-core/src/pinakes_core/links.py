@@ -412,8 +412,12 @@ class _Index:
         A site whose pages declare their addresses (Jekyll's ``permalink:``, Hugo's ``url:``)
         links to those addresses: ``/docs/front-matter/`` is the page declaring it, wherever its
         file lies, and ``../ubuntu/`` is read from the linking page's own address, as a browser
-        does, when that page declares one.
+        does. A path to a file (``../../README.md``) is no site address: read from the page's
+        address it would climb less far than from the file and land on another document (a docs
+        folder's own README instead of its repository's).
         """
+        if path.lower().endswith(_DOC_SUFFIXES):
+            return None
         if not path.startswith("/"):
             # A page's address: declared, else the "pretty" one a site gives its file
             # (guide/setup.md is /guide/setup/), which relative links are written from.

@@ -957,8 +957,9 @@ def _text_rows(
 #: (path, stem) wins over another document's title or alias; ``@/`` tries the linking page's
 #: own ``content/`` folder first; ``/`` and ``../`` reach the root's folder page. 7: a link to
 #: a site address a page declares (Jekyll's ``permalink: /docs/pages/``, Hugo's ``url:``) is a
-#: link to that page, a relative one read from the linking page's own declared address.
-LINKS_RESOLVED = "7"
+#: link to that page, a relative one read from the linking page's own declared address. 8: a
+#: path to a file (``../../README.md``) is never read as a site address.
+LINKS_RESOLVED = "8"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
