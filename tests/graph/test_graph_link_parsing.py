@@ -31,6 +31,8 @@ def targets(text: str) -> list[str]:
         "[a search on this page](?q=search+term) [again](?q=a#b)",
         "[full size](../assets/shot.PNG) [clip](media/demo.mp4) [get it](dist/kit.tar.gz)",
         "[rss]: <{{% eturl rss %}}>\n\n[rss] [home]({{ site.BaseURL }}/x/) [j]({% link a.md %})",
+        "[[shot.png]] [[assets/demo.MP4|the demo]] [[kit.tar.gz#x]]",
+        '[[<% tp.date.yesterday("YYYY-MM-DD") %>]] [[{{date:YYYY-MM-DD}}|today]]',
     ],
 )
 def test_not_links(text: str) -> None:
@@ -53,6 +55,15 @@ def test_not_links(text: str) -> None:
             [TextLink("t1", "wiki"), TextLink("t2.md", "markdown")],
         ),
         ("Text [[my note]] more.", [TextLink("my note", "wiki")]),
+        # Names with a dot that are no media files stay links (a PDF may be a document).
+        (
+            "[[Node.js]] [[paper.pdf]] [[v1.2 notes]]",
+            [
+                TextLink("Node.js", "wiki"),
+                TextLink("paper.pdf", "wiki"),
+                TextLink("v1.2 notes", "wiki"),
+            ],
+        ),
     ],
 )
 def test_links_found(text: str, expected: list[TextLink]) -> None:
@@ -395,6 +406,45 @@ def test_a_file_path_out_of_the_kb_is_not_read_as_a_site_address(tmp_path: Path)
     assert _link_rows(root, "guide/setup.md") == [
         ("../../README.md", None, "../README.md is outside the KB")
     ]
+
+
+def test_wikilinks_to_attachments_and_templates_do_not_dangle(tmp_path: Path) -> None:
+    # An Obsidian vault's attachment list and daily-note template (obsidian-hub: 74 of its
+    # dangling links were wikilinks to pictures that exist beside the notes).
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "attachments.md": "# Attachments\n\n- [[img/shot.png|shot.png]]\n- [[Daily]]\n",
+            "Daily.md": "# Daily\n\n<< [[<% tp.date.yesterday() %>]] | [[{{date}}]] >>\n",
+        },
+    )
+    (root / "img").mkdir()
+    (root / "img" / "shot.png").write_bytes(b"\x89PNG")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        assert not [f for f in kb.doctor().findings if f.check == "dangling-links"]
+    assert _link_rows(root, "attachments.md") == [("Daily", "Daily.md", None)]
+    assert _link_rows(root, "Daily.md") == []
+
+
+def test_a_store_read_by_older_rules_drops_its_attachment_links(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n\n[[shot.png]] and [[b]]\n", "b.md": "# B\n"})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    conn = db(root)
+    with conn:  # as the previous release left it: the picture was a dangling link
+        conn.execute(
+            "INSERT INTO links(src_doc, target, kind, rel, origin, reason) "
+            "SELECT doc_id, 'shot.png', 'wiki', 'links-to', 'reverse-scan', ? "
+            "FROM documents WHERE path = 'a.md'",
+            ("no document named 'shot.png'",),
+        )
+        conn.execute("UPDATE meta SET value = '6' || substr(value, 2) WHERE key = 'fts_rows'")
+    conn.close()
+    assert [r[0] for r in _link_rows(root, "a.md")] == ["b", "shot.png"]
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        assert sorted(kb.sync().changed) == ["a.md", "b.md"]
+    assert _link_rows(root, "a.md") == [("b", "b.md", None)]
 
 
 def test_a_store_resolved_by_older_rules_re_resolves_without_a_changed_file(

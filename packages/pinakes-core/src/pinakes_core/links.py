@@ -84,8 +84,9 @@ _MEDIA_FILE = re.compile(
     r"|avi|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|woff2?|ttf|otf|eot)$",
     re.IGNORECASE,
 )
-# A template expression in a link target (Hugo shortcodes, Jinja, Liquid, Vue, Go templates).
-_TEMPLATED = re.compile(r"\{\{|\{%")
+# A template expression in a link target (Hugo shortcodes, Jinja, Liquid, Vue, Go templates,
+# Obsidian's Templates plugin's {{date}}, Templater's and EJS's <% ... %>).
+_TEMPLATED = re.compile(r"\{\{|\{%|<%")
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
 
@@ -250,7 +251,15 @@ def read_text(
             for match in _WIKILINK.finditer(value):
                 target = _unescaped(match.group(2).strip())
                 name = target.split("|")[0].split("#")[0].strip()
-                if match.group(1) and _FILE_EMBED.search(name):
+                # An embed of any file but a note is no link; nor is a link to a picture, a
+                # recording or an archive beside the notes (Obsidian opens [[shot.png]] in its
+                # viewer), as for Markdown links; nor a target a template writes when a note
+                # is made from it (Templater's [[<% tp.date.now() %>]], [[{{date}}]]).
+                if (
+                    (match.group(1) and _FILE_EMBED.search(name))
+                    or _MEDIA_FILE.search(name)
+                    or _TEMPLATED.search(target)
+                ):
                     continue
                 found.append(TextLink(target, "wiki"))
     return found, list(dict.fromkeys(tags))

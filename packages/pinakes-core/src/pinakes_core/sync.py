@@ -94,8 +94,10 @@ MAX_TARGET_CHARS = 2_000
 #: lines (its ``title =`` lines were body text). 6: site-generator markup holds no tags
 #: (``{: #v4-4-1}``), a hex colour after a colour property or in quotes is no tag, a folder
 #: page's title drops the folder's leading underscores, and a ``.md`` file that imports a
-#: module is read as MDX.
-FTS_ROWS = "6"
+#: module is read as MDX. 7: a wikilink to a picture, recording or archive (``[[shot.png]]``)
+#: and a templated wikilink (``[[<% tp.date.now() %>]]``, ``[[{{date}}]]``) are no document
+#: links, as for Markdown links (the re-read replaces each document's stored links).
+FTS_ROWS = "7"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
