@@ -497,3 +497,23 @@ def test_folder_pages_without_a_title_take_their_folders_name(tmp_path: Path) ->
         kb.sync()
     titles = {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
     assert titles == {"hugo-modules/_index.md": "hugo-modules", "README.md": "README"}
+
+
+def test_a_template_placeholder_names_no_document(tmp_path: Path) -> None:
+    # Obsidian template notes (obsidian-hub: 21 of them were all titled "{{title}}").
+    files = {
+        "Templates/T - New Note.md": "# {{title}}\n\nDescribe the note.\n",
+        "Templates/Daily.md": "---\ntitle: <% tp.file.title %>\n---\n# Daily log\n\nToday.\n",
+        "Templates/Weekly.md": "---\ntitle: '{{ title }}'\n---\n# <% tp.date.now() %>\n\nWeek.\n",
+        "hugo.md": "# Using {{ .Title }} in layouts\n\nA heading about templates stays a title.\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+    titles = {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
+    assert titles == {
+        "Templates/T - New Note.md": "T - New Note",
+        "Templates/Daily.md": "Daily log",
+        "Templates/Weekly.md": "Weekly",
+        "hugo.md": "Using {{ .Title }} in layouts",
+    }

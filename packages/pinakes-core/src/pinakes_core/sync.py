@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -96,8 +97,10 @@ MAX_TARGET_CHARS = 2_000
 #: page's title drops the folder's leading underscores, and a ``.md`` file that imports a
 #: module is read as MDX. 7: a wikilink to a picture, recording or archive (``[[shot.png]]``)
 #: and a templated wikilink (``[[<% tp.date.now() %>]]``, ``[[{{date}}]]``) are no document
-#: links, as for Markdown links (the re-read replaces each document's stored links).
-FTS_ROWS = "7"
+#: links, as for Markdown links (the re-read replaces each document's stored links). 8: a title
+#: or first heading that is only a template placeholder (``# {{title}}``, ``<% tp.file.title %>``)
+#: names nothing: a template note is named by the next source, its file name at the latest.
+FTS_ROWS = "8"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
@@ -186,6 +189,16 @@ def _unique(*groups: tuple[str, ...]) -> list[str]:
 
 def _clip_title(title: str) -> str:
     return clip(" ".join(title.split()), MAX_TITLE_CHARS)
+
+
+# A title that is one template placeholder, filled in when a note is made from the template:
+# Obsidian's Templates plugin ("# {{title}}"), Templater ("<% tp.file.title %>"), Jinja.
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<%[^%]*%>|\{%[^%]*%\}")
+
+
+def _named(title: str | None) -> str | None:
+    """``title``, or None when it is only a template placeholder (the template names nothing)."""
+    return None if title is None or _PLACEHOLDER.fullmatch(title.strip()) else title
 
 
 _T = TypeVar("_T")
@@ -469,8 +482,12 @@ class _Syncer:
             lines = text.split("\n")
         title = _clip_title(
             (sidecar.title if sidecar else None)
-            or front.title
-            or (first_heading("\n".join(lines[front.end_line :])) if entry.is_markdown else None)
+            or _named(front.title)
+            or (
+                _named(first_heading("\n".join(lines[front.end_line :])))
+                if entry.is_markdown
+                else None
+            )
             or (extraction.title if extraction is not None else None)
             or (
                 entry.path.name
