@@ -490,12 +490,17 @@ def test_a_page_opening_with_properties_keeps_their_links_and_its_identity(tmp_p
     )
 
 
-def test_folder_pages_without_a_title_take_their_folders_name(tmp_path: Path) -> None:
-    files = {"hugo-modules/_index.md": "Modules are Hugo's unit.\n", "README.md": "Top page.\n"}
+def _synced_titles(tmp_path: Path, files: dict[str, str]) -> dict[str, str]:
+    """The titles a sync gives the documents of ``files``, by path."""
     root = make_kb(tmp_path / "kb", files)
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
-    titles = {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
+    return {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
+
+
+def test_folder_pages_without_a_title_take_their_folders_name(tmp_path: Path) -> None:
+    files = {"hugo-modules/_index.md": "Modules are Hugo's unit.\n", "README.md": "Top page.\n"}
+    titles = _synced_titles(tmp_path, files)
     assert titles == {"hugo-modules/_index.md": "hugo-modules", "README.md": "README"}
 
 
@@ -507,10 +512,7 @@ def test_a_template_placeholder_names_no_document(tmp_path: Path) -> None:
         "Templates/Weekly.md": "---\ntitle: '{{ title }}'\n---\n# <% tp.date.now() %>\n\nWeek.\n",
         "hugo.md": "# Using {{ .Title }} in layouts\n\nA heading about templates stays a title.\n",
     }
-    root = make_kb(tmp_path / "kb", files)
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
-    titles = {r["path"]: r["title"] for r in db(root).execute("SELECT path, title FROM documents")}
+    titles = _synced_titles(tmp_path, files)
     assert titles == {
         "Templates/T - New Note.md": "T - New Note",
         "Templates/Daily.md": "Daily log",
