@@ -519,3 +519,25 @@ def test_a_template_placeholder_names_no_document(tmp_path: Path) -> None:
         "Templates/Weekly.md": "Weekly",
         "hugo.md": "Using {{ .Title }} in layouts",
     }
+
+
+def test_a_logseq_graph_indexes_no_backups_and_reports_unwritten_pages_apart(
+    tmp_path: Path,
+) -> None:
+    # Logseq keeps copies of pages under logseq/bak and logseq/version-files, and a [[reference]]
+    # names a page that exists once opened: neither is a document nor a broken link.
+    files = {
+        "logseq/config.edn": "{:meta/version 1}\n",
+        "pages/Ideas.md": "- Ideas link [[Plans]] and [[Someday]] and [gone](nowhere.md)\n",
+        "pages/Plans.md": "- Plans.\n",
+        "logseq/bak/pages/Ideas/2024-01-01T10_00_00.md": "- Ideas, an old copy.\n",
+        "logseq/version-files/base/pages/Ideas.md": "- Ideas, a version.\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        paths = sorted(r["path"] for r in db(root).execute("SELECT path FROM documents"))
+        findings = {f.check: f for f in kb.doctor().findings}
+    assert paths == ["pages/Ideas.md", "pages/Plans.md"]
+    assert findings["unwritten-pages"].items == ["pages/Ideas.md: Someday"]
+    assert findings["dangling-links"].items[0].startswith("pages/Ideas.md: nowhere.md")

@@ -71,6 +71,9 @@ MAX_DEPTH = 128
 #: Folders of installed packages and caches: a docs site after ``npm install`` holds thousands
 #: of packages' READMEs, none of them the user's notes.
 _VENDORED = frozenset({"node_modules", "__pycache__"})
+#: Folders a notes app fills with copies of the user's pages, never pages of their own: Logseq's
+#: backups of a page edited outside it and its page versions (each a near-duplicate document).
+_APP_COPIES = ("**/logseq/bak/", "**/logseq/version-files/")
 
 
 def never_indexed(name: str) -> bool:
@@ -226,7 +229,7 @@ def scan(
     """
     root = root.resolve()
     include = _matcher(_spec(config.include))
-    exclude = _matcher(_spec(config.exclude))
+    exclude = _matcher(_spec([*config.exclude, *_APP_COPIES]))
     max_bytes = int(config.max_file_mb * 1024 * 1024)
     entries: list[FileEntry] = []
     skips: list[Skip] = []
