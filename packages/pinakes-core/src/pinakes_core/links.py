@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from pinakes_core.containers import unindent_containers
 from pinakes_core.errors import UriError
-from pinakes_core.markup import strip_markup
+from pinakes_core.markup import is_templated, strip_markup
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 __all__ = [
@@ -84,9 +84,6 @@ _MEDIA_FILE = re.compile(
     r"|avi|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|woff2?|ttf|otf|eot)$",
     re.IGNORECASE,
 )
-# A template expression in a link target (Hugo shortcodes, Jinja, Liquid, Vue, Go templates,
-# Obsidian's Templates plugin's {{date}}, Templater's and EJS's <% ... %>).
-_TEMPLATED = re.compile(r"\{\{|\{%|<%")
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
 
@@ -242,7 +239,7 @@ def read_text(
             if (
                 value
                 and value[0] not in "#?"
-                and not _TEMPLATED.search(unquote(value))
+                and not is_templated(unquote(value))
                 and not _EXTERNAL.match(value)
                 and not _MEDIA_FILE.search(unquote(value.split("#", 1)[0].split("?", 1)[0]))
             ) or value.startswith(SCHEME):
@@ -258,7 +255,7 @@ def read_text(
                 if (
                     (match.group(1) and _FILE_EMBED.search(name))
                     or _MEDIA_FILE.search(name)
-                    or _TEMPLATED.search(target)
+                    or is_templated(target)
                 ):
                     continue
                 found.append(TextLink(target, "wiki"))

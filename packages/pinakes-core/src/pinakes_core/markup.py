@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["has_markup", "shown_attributes", "strip_markup"]
+__all__ = ["has_markup", "is_placeholder", "is_templated", "shown_attributes", "strip_markup"]
 
 # Each construct is bounded (no span longer than this runs on to a far closing delimiter), and
 # a span never runs over the opening of another of its kind: a try from each opening then stops
@@ -78,6 +78,23 @@ _DISPLAY = re.compile(
 # words it prints, as a glossary term does.
 _TERM = re.compile(r""""([^\W\d_](?:[^\W\d_]|[ -]){0,80})"|'([^\W\d_](?:[^\W\d_]|[ -]){0,80})'""")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:[^`]|(?!\1)`+)+?(?<!`)\1(?!`)")
+
+
+# A template expression's opening (Hugo shortcodes, Jinja, Liquid, Vue, Go templates,
+# Obsidian's Templates plugin's {{date}}, Templater's and EJS's <% ... %>).
+_TEMPLATE_OPENER = re.compile(r"\{\{|\{%|<%")
+# One whole template expression, which a template fills in when a note is made from it.
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<%[^%]*%>|\{%[^%]*%\}")
+
+
+def is_templated(text: str) -> bool:
+    """Whether ``text`` holds a template expression (a link target a build or template writes)."""
+    return bool(_TEMPLATE_OPENER.search(text))
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether ``text`` is nothing but one template placeholder (``{{title}}``, ``<% x %>``)."""
+    return bool(_PLACEHOLDER.fullmatch(text.strip()))
 
 
 def has_markup(text: str) -> bool:

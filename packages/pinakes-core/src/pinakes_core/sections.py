@@ -129,12 +129,18 @@ def _flat(name: str) -> str:
     return " › ".join(" ".join(p.split()) for p in _PATH_SEP.split(plain.strip())).casefold()
 
 
-def section_span(text: str, name: str) -> tuple[Heading, int, int] | None:
-    """Return the heading called ``name`` and its section's 0-based [start, end) line span."""
+def section_span(
+    text: str, name: str, found: list[Heading] | None = None
+) -> tuple[Heading, int, int] | None:
+    """Return the heading called ``name`` and its section's 0-based [start, end) line span.
+
+    ``found``: ``headings(text)`` when the caller has it already (finding them parses the text).
+    """
     # Compared as text with every separator alike, so that a heading that itself holds one
     # ("Input > Output", "A › B") is found by its own text and inside a heading path.
     wanted = _flat(name)
-    found = headings(text)
+    if found is None:
+        found = headings(text)
     for index, heading in enumerate(found):
         suffixes = (heading.path[-k:] for k in range(1, len(heading.path) + 1))
         if not any(_flat(" › ".join(parts)) == wanted for parts in suffixes):
@@ -236,7 +242,7 @@ def slice_document(
         span = (first, min(last, count))
         body = "\n".join(all_lines[first - 1 : span[1]]) + "\n"
     elif section:
-        found_span = section_span(text, section)
+        found_span = section_span(text, section, found)
         if found_span is None:
             names = ", ".join(repr(h.title) for h in found[:20]) or "none"
             raise SliceError(f"{path} has no heading {section!r}.", f"Its headings: {names}.")

@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import re
 import sqlite3
 import time
 from collections import Counter
@@ -43,6 +42,7 @@ from pinakes_core.forge import repository_pages
 from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
+from pinakes_core.markup import is_placeholder
 from pinakes_core.mdx import is_mdx, markdown_of
 from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
 from pinakes_core.query import split_cjk
@@ -191,14 +191,13 @@ def _clip_title(title: str) -> str:
     return clip(" ".join(title.split()), MAX_TITLE_CHARS)
 
 
-# A title that is one template placeholder, filled in when a note is made from the template:
-# Obsidian's Templates plugin ("# {{title}}"), Templater ("<% tp.file.title %>"), Jinja.
-_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<%[^%]*%>|\{%[^%]*%\}")
-
-
 def _named(title: str | None) -> str | None:
-    """``title``, or None when it is only a template placeholder (the template names nothing)."""
-    return None if title is None or _PLACEHOLDER.fullmatch(title.strip()) else title
+    """``title``, or None when it is only a template placeholder (``# {{title}}``).
+
+    A template names nothing: a note is named when it is made from it (Obsidian's Templates
+    plugin, Templater's ``<% tp.file.title %>``).
+    """
+    return None if title is None or is_placeholder(title) else title
 
 
 _T = TypeVar("_T")
