@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, make_kb, set_config
 from pinakes_core import KB
 from pinakes_core.channels import Filters, QueryContext
+from pinakes_core.fusion import query_shape
 from pinakes_graph import cache as graph_cache
 from pinakes_graph.cache import Graph, best_first, graph_for
 from pinakes_graph.ppr import (
@@ -593,3 +594,22 @@ def test_the_gate_starts_no_seed_vector_for_a_single_hop_query(
     monkeypatch.setattr("pinakes_graph.ppr.start_seed_vector", started.append)
     result = ppr_kb.search("raft leader timeouts", channels=["bm25", "dense", "ppr-auto"])
     assert result.hits and started == []
+
+
+def test_two_questions_in_one_open_the_gate_only_with_another_relation(ppr_kb: KB) -> None:
+    channels = ["bm25", "dense", "ppr-auto"]
+    conjunction = "how does raft elect a leader, and what does the log store?"
+    bridged = "how does raft elect a leader, and which protocol does the log that it keeps use?"
+    assert query_shape(conjunction).relations == ("two questions",)
+    assert set(query_shape(bridged).relations) > {"two questions"}
+    alone = ppr_kb.search(conjunction, channels=channels, explain=True)
+    plain = ppr_kb.search(conjunction, channels=["bm25", "dense"])
+    assert alone.ranking is not None
+    assert alone.ranking.stages["ppr-auto"].startswith("skipped: single-hop")
+    assert [(h.path, h.chunk, h.score) for h in alone.hits] == [
+        (h.path, h.chunk, h.score) for h in plain.hits
+    ]
+    with_relation = ppr_kb.search(bridged, channels=channels, explain=True)
+    assert with_relation.ranking is not None
+    reason = with_relation.ranking.stages["ppr-auto"]
+    assert reason.startswith("ran: multi-hop phrasing") and "two questions" in reason
