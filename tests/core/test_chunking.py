@@ -575,6 +575,22 @@ def test_unclosed_markup_openers_stay_text_and_cost_one_pass() -> None:
     assert joined.count("{{<a") == 50_000 and "kept words" in joined and "note" not in joined
 
 
+def test_a_macro_call_keeps_the_words_the_page_shows() -> None:
+    text = (
+        "# Array.prototype.map()\n\n"
+        "The {{jsxref(\"Array.prototype.map()\")}} method of {{jsxref(\"Array\")}} instances.\n\n"
+        "{{EmbedInteractiveExample(\"pages/js/array-map.html\")}}\n\n"
+        "Set {{domxref(\"Element/innerHTML\", \"innerHTML\")}} on a {{HTMLElement('div')}}.\n\n"
+        "{{Compat}} {{ site.title }}\n"
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        "# Array.prototype.map()\n\n"
+        "The Array.prototype.map() method of Array instances.\n\n"
+        "Set innerHTML on a div."
+    )
+
+
 def test_an_admonition_opener_keeps_the_title_the_site_shows() -> None:
     text = "::: tip\nUse a pipe.\n:::\n\n::: warning Mind the gap\nText.\n:::\n\n::: {.note}\nDiv.\n:::\n"
     (chunk,) = chunks(text)

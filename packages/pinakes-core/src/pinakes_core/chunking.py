@@ -62,7 +62,9 @@ __all__ = [
 #: line is; a description that is not text (``summary: false``, a number, a date) is none.
 #: 9: site-generator markup (Hugo shortcodes, Liquid and Markdoc tags, kramdown attribute
 #: lists, colon-fence markers; :mod:`pinakes_core.markup`) leaves chunk text, outside code.
-CHUNKER_VERSION = 9
+#: 10: a macro call's quoted arguments stay as the words the page shows (MDN's
+#: ``{{jsxref("Array")}}`` reads "Array"; it was removed whole).
+CHUNKER_VERSION = 10
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

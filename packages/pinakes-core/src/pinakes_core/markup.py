@@ -7,6 +7,8 @@ between the words (issue 9):
 - Liquid (Jekyll) and Markdoc tags and output: ``{% include x.html %}``, ``{% raw %}``,
   ``{% aside type="tip" %}`` … ``{% /aside %}``, ``{{ site.baseurl }}``, ``{{ page.title }}``;
   a ``{% comment %}`` … ``{% endcomment %}`` block goes with its body (no reader sees it);
+- macro calls in output (MDN's KumaScript, ``{{jsxref("Array")}}``), whose quoted arguments
+  are the link text the page shows (:func:`_called_words`);
 - kramdown attribute lists: ``{: .note .info}``, ``{:toc}``, ``{::options … /}``;
 - colon-fenced admonitions and divs (Docusaurus, Starlight, VuePress, MyST, Pandoc):
   ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``;
@@ -77,6 +79,12 @@ _DISPLAY = re.compile(
 # A shortcode's one quoted argument made of words (not a path, a URL or a version): the
 # words it prints, as a glossary term does.
 _TERM = re.compile(r""""([^\W\d_](?:[^\W\d_]|[ -]){0,80})"|'([^\W\d_](?:[^\W\d_]|[ -]){0,80})'""")
+# An output that calls a macro with quoted arguments (MDN's KumaScript, Jinja's ``_("…")``):
+# ``{{jsxref("Array.prototype.map()")}}``, ``{{domxref("Document/body", "body")}}``.
+_CALL = re.compile(r"\{\{-?\s*[A-Za-z_$][\w.$]*\s*\((?P<call_args>.*)\)\s*-?\}\}", re.DOTALL)
+_ARGUMENT = re.compile(r""""([^"]{1,200})"|'([^']{1,200})'""")
+# An argument that is a path or an address (an example's page, a link target) is not shown.
+_NOT_SHOWN = re.compile(r"[/\\]")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:[^`]|(?!\1)`+)+?(?<!`)\1(?!`)")
 
 
@@ -111,10 +119,27 @@ def shown_attributes(source: str) -> str:
     return " ".join(v.strip() for pair in _DISPLAY.findall(source) for v in pair if v.strip())
 
 
+def _called_words(source: str) -> str:
+    """The quoted arguments of a macro-call output that a page shows, joined by spaces.
+
+    A KumaScript macro prints its arguments as link text (``{{jsxref("Array.prototype.map()")}}``
+    shows ``Array.prototype.map()``; ``{{domxref("Document/body", "body")}}`` shows ``body``);
+    an argument that is a path or address (``"pages/js/array-map.html"``) shows nothing. ""
+    for an output that calls nothing (``{{ site.title }}``, ``{{Compat}}``).
+    """
+    call = _CALL.fullmatch(source)
+    if call is None:
+        return ""
+    words = (a or b for a, b in _ARGUMENT.findall(call.group("call_args")))
+    return " ".join(w.strip() for w in words if w.strip() and not _NOT_SHOWN.search(w))
+
+
 def _replace(match: re.Match[str]) -> str:
     kind = match.lastgroup
     source = match.group()
     breaks = "\n" * source.count("\n")
+    if kind == "output":
+        return _called_words(source)  # an output never spans lines
     if kind == "fence":
         # The title a site shows: the one written, else the admonition's type ("::: tip" shows
         # "Tip"); a closing ":::" or a Pandoc div's attributes ("::: {.note}") show nothing.
