@@ -86,11 +86,12 @@ _ROLE = (
 )
 #: Phrasings of a question whose answer is reached through something else (multi-hop).
 _RELATIONAL = {
-    # "the service that broke", "the team whose lead", "a film which won" (but not "a variable
-    # that I can change": a clause about the asker names nothing else)
+    # "the service that broke", "the team whose lead", "a film which won", "the city where X
+    # was born" (but not "a variable that I can change": a clause about the asker names
+    # nothing else)
     "relative clause": re.compile(
-        r"\b(?:the|a|an|its|their|his|her|this)\s+(?:[\w'-]+\s+){0,3}?(?:that|which|who|whose|whom)"
-        r"\s+(?!(?:i|you|we|one)\b)\w",
+        r"\b(?:the|a|an|its|their|his|her|this)\s+(?:[\w'-]+\s+){0,3}?"
+        r"(?:that|which|who|whose|whom|where)\s+(?!(?:i|you|we|one)\b)\w",
         re.IGNORECASE,
     ),
     # "the router owned by", "the service involved in", "the tool Jonas built"
