@@ -102,6 +102,17 @@ def test_usage_errors_exit_2() -> None:
     assert run("frobnicate")[0] == 2
 
 
+def test_a_query_that_starts_with_a_dash_is_searched_after_double_dash(kb_dir: Path) -> None:
+    code, _, err = run("--kb", str(kb_dir), "search", "--detectOpenHandles")
+    assert code == 2
+    assert "put -- before it: pnk search -- --detectOpenHandles" in err
+    code, _, err = run("--kb", str(kb_dir), "search", "--jsn", "x")  # a typo keeps its advice
+    assert code == 2 and "Did you mean '--json'?" in err and "put --" not in err
+    code, out, err = run("--kb", str(kb_dir), "search", "--json", "--", "--retry-limit")
+    assert code == 0, err
+    assert json.loads(out)["query"] == "--retry-limit"
+
+
 def test_init_writes_config_and_gitignore(tmp_path: Path) -> None:
     target = tmp_path / "notes"
     code, out, _ = run("init", str(target), "--name", "my-notes")

@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import gc
 import re
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,12 +93,34 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
+#: Commands whose argument is free text, and what the text is for (the ``--`` hint below).
+_TEXT_ARGUMENTS = {"search": "search for text", "ask": "ask a question"}
+
+
+def _dash_hint(exc: click.NoSuchOption) -> None:
+    """Tell how to pass text that starts with ``-`` when ``exc`` may have been such text.
+
+    ``pnk search --detectOpenHandles`` reads the flag being searched for as an option of
+    ``search``; after ``--`` it is the query.
+    """
+    command = exc.ctx.command.name if exc.ctx is not None else None
+    purpose = _TEXT_ARGUMENTS.get(command or "")
+    if purpose is not None and not exc.possibilities:
+        exc.message += (
+            f" To {purpose} that starts with '-', put -- before it: "
+            f"pnk {command} -- {shlex.quote(exc.option_name)}"
+        )
+
+
 class _Group(click.Group):
     """Maps every :class:`PinakesError` to one clean message (JSON with ``--json``) and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            _dash_hint(exc)
+            raise
         except PinakesError as exc:
             if ctx.meta.get(JSON_META):
                 error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
