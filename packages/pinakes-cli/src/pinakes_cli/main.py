@@ -97,19 +97,22 @@ def _progress(enabled: bool) -> Iterator[Any]:
 _TEXT_ARGUMENTS = {"search": "search for text", "ask": "ask a question"}
 
 
-def _dash_hint(exc: click.NoSuchOption) -> None:
-    """Tell how to pass text that starts with ``-`` when ``exc`` may have been such text.
+def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
+    """``exc`` telling how to pass text that starts with ``-``, when it may have been such text.
 
     ``pnk search --detectOpenHandles`` reads the flag being searched for as an option of
-    ``search``; after ``--`` it is the query.
+    ``search``; after ``--`` it is the query. A near-miss of a real option (``--jsn``) keeps
+    click's own "Did you mean".
     """
     command = exc.ctx.command.name if exc.ctx is not None else None
     purpose = _TEXT_ARGUMENTS.get(command or "")
-    if purpose is not None and not exc.possibilities:
-        exc.message += (
-            f" To {purpose} that starts with '-', put -- before it: "
-            f"pnk {command} -- {shlex.quote(exc.option_name)}"
-        )
+    if purpose is None or exc.possibilities:
+        return exc
+    message = (
+        f"{exc.message} To {purpose} that starts with '-', put -- before it: "
+        f"pnk {command} -- {shlex.quote(exc.option_name)}"
+    )
+    return click.NoSuchOption(exc.option_name, message, ctx=exc.ctx)
 
 
 class _Group(click.Group):
@@ -119,8 +122,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
-            _dash_hint(exc)
-            raise
+            raise _dash_hint(exc) from None
         except PinakesError as exc:
             if ctx.meta.get(JSON_META):
                 error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
