@@ -234,6 +234,37 @@ def test_links_into_the_same_note_are_neither_documents_nor_dangling(tmp_path: P
     ]
 
 
+def test_a_wikilink_label_that_names_another_note_is_still_a_label(tmp_path: Path) -> None:
+    # Obsidian writes [[target|label]], Dendron [[label|target]]: the part naming a file wins
+    # over one matching only a title, the left one at equal strength; [[#h|label]] stays here.
+    text = (
+        "# Src\n\n## Property\n\nUse [[Plugins/Templates|Templates]], [[#property|properties]] "
+        "and [[Convert Link|dendron.commands.convert-link]]; tagged [[#x|tags.x]], "
+        "[[Tags|dendron://site/dendron.topic.tags]].\n"
+    )
+    root = _synced(
+        tmp_path,
+        {
+            "src.md": text,
+            "Plugins/Templates.md": "# Templates plugin\n",
+            "Clipper/Templates.md": "# Clipper templates\n",  # first by path
+            "Properties.md": "# Properties\n",
+            "howto.md": "# Convert Link\n",  # the label is this note's title, not a file name
+            "dendron.commands.convert-link.md": "# Convert link command\n",
+            "tags.x.md": "# x\n",
+            "tags.md": "# Tags\n",  # a file named like the label: the dotted name is the target
+            "dendron.topic.tags.md": "# Tags topic\n",
+        },
+    )
+    assert _link_rows(root, "src.md") == [
+        ("Plugins/Templates|Templates", "Plugins/Templates.md", None),
+        ("#property|properties", None, IN_NOTE),
+        ("Convert Link|dendron.commands.convert-link", "dendron.commands.convert-link.md", None),
+        ("#x|tags.x", "tags.x.md", None),
+        ("Tags|dendron://site/dendron.topic.tags", "dendron.topic.tags.md", None),
+    ]
+
+
 def test_a_path_naming_nothing_from_its_folder_is_tried_from_the_root(tmp_path: Path) -> None:
     # An MkDocs blog post's frontmatter links: name pages from the docs root; so do hand-written
     # links. The linking folder still wins, and "./" or "../" never leaves it for the root.

@@ -311,6 +311,18 @@ def _nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def _specificity(part: str) -> int:
+    """How many levels a wikilink part's name spells out: its ``/`` and ``.`` separators.
+
+    ``Plugins/Templates`` and ``dendron.topic.tags`` name one file where ``Templates`` and
+    ``Tags`` may be anyone's label; a file suffix and Dendron's vault prefix do not count.
+    """
+    name = _VAULT_PREFIX.sub("", part.split("#", 1)[0].strip())
+    if name.lower().endswith(_DOC_SUFFIXES):
+        name = name.rsplit(".", 1)[0]
+    return name.count("/") + name.count(".")
+
+
 class _Index:
     """Lookup tables over the KB's documents for resolving link targets."""
 
@@ -457,6 +469,11 @@ class _Index:
         return None
 
     def by_name(self, src_path: str, target: str) -> str | None:
+        found = self._named(src_path, target)
+        return found[1] if found else None
+
+    def _named(self, src_path: str, target: str) -> tuple[int, str] | None:
+        """``(tier, doc)`` of the document ``target`` names: tier 0 by its file, 1 by a title."""
         name = _nfc(_VAULT_PREFIX.sub("", target.split("#", 1)[0].strip()).lower())
         if name.endswith(_DOC_SUFFIXES):
             name = name.rsplit(".", 1)[0]
@@ -469,7 +486,7 @@ class _Index:
         tier = min(t for t, _, _ in hits)
         best = [(p, d) for t, p, d in hits if t == tier]
         here = posixpath.dirname(src_path)
-        return next((d for p, d in best if posixpath.dirname(p) == here), best[0][1])
+        return tier, next((d for p, d in best if posixpath.dirname(p) == here), best[0][1])
 
     def resolve(
         self, src_path: str, target: str, kind: str
@@ -479,12 +496,27 @@ class _Index:
             return self.by_uri(target)
         if kind == "wiki":
             parts = [p.strip() for p in target.split("|", 1)]
+            if len(parts) == 2 and parts[0].startswith("#"):
+                # Obsidian's [[#Heading|label]] is a place in this note whatever the label says
+                # ("properties" is no link to Properties.md); Dendron's tag form [[#x|tags.x]]
+                # names its dotted note by file.
+                tagged = self._named(src_path, parts[1]) if "." in parts[1] else None
+                if tagged is None or tagged[0] > 0:
+                    return None, None, IN_NOTE
+                return None, tagged[1], None
             named = [p for p in parts if p.split("#", 1)[0].strip()]
-            # Dendron writes [[label|target]], Obsidian [[target|label]]: try the right part first.
-            for part in reversed(named):
-                doc = self.by_name(src_path, part)
-                if doc is not None:
-                    return None, doc, None
+            # Obsidian, Foam and Logseq write [[target|label]], Dendron [[label|target]], and a
+            # label may be another note's name ("Templates", "Tags"). The part naming a file
+            # wins over one matching only a title; then the more specific name, a path or a
+            # dotted hierarchy (Obsidian's [[Plugins/Templates|Templates]], Dendron's
+            # [[Tags|dendron.topic.tags]]); then the left part.
+            found = [
+                (hit[0], -_specificity(part), i, hit[1])
+                for i, part in enumerate(named)
+                if (hit := self._named(src_path, part)) is not None
+            ]
+            if found:
+                return None, min(found)[3], None
             if not any(parts):
                 return None, None, "empty link target"
             if len(named) < len(parts) and not any("#" in p for p in named):

@@ -976,8 +976,11 @@ def _text_rows(
 #: own ``content/`` folder first; ``/`` and ``../`` reach the root's folder page. 7: a link to
 #: a site address a page declares (Jekyll's ``permalink: /docs/pages/``, Hugo's ``url:``) is a
 #: link to that page, a relative one read from the linking page's own declared address. 8: a
-#: path to a file (``../../README.md``) is never read as a site address.
-LINKS_RESOLVED = "8"
+#: path to a file (``../../README.md``) is never read as a site address. 9: of a wikilink's two
+#: parts the one naming a file wins, the left at equal strength (Obsidian's
+#: ``[[Plugins/Templates|Templates]]`` went to another note named by its label), and
+#: ``[[#Heading|label]]`` is a place in the same note.
+LINKS_RESOLVED = "9"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
