@@ -355,3 +355,42 @@ def test_every_hit_carries_its_document_title(kb: KB) -> None:
     assert titles["services/ledger.md"] == "Ledger service"
     assert all(h.location.startswith(h.title) for h in result.hits)
     assert all("title" in h.model_dump() for h in result.hits)
+
+
+# -- a query that is a document's name --------------------------------------------------------
+
+NAMED_FILES = {
+    "tags.md": "---\naliases: [Labels]\n---\n# Tags\n\nGroup notes by topic with a hash mark.\n",
+    "cli.md": (
+        "# Command line\n\n## Tags\n\nCommands for tags: list tags, rename tags, count tags.\n\n"
+        "## Files\n\nCommands for files.\n"
+    ),
+    "a/overview.md": "# Overview\n\nOverview of a.\n",
+    "b/overview.md": "# Overview\n\nOverview of b.\n",
+    "c/overview.md": "# Overview\n\nOverview of c.\n",
+    "d/overview.md": "# Overview\n\nOverview of d.\n",
+}
+
+
+def test_a_query_that_is_a_title_or_alias_finds_that_document_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with KB.open(make_kb(tmp_path / "kb", NAMED_FILES), embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        for query in ("Tags", "tags!", "labels"):
+            result = kb.search(query, k=5, explain=True)
+            assert result.hits[0].path == "tags.md", query
+            assert result.ranking is not None
+            assert result.ranking.stages["names"].startswith("ran: the query is the title")
+            scores = [h.score for h in result.hits]
+            assert scores == sorted(scores, reverse=True) and scores[0] <= 1.0
+        # A name four documents share names none of them; a longer query is no name.
+        for query in ("Overview", "which commands list tags"):
+            result = kb.search(query, k=5, explain=True)
+            assert result.ranking is not None
+            assert result.ranking.stages["names"].startswith("skipped"), query
+        # Without the stage the page that only mentions the name wins: the test can fail.
+        monkeypatch.setattr(
+            "pinakes_core.retrieval.lift_named", lambda ctx, fused: (fused, "skipped")
+        )
+        assert kb.search("Tags", k=5).hits[0].path == "cli.md"

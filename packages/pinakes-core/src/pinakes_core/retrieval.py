@@ -8,6 +8,8 @@ only on queries it says it can help, so every other query costs nothing extra.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,6 +24,7 @@ from pinakes_core.fusion import QueryShape, combine, lexical_share, rank_evidenc
 from pinakes_core.hits import GroupBy, build_hits
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
+from pinakes_core.query import words
 
 __all__ = [
     "AUTO_GRAPH_CHANNEL",
@@ -37,6 +40,79 @@ __all__ = [
 AUTO_GRAPH_CHANNEL = "ppr-auto"
 #: Weight of a channel that only ranks (no calibrated evidence), against bm25 + dense's 1.0.
 RANK_ONLY_WEIGHT = 0.25
+#: A query of at most this many words may be a document's name (its title or an alias).
+NAME_WORDS = 8
+#: A name more documents than this share ("Overview", "README") names none of them.
+NAMED_AT_MOST = 3
+
+
+def _name_key(text: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in words(text))
+
+
+def named_documents(ctx: QueryContext) -> list[str]:
+    """Ids of the documents the whole query names: its title or an alias, word for word.
+
+    Case and punctuation aside (``obsidian flavored markdown`` names "Obsidian Flavored
+    Markdown"); a query longer than :data:`NAME_WORDS` words names nothing, and neither does a
+    name more than :data:`NAMED_AT_MOST` documents share. Found through the title column of the
+    full-text index (titles and aliases), so the lookup is an index read, not a scan.
+    """
+    key = _name_key(ctx.query)
+    if not key or len(key) > NAME_WORDS:
+        return []
+    phrase = '{title} : "' + " ".join(key) + '"'
+    try:
+        # Each document's first chunk only: every chunk of a document carries its names.
+        rows = ctx.conn.execute(
+            "SELECT d.doc_id, d.title, d.aliases FROM chunks_fts "
+            "JOIN chunks c ON c.chunk_id = chunks_fts.rowid JOIN documents d USING (doc_id) "
+            "WHERE chunks_fts MATCH ? AND c.ordinal = 0",
+            (phrase,),
+        ).fetchall()
+    except sqlite3.Error:  # a phrase FTS cannot parse names nothing
+        return []
+    named = [
+        str(doc_id)
+        for doc_id, title, aliases in rows
+        if key in {_name_key(name) for name in [title, *json.loads(aliases or "[]")]}
+    ]
+    return sorted(named) if len(named) <= NAMED_AT_MOST else []
+
+
+def lift_named(
+    ctx: QueryContext, fused: list[tuple[int, float]]
+) -> tuple[list[tuple[int, float]], str]:
+    """Put the best passage of each document the query names (:func:`named_documents`) first.
+
+    Typing a note's title is asking for that note: a page that only mentions the name (a
+    section "## Tags" in a long reference page) must not take its place. The named
+    documents' best candidates move to the top, in their fused order, at the top score (the
+    strongest evidence the query found), so scores stay in [0, 1] and never rise with rank.
+    Only candidates the first stage found move: filters hold. Returns the ranking and what
+    ``explain`` shows.
+    """
+    named = set(named_documents(ctx)) if fused else set()
+    if not named:
+        return fused, "skipped: the query is no document's title or alias"
+    ids = [c for c, _ in fused]
+    marks = ",".join("?" * len(ids))
+    doc_of = dict(
+        ctx.conn.execute(f"SELECT chunk_id, doc_id FROM chunks WHERE chunk_id IN ({marks})", ids)
+    )
+    best: dict[str, int] = {}
+    for chunk, _ in fused:
+        doc = doc_of.get(chunk)
+        if doc in named and doc not in best:
+            best[doc] = chunk
+    if not best:
+        return fused, "skipped: the documents the query names are not among the candidates"
+    top = fused[0][1]
+    lifted = set(best.values())
+    head = [(chunk, top) for chunk, _ in fused if chunk in lifted]
+    return head + [(c, s) for c, s in fused if c not in lifted], (
+        f"ran: the query is the title or an alias of {len(best)} document(s)"
+    )
 
 
 def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
@@ -216,6 +292,9 @@ def fuse_and_build(
                 continue
         fused = reranker.rerank(ctx, fused)
         timings[name] = round((time.perf_counter() - t1) * 1000, 3)
+    t0 = time.perf_counter()
+    fused, stages["names"] = lift_named(ctx, fused)
+    timings["names"] = round((time.perf_counter() - t0) * 1000, 3)
     t0 = time.perf_counter()
     if min_score is not None:
         fused = [(c, s) for c, s in fused if round(s, 6) >= min_score]  # as hits show it
