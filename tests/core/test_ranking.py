@@ -394,3 +394,48 @@ def test_a_query_that_is_a_title_or_alias_finds_that_document_first(
             "pinakes_core.retrieval.lift_named", lambda ctx, fused: (fused, "skipped")
         )
         assert kb.search("Tags", k=5).hits[0].path == "cli.md"
+
+
+# -- copies of a page (older versions beside the current one) ---------------------------------
+
+_SETUP = "Run setup once before all tests with the beforeAll hook in the test file."
+_TEARDOWN = "Clean up after every test with the afterEach hook and reset timers mocks state."
+VERSIONED_FILES = {
+    "docs/hooks.md": f"# Hooks\n\n## Setup\n\n{_SETUP}\n\n## Teardown\n\n{_TEARDOWN}\n",
+    "versioned/v1/hooks.md": f"# Hooks\n\n## Setup\n\n{_SETUP}\n\n## Teardown\n\n{_TEARDOWN}\n",
+    "docs/other.md": "# Other\n\nSetup of the database before tests.\n",
+}
+
+
+def test_a_copy_of_a_listed_page_is_shown_under_that_page(tmp_path: Path) -> None:
+    from pinakes_core.hits import build_hits
+
+    root = make_kb(tmp_path / "kb", VERSIONED_FILES)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        conn = kb.store().conn
+        chunk = {
+            (r[0], r[1]): r[2]
+            for r in conn.execute(
+                "SELECT d.path, c.ordinal, c.chunk_id FROM chunks c JOIN documents d USING (doc_id)"
+            )
+        }
+        docs, old = "docs/hooks.md", "versioned/v1/hooks.md"
+        assert (docs, 1) in chunk and (old, 1) in chunk  # setup and teardown are two passages
+        # The old version's teardown scored above the current one's (a word closer to a query).
+        ranked = [
+            (chunk[docs, 0], 0.9),
+            (chunk[old, 1], 0.8),
+            (chunk[docs, 1], 0.7),
+            (chunk[old, 0], 0.6),
+            (chunk["docs/other.md", 0], 0.5),
+        ]
+        hits = build_hits(conn, ranked, {}, k=5, explain=False)
+        assert [(h.path, h.chunk, h.score, h.duplicates) for h in hits] == [
+            (docs, 0, 0.9, [old]),
+            (docs, 1, 0.8, [old]),  # the passage, shown under the page listed first
+            ("docs/other.md", 0, 0.5, None),
+        ]
+        # One row per document: the old version is a copy of a listed page, not a document.
+        documents = build_hits(conn, ranked, {}, k=5, explain=False, group_by="document")
+        assert [h.path for h in documents] == [docs, "docs/other.md"]

@@ -3,10 +3,13 @@
 - **Near-duplicates** (the same passage copied into several notes, a page and its older copy):
   a chunk whose words are nearly those of a better-ranked hit (word-set Jaccard ≥
   :data:`DUPLICATE_JACCARD`, lengths within 10 %) is not a hit of its own; the better hit lists
-  its path in ``duplicates``. Copies crowd nothing out of the first k.
+  its path in ``duplicates``. Copies crowd nothing out of the first k. A hit whose passage a
+  document listed earlier also holds is shown under that document (a page's older version
+  whose copy of a passage scored best adds no document to the results).
 - **Per document** (``group_by="document"``): k distinct documents in the order of their best
   passage, each hit carrying up to :data:`PASSAGES_PER_DOCUMENT` - 1 further passages of the
-  same document in ``passages``.
+  same document in ``passages``. A document whose best passage a document listed before it
+  holds (anywhere among its passages read) is a copy of it and no row of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import functools
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pinakes_core.channels import Ranked
@@ -40,6 +43,8 @@ DUPLICATE_JACCARD = 0.9
 PASSAGES_PER_DOCUMENT = 3
 #: Most duplicate paths listed on one hit (a template copied into hundreds of notes).
 MAX_DUPLICATES = 10
+#: Documents read beyond k with ``group_by="document"``, to take the places of copies.
+SPARE_DOCUMENTS = 5
 
 
 @dataclass
@@ -124,6 +129,56 @@ def _duplicate(a: _Row, b: _Row) -> bool:
     return len(a.words & b.words) / len(a.words | b.words) >= DUPLICATE_JACCARD
 
 
+def _paths(row: _Row, copies: list[_Row]) -> list[str] | None:
+    """The other paths holding ``row``'s passage (at most :data:`MAX_DUPLICATES`), or ``None``."""
+    paths = list(dict.fromkeys(c.path for c in copies if c.path != row.path))
+    return paths[:MAX_DUPLICATES] or None
+
+
+def _shown_documents_first(kept: list[_Row], folded: dict[int, list[_Row]]) -> list[_Row]:
+    """Each hit shown under the first-listed document that holds its passage.
+
+    A passage repeated in several documents (a page and its older versions) is a hit of the
+    copy that scored best, which may be the old version of a page listed above it. Shown under
+    the document listed first among those holding it, it adds no document to the results; it
+    keeps its place and score (the same text), and the copy it replaces joins its
+    ``duplicates``.
+    """
+    first: dict[str, int] = {}
+    out: list[_Row] = []
+    for row in kept:
+        copies = folded.get(row.chunk_id, [])
+        listed = [c for c in [row, *copies] if c.doc_id in first]
+        chosen = min(listed, key=lambda c: first[c.doc_id]) if listed else row
+        if chosen is not row:
+            folded[chosen.chunk_id] = [row, *(c for c in copies if c is not chosen)]
+            row = replace(chosen, score=row.score)
+        first.setdefault(row.doc_id, len(out))
+        out.append(row)
+    return out
+
+
+def _without_copied_documents(
+    kept: list[_Row], read: dict[str, list[_Row]], folded: dict[int, list[_Row]]
+) -> list[_Row]:
+    """The documents of ``kept`` whose best passage no document listed before them holds.
+
+    One row per document: a page's older version whose best passage ranked above the same
+    passage of the current page came first as a document of its own; it is a copy of a listed
+    page and joins the ``duplicates`` of that page's hit.
+    """
+    out: list[_Row] = []
+    for row in kept:
+        twin = next(
+            (hit for hit in out for other in read[hit.doc_id] if _duplicate(row, other)), None
+        )
+        if twin is None:
+            out.append(row)
+        else:
+            folded.setdefault(twin.chunk_id, []).append(row)
+    return out
+
+
 def build_hits(
     conn: sqlite3.Connection,
     ranked: Sequence[tuple[int, float]],
@@ -143,12 +198,20 @@ def build_hits(
     # Enough rows for k hits after folding duplicates (chunks) or for k documents' passages.
     ranked = ranked[: k * 4 + 20] if group_by == "chunk" else ranked
     kept: list[_Row] = []
-    folded: dict[int, list[str]] = {}
+    folded: dict[int, list[_Row]] = {}
     extra: dict[str, list[_Row]] = {}
     by_doc: dict[str, _Row] = {}
+    # Documents a passage of which was folded into another document's hit: copies of it (an
+    # older version of a page); as documents of their own they would only repeat it.
+    copies: set[str] = set()
+    # Per document (group_by="document"): every passage read, to find a kept document whose
+    # best passage another kept document holds further down; spare documents replace it.
+    read: dict[str, list[_Row]] = {}
+    limit = k + SPARE_DOCUMENTS if group_by == "document" else k
     # Chunks are fetched a page at a time: most searches need little more than k rows.
     for row in _rows(conn, ranked, page=max(k + 10, 20) if group_by == "chunk" else 500):
         if group_by == "document" and row.doc_id in by_doc:
+            read[row.doc_id].append(row)
             more = extra.setdefault(row.doc_id, [])
             # A passage without evidence (score 0: reached by the graph, matched by no channel)
             # is not one of the document's best.
@@ -159,18 +222,31 @@ def build_hits(
             ):
                 more.append(row)
             continue
-        twin = next((other for other in kept if _duplicate(row, other)), None)
-        if twin is not None:
-            paths = folded.setdefault(twin.chunk_id, [])
-            if row.path != twin.path and row.path not in paths and len(paths) < MAX_DUPLICATES:
-                paths.append(row.path)
+        if group_by == "document" and row.doc_id in copies:
             continue
-        if len(kept) == k:
+        # A copy of a hit, or of a passage shown under one (``passages``), joins that hit.
+        shown = (
+            (hit, other)
+            for hit in kept
+            for other in [hit, *(extra.get(hit.doc_id, []) if by_doc[hit.doc_id] is hit else [])]
+        )
+        twin = next((hit for hit, other in shown if _duplicate(row, other)), None)
+        if twin is not None:
+            folded.setdefault(twin.chunk_id, []).append(row)
+            if row.doc_id != twin.doc_id:
+                copies.add(row.doc_id)
+            continue
+        if len(kept) == limit:
             if group_by == "chunk":
                 break
             continue  # still collecting passages of the kept documents
         kept.append(row)
         by_doc.setdefault(row.doc_id, row)
+        read.setdefault(row.doc_id, [row])
+    if group_by == "chunk":
+        kept = _shown_documents_first(kept, folded)
+    else:
+        kept = _without_copied_documents(kept, read, folded)[:k]
     ranks = {name: {cid: i for i, (cid, _) in enumerate(r, 1)} for name, r in lists.items()}
     raw = {name: dict(r) for name, r in lists.items()}
     return [
@@ -192,7 +268,7 @@ def build_hits(
             }
             if explain
             else None,
-            duplicates=folded.get(row.chunk_id) or None,
+            duplicates=_paths(row, folded.get(row.chunk_id, [])),
             passages=[
                 Passage(
                     chunk=p.ordinal,
