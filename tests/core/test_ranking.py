@@ -437,5 +437,44 @@ def test_a_copy_of_a_listed_page_is_shown_under_that_page(tmp_path: Path) -> Non
             ("docs/other.md", 0, 0.5, None),
         ]
         # One row per document: the old version is a copy of a listed page, not a document.
-        documents = build_hits(conn, ranked, {}, k=5, explain=False, group_by="document")
+        documents = build_hits(conn, ranked, {}, k=2, explain=False, group_by="document")
         assert [h.path for h in documents] == [docs, "docs/other.md"]
+
+
+def test_a_note_sharing_template_text_is_listed_by_its_own_words(tmp_path: Path) -> None:
+    from pinakes_core.hits import build_hits
+
+    template = "Budget sheet review and plants watering checklist for the morning routine."
+    files = {
+        "daily/a.md": f"## Template\n\n{template}\n\n## Log\n\nRepotted the fern today.\n",
+        "daily/b.md": f"## Template\n\n{template}\n\n## Log\n\nPaid the budget sheet bills.\n",
+        "x.md": "# X\n\nUnrelated words.\n",
+        "y.md": "# Y\n\nOther unrelated words.\n",
+    }
+    root = make_kb(tmp_path / "kb", files)
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        conn = kb.store().conn
+        chunk = {
+            (r[0], r[1]): r[2]
+            for r in conn.execute(
+                "SELECT d.path, c.ordinal, c.chunk_id FROM chunks c JOIN documents d USING (doc_id)"
+            )
+        }
+        a, b = "daily/a.md", "daily/b.md"
+        assert (a, 1) in chunk and (b, 1) in chunk
+        ranked = [
+            (chunk[a, 0], 0.9),
+            (chunk[b, 0], 0.85),  # the template text a lists already
+            (chunk[b, 1], 0.5),
+            (chunk[a, 1], 0.4),
+            (chunk["x.md", 0], 0.3),
+            (chunk["y.md", 0], 0.2),
+        ]
+        hits = build_hits(conn, ranked, {}, k=3, explain=False, group_by="document")
+        assert [(h.path, h.chunk, h.score) for h in hits] == [
+            (a, 0, 0.9),
+            (b, 1, 0.5),
+            ("x.md", 0, 0.3),
+        ]
+        assert hits[0].duplicates == [b]

@@ -8,15 +8,18 @@
   whose copy of a passage scored best adds no document to the results).
 - **Per document** (``group_by="document"``): k distinct documents in the order of their best
   passage, each hit carrying up to :data:`PASSAGES_PER_DOCUMENT` - 1 further passages of the
-  same document in ``passages``. A document whose best passage a document listed before it
-  holds (anywhere among its passages read) is a copy of it and no row of its own.
+  same document in ``passages``. A document most of whose first passages a listed document
+  holds is a copy of it and no row of its own; one that shares some text with a listed
+  document is listed by its best passage of its own.
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import sqlite3
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -43,8 +46,6 @@ DUPLICATE_JACCARD = 0.9
 PASSAGES_PER_DOCUMENT = 3
 #: Most duplicate paths listed on one hit (a template copied into hundreds of notes).
 MAX_DUPLICATES = 10
-#: Documents read beyond k with ``group_by="document"``, to take the places of copies.
-SPARE_DOCUMENTS = 5
 
 
 @dataclass
@@ -62,7 +63,7 @@ class _Row:
     page_start: int | None
     page_end: int | None
 
-    @property
+    @functools.cached_property
     def words(self) -> frozenset[str]:
         return _word_set(self.text)
 
@@ -151,32 +152,135 @@ def _shown_documents_first(kept: list[_Row], folded: dict[int, list[_Row]]) -> l
         listed = [c for c in [row, *copies] if c.doc_id in first]
         chosen = min(listed, key=lambda c: first[c.doc_id]) if listed else row
         if chosen is not row:
-            folded[chosen.chunk_id] = [row, *(c for c in copies if c is not chosen)]
-            row = replace(chosen, score=row.score)
+            # The passage scored and ranked as the copy did (its ranks and channel scores are
+            # that chunk's): only where it is shown changes.
+            folded[row.chunk_id] = [row, *(c for c in copies if c is not chosen)]
+            row = replace(chosen, score=row.score, chunk_id=row.chunk_id)
         first.setdefault(row.doc_id, len(out))
         out.append(row)
     return out
 
 
-def _without_copied_documents(
-    kept: list[_Row], read: dict[str, list[_Row]], folded: dict[int, list[_Row]]
-) -> list[_Row]:
-    """The documents of ``kept`` whose best passage no document listed before them holds.
+#: Words of a passage by which :class:`_Seen` finds its near-duplicates (see there).
+_SKETCH = 4
 
-    One row per document: a page's older version whose best passage ranked above the same
-    passage of the current page came first as a document of its own; it is a copy of a listed
-    page and joins the ``duplicates`` of that page's hit.
+
+def _sketch(row: _Row) -> list[int]:
+    """The :data:`_SKETCH` smallest CRC-32s of the passage's words (the same in every run)."""
+    return heapq.nsmallest(_SKETCH, {zlib.crc32(w.encode("utf-8", "replace")) for w in row.words})
+
+
+class _Seen:
+    """Passages already shown, found again by their text: equal ones at once, near ones by sketch.
+
+    Two passages that share at least 90 % of their words (:func:`_duplicate`) almost always
+    share one of the few words with the smallest hashes in either; only the passages sharing
+    one are compared, so a long list costs about a dictionary lookup per passage instead of a
+    comparison with every passage shown (2,000 candidates: seconds).
     """
-    out: list[_Row] = []
-    for row in kept:
-        twin = next(
-            (hit for hit in out for other in read[hit.doc_id] if _duplicate(row, other)), None
-        )
-        if twin is None:
-            out.append(row)
-        else:
+
+    def __init__(self) -> None:
+        self.exact: dict[str, _Row] = {}
+        self.by_word: dict[int, list[tuple[_Row, _Row]]] = {}
+
+    def add(self, row: _Row, hit: _Row) -> None:
+        self.exact.setdefault(row.text, hit)
+        for h in _sketch(row):
+            self.by_word.setdefault(h, []).append((row, hit))
+
+    def find(self, row: _Row) -> _Row | None:
+        """The hit ``row``'s passage is shown under, if it is."""
+        hit = self.exact.get(row.text)
+        if hit is not None:
+            return hit
+        for h in _sketch(row):
+            for other, shown in self.by_word.get(h, ()):
+                if _duplicate(row, other):
+                    return shown
+        return None
+
+
+def _chunk_hits(
+    conn: sqlite3.Connection,
+    ranked: Sequence[tuple[int, float]],
+    k: int,
+    folded: dict[int, list[_Row]],
+) -> list[_Row]:
+    """At most ``k`` passages, each not a near-duplicate of a better one (folded into it)."""
+    kept: list[_Row] = []
+    seen = _Seen()
+    # Enough rows for k hits after folding duplicates, fetched a page at a time: most searches
+    # need little more than k rows.
+    for row in _rows(conn, ranked[: k * 4 + 20], page=max(k + 10, 20)):
+        twin = seen.find(row)
+        if twin is not None:
             folded.setdefault(twin.chunk_id, []).append(row)
-    return out
+            continue
+        if len(kept) == k:
+            break
+        kept.append(row)
+        seen.add(row, row)
+    return _shown_documents_first(kept, folded)
+
+
+#: Passages of a document compared with the listed documents' to tell whether it is a copy.
+COPY_PASSAGES = 3
+
+
+def _document_hits(
+    conn: sqlite3.Connection,
+    ranked: Sequence[tuple[int, float]],
+    k: int,
+    folded: dict[int, list[_Row]],
+    extra: dict[str, list[_Row]],
+) -> list[_Row]:
+    """At most ``k`` distinct documents in the order of their best passage, with more passages.
+
+    A document most of whose first passages (of :data:`COPY_PASSAGES`) a listed document holds
+    is a copy of it (a page's older version) and no row of its own: its best passage joins
+    that document's ``duplicates``. Any other document is listed by its best passage that no
+    listed document shows (a daily note whose best match is the template text it shares with
+    another is listed by its own words), with up to :data:`PASSAGES_PER_DOCUMENT` - 1 more.
+    """
+    order: list[str] = []
+    rows_of: dict[str, list[_Row]] = {}
+    for row in _rows(conn, ranked, page=500):
+        if row.doc_id not in rows_of:
+            order.append(row.doc_id)
+        rows_of.setdefault(row.doc_id, []).append(row)
+    kept: list[_Row] = []
+    seen = _Seen()
+    for doc in order:
+        rows = rows_of[doc]
+        if len(kept) >= k and rows[0].score < sorted(r.score for r in kept)[-k]:
+            break  # no passage of this or a later document can take a place
+        twins = [seen.find(row) for row in rows[:COPY_PASSAGES]]
+        if sum(t is not None for t in twins) * 2 > len(twins):
+            original = next(t for t in twins if t is not None)
+            folded.setdefault(original.chunk_id, []).append(rows[0])
+            continue
+        best: _Row | None = None
+        more: list[_Row] = []
+        for i, row in enumerate(rows):
+            twin = twins[i] if i < len(twins) else seen.find(row)
+            if twin is not None:
+                folded.setdefault(twin.chunk_id, []).append(row)
+            elif best is None:
+                best = row
+            elif len(more) == PASSAGES_PER_DOCUMENT - 1 or row.score <= 0:
+                # A passage without evidence (score 0: reached by the graph, matched by no
+                # channel) is not one of the document's best.
+                break
+            elif not any(_duplicate(row, other) for other in [best, *more]):
+                more.append(row)
+        if best is None:  # every passage is shown under other documents
+            continue
+        kept.append(best)
+        extra[doc] = more
+        for row in [best, *more]:
+            seen.add(row, best)
+    # A document listed by a passage below its first (the first being another's) ranks by it.
+    return sorted(kept, key=lambda row: -row.score)[:k]
 
 
 def build_hits(
@@ -195,58 +299,12 @@ def build_hits(
     ``ranks`` gives each hit's rank in every list; ``channel_scores`` (with ``explain``) each
     list's raw score.
     """
-    # Enough rows for k hits after folding duplicates (chunks) or for k documents' passages.
-    ranked = ranked[: k * 4 + 20] if group_by == "chunk" else ranked
-    kept: list[_Row] = []
     folded: dict[int, list[_Row]] = {}
     extra: dict[str, list[_Row]] = {}
-    by_doc: dict[str, _Row] = {}
-    # Documents a passage of which was folded into another document's hit: copies of it (an
-    # older version of a page); as documents of their own they would only repeat it.
-    copies: set[str] = set()
-    # Per document (group_by="document"): every passage read, to find a kept document whose
-    # best passage another kept document holds further down; spare documents replace it.
-    read: dict[str, list[_Row]] = {}
-    limit = k + SPARE_DOCUMENTS if group_by == "document" else k
-    # Chunks are fetched a page at a time: most searches need little more than k rows.
-    for row in _rows(conn, ranked, page=max(k + 10, 20) if group_by == "chunk" else 500):
-        if group_by == "document" and row.doc_id in by_doc:
-            read[row.doc_id].append(row)
-            more = extra.setdefault(row.doc_id, [])
-            # A passage without evidence (score 0: reached by the graph, matched by no channel)
-            # is not one of the document's best.
-            if (
-                len(more) < PASSAGES_PER_DOCUMENT - 1
-                and row.score > 0
-                and not any(_duplicate(row, other) for other in [by_doc[row.doc_id], *more])
-            ):
-                more.append(row)
-            continue
-        if group_by == "document" and row.doc_id in copies:
-            continue
-        # A copy of a hit, or of a passage shown under one (``passages``), joins that hit.
-        shown = (
-            (hit, other)
-            for hit in kept
-            for other in [hit, *(extra.get(hit.doc_id, []) if by_doc[hit.doc_id] is hit else [])]
-        )
-        twin = next((hit for hit, other in shown if _duplicate(row, other)), None)
-        if twin is not None:
-            folded.setdefault(twin.chunk_id, []).append(row)
-            if row.doc_id != twin.doc_id:
-                copies.add(row.doc_id)
-            continue
-        if len(kept) == limit:
-            if group_by == "chunk":
-                break
-            continue  # still collecting passages of the kept documents
-        kept.append(row)
-        by_doc.setdefault(row.doc_id, row)
-        read.setdefault(row.doc_id, [row])
     if group_by == "chunk":
-        kept = _shown_documents_first(kept, folded)
+        kept = _chunk_hits(conn, ranked, k, folded)
     else:
-        kept = _without_copied_documents(kept, read, folded)[:k]
+        kept = _document_hits(conn, ranked, k, folded, extra)
     ranks = {name: {cid: i for i, (cid, _) in enumerate(r, 1)} for name, r in lists.items()}
     raw = {name: dict(r) for name, r in lists.items()}
     return [
