@@ -107,7 +107,9 @@ def test_a_query_that_starts_with_a_dash_is_searched_after_double_dash(kb_dir: P
     assert code == 2
     assert "put -- before it: pnk search -- --detectOpenHandles" in err
     code, _, err = run("--kb", str(kb_dir), "search", "--jsn", "x")  # a typo keeps its advice
-    assert code == 2 and "Did you mean '--json'?" in err and "put --" not in err
+    assert code == 2 and "Did you mean '--json'?" in err and "pnk search -- --jsn" in err
+    code, _, err = run("--kb", str(kb_dir), "search", "-foo bar")  # "-f" is all click names
+    assert code == 2 and "pnk search -- '-your text'" in err
     code, out, err = run("--kb", str(kb_dir), "search", "--json", "--", "--retry-limit")
     assert code == 0, err
     assert json.loads(out)["query"] == "--retry-limit"

@@ -580,7 +580,7 @@ def test_a_macro_call_keeps_the_words_the_page_shows() -> None:
         "# Array.prototype.map()\n\n"
         'The {{jsxref("Array.prototype.map()")}} method of {{jsxref("Array")}} instances.\n\n'
         '{{EmbedInteractiveExample("pages/js/array-map.html")}}\n\n'
-        'Set {{domxref("Element/innerHTML", "innerHTML")}} on a {{HTMLElement(\'div\')}}.\n\n'
+        'Set {{domxref("Element/innerHTML", "innerHTML", "", "")}} on a {{HTMLElement(\'div\')}}.\n\n'
         "{{Compat}} {{ site.title }}\n"
     )
     (chunk,) = chunks(text)

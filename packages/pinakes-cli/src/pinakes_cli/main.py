@@ -98,21 +98,24 @@ _TEXT_ARGUMENTS = {"search": "search for text", "ask": "ask a question"}
 
 
 def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
-    """``exc`` telling how to pass text that starts with ``-``, when it may have been such text.
+    """``exc`` telling how to pass text that starts with ``-``, for commands that take text.
 
     ``pnk search --detectOpenHandles`` reads the flag being searched for as an option of
-    ``search``; after ``--`` it is the query. A near-miss of a real option (``--jsn``) keeps
-    click's own "Did you mean".
+    ``search``; after ``--`` it is the query. Click's "Did you mean" (kept) guesses loosely
+    (``--watchAll`` → ``--path``), so the hint is always given; a cluster of short options
+    (``-foo`` is ``-f``) is not echoed, since the query was more than the option named.
     """
     command = exc.ctx.command.name if exc.ctx is not None else None
     purpose = _TEXT_ARGUMENTS.get(command or "")
-    if purpose is None or exc.possibilities:
+    if purpose is None:
         return exc
+    name = exc.option_name
+    example = shlex.quote(name) if name.startswith("--") else "'-your text'"
     message = (
         f"{exc.message} To {purpose} that starts with '-', put -- before it: "
-        f"pnk {command} -- {shlex.quote(exc.option_name)}"
+        f"pnk {command} -- {example}"
     )
-    return click.NoSuchOption(exc.option_name, message, ctx=exc.ctx)
+    return click.NoSuchOption(name, message, possibilities=exc.possibilities, ctx=exc.ctx)
 
 
 class _Group(click.Group):

@@ -82,7 +82,7 @@ _TERM = re.compile(r""""([^\W\d_](?:[^\W\d_]|[ -]){0,80})"|'([^\W\d_](?:[^\W\d_]
 # An output that calls a macro with quoted arguments (MDN's KumaScript, Jinja's ``_("…")``):
 # ``{{jsxref("Array.prototype.map()")}}``, ``{{domxref("Document/body", "body")}}``.
 _CALL = re.compile(r"\{\{-?\s*[A-Za-z_$][\w.$]*\s*\((?P<call_args>.*)\)\s*-?\}\}", re.DOTALL)
-_ARGUMENT = re.compile(r""""([^"]{1,200})"|'([^']{1,200})'""")
+_ARGUMENT = re.compile(r""""([^"]{0,200})"|'([^']{0,200})'""")
 # An argument that is a path or an address (an example's page, a link target) is not shown.
 _NOT_SHOWN = re.compile(r"[/\\]")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:[^`]|(?!\1)`+)+?(?<!`)\1(?!`)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,8 +47,24 @@ NAME_WORDS = 8
 NAMED_AT_MOST = 3
 
 
-def _name_key(text: str) -> tuple[str, ...]:
-    return tuple(w.lower() for w in words(text))
+def name_key(text: str) -> str:
+    """A name as queries and titles are matched by: its words, lower-cased, one space apart.
+
+    NFC first: a title read from a macOS file name is decomposed ("e" + U+0301), the query
+    typed to it composed.
+    """
+    return " ".join(w.lower() for w in words(unicodedata.normalize("NFC", text)))
+
+
+def document_names(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    """Every title and alias of at most :data:`NAME_WORDS` words → ids of its documents."""
+    names: dict[str, list[str]] = {}
+    for doc_id, title, aliases in conn.execute("SELECT doc_id, title, aliases FROM documents"):
+        for name in {title, *json.loads(aliases or "[]")}:
+            key = name_key(str(name))
+            if key and key.count(" ") < NAME_WORDS:
+                names.setdefault(key, []).append(str(doc_id))
+    return names
 
 
 def named_documents(ctx: QueryContext) -> list[str]:
@@ -55,29 +72,16 @@ def named_documents(ctx: QueryContext) -> list[str]:
 
     Case and punctuation aside (``obsidian flavored markdown`` names "Obsidian Flavored
     Markdown"); a query longer than :data:`NAME_WORDS` words names nothing, and neither does a
-    name more than :data:`NAMED_AT_MOST` documents share. Found through the title column of the
-    full-text index (titles and aliases), so the lookup is an index read, not a scan.
+    name more than :data:`NAMED_AT_MOST` documents share. The names come from the KB's table
+    of them, kept for its store generation (:meth:`KB.document_names
+    <pinakes_core.kb.KB.document_names>`), so a lookup is one dictionary read.
     """
-    key = _name_key(ctx.query)
-    if not key or len(key) > NAME_WORDS:
+    key = name_key(ctx.query)
+    if not key or key.count(" ") >= NAME_WORDS:
         return []
-    phrase = '{title} : "' + " ".join(key) + '"'
-    try:
-        # Each document's first chunk only: every chunk of a document carries its names.
-        rows = ctx.conn.execute(
-            "SELECT d.doc_id, d.title, d.aliases FROM chunks_fts "
-            "JOIN chunks c ON c.chunk_id = chunks_fts.rowid JOIN documents d USING (doc_id) "
-            "WHERE chunks_fts MATCH ? AND c.ordinal = 0",
-            (phrase,),
-        ).fetchall()
-    except sqlite3.Error:  # a phrase FTS cannot parse names nothing
-        return []
-    named = [
-        str(doc_id)
-        for doc_id, title, aliases in rows
-        if key in {_name_key(name) for name in [title, *json.loads(aliases or "[]")]}
-    ]
-    return sorted(named) if len(named) <= NAMED_AT_MOST else []
+    table = ctx.kb.document_names() if ctx.kb is not None else document_names(ctx.conn)
+    named = sorted(set(table.get(key, ())))
+    return named if len(named) <= NAMED_AT_MOST else []
 
 
 def lift_named(
