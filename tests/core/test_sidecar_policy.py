@@ -146,11 +146,50 @@ def test_duplicate_frontmatter_ids_each_get_an_id(
         assert ids["dendron.md"] == frontmatter_id(kb.config.kb.id, "ChcCM1Q2qrDTy7YnLUHiL")
         assert ids["zz-copy.md"] != ids["dendron.md"]
         assert any(
-            "zz-copy.md: frontmatter id 'ChcCM1Q2qrDTy7YnLUHiL'" in w for w in report.warnings
+            "zz-copy.md ('ChcCM1Q2qrDTy7YnLUHiL', also dendron.md)" in w for w in report.warnings
         )
+        assert [(r.path, r.also, r.doc_id) for r in report.repeated_ids] == [
+            ("zz-copy.md", "dendron.md", ids["zz-copy.md"])
+        ]
         assert sidecars(needed) == {"zz-copy.md.pnk.yaml"}  # its own id needs a home
         kb.sync(rebuild=True)
         assert doc_ids(needed) == ids
+
+
+def test_repeated_frontmatter_ids_make_one_warning_that_names_the_fix(
+    tmp_path: Path, fake_embedder: FakeHashEmbedder
+) -> None:
+    """A Docusaurus site's versioned copies repeat every page's ``id:`` slug (trial 8: 111)."""
+    pages = {f"p{i}.md": f"---\nid: page-{i}\n---\n# Page {i}\n\nText {i}.\n" for i in range(5)}
+    files = {f"docs/{name}": text for name, text in pages.items()}
+    for version in ("1.0", "2.0"):
+        files.update({f"versioned_docs/version-{version}/{n}": t for n, t in pages.items()})
+    root = make_kb(tmp_path / "kb", files)
+    with open_kb(root, fake_embedder) as kb:
+        report = kb.sync()
+        ids = doc_ids(root)
+    repeats = [w for w in report.warnings if "frontmatter id" in w]
+    assert len(repeats) == 1, report.warnings
+    line = repeats[0]
+    assert line.startswith("10 documents repeat the frontmatter id of another")
+    assert "versioned_docs/version-1.0/p0.md ('page-0', also docs/p0.md)" in line
+    assert "and 7 more" in line and "set id = [] under [frontmatter] in pinakes.toml" in line
+    # Every one is listed in the report (``pnk sync --json``); who gets which id is unchanged.
+    assert len(report.repeated_ids) == 10
+    assert {r.doc_id for r in report.repeated_ids} == {ids[r.path] for r in report.repeated_ids}
+    assert ids["docs/p0.md"] == frontmatter_id(kb.config.kb.id, "page-0")
+    assert len(set(ids.values())) == 15
+
+
+def test_frontmatter_ids_can_be_turned_off(tmp_path: Path, fake_embedder: FakeHashEmbedder) -> None:
+    """The fix the repeated-id warning names: ``[frontmatter] id = []``."""
+    text = "---\nid: page\n---\n# Page\n"
+    root = make_kb(tmp_path / "kb", {"a/page.md": text, "b/page.md": text})
+    set_config(root, "frontmatter", "id = []")
+    with open_kb(root, fake_embedder) as kb:
+        report = kb.sync()
+    assert report.warnings == [] and report.repeated_ids == []
+    assert frontmatter_id(kb.config.kb.id, "page") not in doc_ids(root).values()
 
 
 def test_old_write_sidecars_flag_still_works_and_contradictions_are_refused(

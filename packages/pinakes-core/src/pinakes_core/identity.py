@@ -23,6 +23,7 @@ the store.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from ulid import ULID
@@ -36,6 +37,7 @@ __all__ = [
     "holds_only_id",
     "needs_sidecar",
     "path_id",
+    "repeated_ids_warning",
     "stand_in_id",
 ]
 
@@ -92,6 +94,37 @@ def needs_sidecar(policy: str, doc_id: str, stand_in: str) -> bool:
     if policy == "never":
         return False
     return doc_id != stand_in
+
+
+#: How many documents the repeated-id warning names; ``pnk sync --json`` lists them all.
+_REPEAT_EXAMPLES = 3
+
+
+def repeated_ids_warning(repeats: Sequence[tuple[str, str, str]]) -> str:
+    """The one warning line for documents whose frontmatter id another document holds.
+
+    Args:
+        repeats: ``(path, frontmatter id, path of the document holding it)`` per document that
+            got an id of its own, in sync order.
+
+    A docs site's versioned or translated copies repeat every page's ``id:`` (a Docusaurus
+    slug), which made one line per copy (111 on Jest's docs); this says how many, names a few
+    and says how to stop reading ``id:`` as the identity.
+    """
+    shown = "; ".join(
+        f"{path} ({front_id!r}, also {other})"
+        for path, front_id, other in repeats[:_REPEAT_EXAMPLES]
+    )
+    more = len(repeats) - _REPEAT_EXAMPLES
+    one = len(repeats) == 1
+    return (
+        f"{len(repeats)} document{'' if one else 's'} repeat{'s' if one else ''} the frontmatter "
+        f"id of another and got {'an id' if one else 'ids'} of {'its' if one else 'their'} own: "
+        f"{shown}{f' and {more} more' if more > 0 else ''}. Versioned or translated copies of a "
+        "docs site (Docusaurus, MkDocs, Hugo) repeat their pages' ids; to stop taking frontmatter "
+        "ids as identities, set id = [] under [frontmatter] in pinakes.toml "
+        "(pnk sync --json lists every one)"
+    )
 
 
 def holds_only_id(sidecar: Path, doc_id: str) -> bool:

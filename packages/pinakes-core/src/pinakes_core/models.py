@@ -22,6 +22,7 @@ __all__ = [
     "Passage",
     "RankingInfo",
     "RenamedPath",
+    "RepeatedId",
     "SearchResult",
     "SkippedFile",
     "Status",
@@ -170,6 +171,19 @@ class RenamedPath(_Model):
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 
 
+class RepeatedId(_Model):
+    """A document whose frontmatter id another document already holds, so it got its own id.
+
+    Docusaurus, MkDocs and Hugo ids are page slugs, repeated by every versioned or translated
+    copy of a page; sync reports these in one summary warning and lists them here.
+    """
+
+    path: str = Field(description="the document that got an id of its own")
+    frontmatter_id: str = Field(description="the id its frontmatter gives")
+    also: str = Field(description="the document that holds that id")
+    doc_id: str = Field(description="the id this document got instead")
+
+
 class SyncReport(_Model):
     """What one ``sync`` did."""
 
@@ -189,6 +203,11 @@ class SyncReport(_Model):
     pdfs_extracted: int = Field(default=0, description="PDFs whose text was extracted")
     pdfs_from_cache: int = Field(
         default=0, description="PDFs whose text came from the extraction cache"
+    )
+    repeated_ids: list[RepeatedId] = Field(
+        default_factory=list,
+        description="documents whose frontmatter id another holds (one summary warning)",
+        exclude_if=lambda v: not v,
     )
 
 

@@ -39,12 +39,18 @@ from pinakes_core.documents import (
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.forge import repository_pages
-from pinakes_core.identity import fresh_id, holds_only_id, needs_sidecar, stand_in_id
+from pinakes_core.identity import (
+    fresh_id,
+    holds_only_id,
+    needs_sidecar,
+    repeated_ids_warning,
+    stand_in_id,
+)
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.lock import sync_lock
 from pinakes_core.markup import is_placeholder
 from pinakes_core.mdx import is_mdx, markdown_of
-from pinakes_core.models import RenamedPath, SkippedFile, SyncReport
+from pinakes_core.models import RenamedPath, RepeatedId, SkippedFile, SyncReport
 from pinakes_core.query import split_cjk
 from pinakes_core.sidecar import (
     SIDECAR_SUFFIX,
@@ -157,6 +163,8 @@ class _Plan:
     prepared: list[_Prepared] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Documents whose frontmatter id another holds: one warning for all (repeated_ids_warning).
+    repeated_ids: list[RepeatedId] = field(default_factory=list)
 
 
 def _hash(data: bytes) -> str:
@@ -393,6 +401,12 @@ class _Syncer:
             prepared = self._prepare(entry, rows, by_id, missing, missing_by_hash, claimed, plan)
             if prepared is not None:
                 plan.prepared.append(prepared)
+        if plan.repeated_ids:
+            plan.warnings.append(
+                repeated_ids_warning(
+                    [(r.path, r.frontmatter_id, r.also) for r in plan.repeated_ids]
+                )
+            )
         return plan, missing, unchanged
 
     def _prepare(
@@ -628,9 +642,8 @@ class _Syncer:
         else:
             doc_id = fresh_id(policy, kb_id, entry.rel) if front.id is None else new_ulid()
         if front.id is not None and other is not None:
-            plan.warnings.append(
-                f"{entry.rel}: frontmatter id {front.id!r} is also the id of {other}; this "
-                f"document gets an id of its own ({doc_id})"
+            plan.repeated_ids.append(
+                RepeatedId(path=entry.rel, frontmatter_id=front.id, also=other, doc_id=doc_id)
             )
         owner = by_id.get(doc_id)
         if owner is not None and owner["path"] != entry.rel and owner["path"] in missing:
@@ -1144,4 +1157,5 @@ def run_sync(
         rebuilt=rebuilt,
         pdfs_extracted=syncer._extractor.misses if syncer._extractor is not None else 0,
         pdfs_from_cache=syncer._extractor.hits if syncer._extractor is not None else 0,
+        repeated_ids=plan.repeated_ids,
     )
