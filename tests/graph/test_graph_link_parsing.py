@@ -424,6 +424,49 @@ def test_links_to_a_declared_site_address_reach_the_page_declaring_it(tmp_path: 
     ]
 
 
+def test_docusaurus_routes_by_id_and_slug_reach_the_page_of_the_same_version(
+    tmp_path: Path,
+) -> None:
+    # Jest's docs (trial 8): pages are named by frontmatter id or slug, not by file, and every
+    # version folder repeats them; a page removed from a version is no link to another's.
+    links = (
+        "[w](watch-plugins) [r](/docs/tutorial-react-native#setup) [t](tutorial-react) "
+        "[s](/docs/upgrading) [g](guides/deep) [b](/blog/2016/jest-14) [h](/help)\n"
+    )
+    version = "website/versioned_docs/version-29.7"
+    page = "---\nid: {id}\n---\n# The {id} page\n"
+    files = {}
+    for folder in ("docs", version):
+        files[f"{folder}/Configuration.md"] = "---\nid: configuration\n---\n" + links
+        files[f"{folder}/WatchPlugins.md"] = page.format(id="watch-plugins")
+        files[f"{folder}/TutorialReactNative.md"] = page.format(id="tutorial-react-native")
+        files[f"{folder}/UpgradingToJest30.md"] = "---\nslug: /upgrading\n---\n# Up\n"
+        files[f"{folder}/guides/Deep.md"] = "---\nslug: deep\n---\n# Deep\n"
+    files[f"{version}/TutorialReact.md"] = page.format(id="tutorial-react")  # gone from docs/
+    files["notes/ulid.md"] = (
+        "---\nid: 01JAXR3T5W6Z8Q9N0P1R2S3T4V\n---\n[u](01jaxr3t5w6z8q9n0p1r2s3t4v)\n"
+    )
+    root = _synced(tmp_path, files)
+    expected = [
+        "WatchPlugins.md",
+        "TutorialReactNative.md",
+        "TutorialReact.md",
+        "UpgradingToJest30.md",
+        "guides/Deep.md",
+        None,
+        None,
+    ]
+    assert [d for _, d, _ in _link_rows(root, f"{version}/Configuration.md")] == [
+        f"{version}/{d}" if d else None for d in expected
+    ]
+    expected[2] = None  # docs/ has no tutorial-react: the old version's page is not this one's
+    assert [d for _, d, _ in _link_rows(root, "docs/Configuration.md")] == [
+        f"docs/{d}" if d else None for d in expected
+    ]
+    # A ULID id is Pinakes' identity, not a route: a link to it resolves as an id (uri).
+    assert [d for _, d, _ in _link_rows(root, "notes/ulid.md")] == ["notes/ulid.md"]
+
+
 def test_a_file_path_out_of_the_kb_is_not_read_as_a_site_address(tmp_path: Path) -> None:
     # A docs folder's page linking its repository's README above the KB: from the page's
     # pretty address (/guide/setup/) the same path would land on the KB's own README.md.

@@ -5,8 +5,9 @@ links found in the document text (``reverse-scan``): Markdown links to other doc
 (``[text](../path.md#anchor)``, root-relative ``/path.md``) and wikilinks (``[[target]]``,
 ``[[target#anchor]]``, ``[[a|b]]`` in either order — Obsidian puts the target first, Dendron
 the label). Text links are found with the CommonMark parser, so code spans, fenced code and
-escaped brackets never produce links. Targets resolve by ``pnk://`` id, path, file stem, title
-and alias; an unresolvable target is kept with the reason, never dropped.
+escaped brackets never produce links. Targets resolve by ``pnk://`` id, path, a site address or
+route a page declares (``permalink:``, a Docusaurus ``id:`` or ``slug:``), file stem, title and
+alias; an unresolvable target is kept with the reason, never dropped.
 """
 
 from __future__ import annotations
@@ -266,21 +267,55 @@ def read_text(
 _ADDRESS_KEYS = ("permalink", "url")
 
 
-def _declared_address(meta: str | None) -> str | None:
+def _fields(meta: str | None) -> dict[str, object]:
+    """A document's stored frontmatter fields (``{}`` when there are none or they do not parse)."""
+    try:
+        fields = json.loads(meta or "{}")
+    except ValueError:
+        return {}
+    return fields if isinstance(fields, dict) else {}
+
+
+def _declared_address(fields: dict[str, object]) -> str | None:
     """The site address a document's frontmatter declares ("/docs/pages/"), if any.
 
     Only a literal address from the site root: a pattern (``/:categories/:title/``) or a full
     URL names no one page.
     """
-    try:
-        fields = json.loads(meta or "{}")
-    except ValueError:
-        return None
     for key in _ADDRESS_KEYS:
-        value = fields.get(key) if isinstance(fields, dict) else None
+        value = fields.get(key)
         if isinstance(value, str) and value.startswith("/") and ":" not in value:
             return value.strip()
     return None
+
+
+def _route_names(path: str, fields: dict[str, object]) -> Iterator[tuple[str, str, bool]]:
+    """``(route, root, full)`` per address a docs site gives the page at ``path`` by its name.
+
+    Docusaurus publishes a page under its frontmatter ``id`` (``WatchPlugins.md`` with
+    ``id: watch-plugins`` is ``/docs/watch-plugins``) or its ``slug:`` (relative to the
+    page's folder, or from the docs root when it starts with ``/``), and its pages link to those
+    routes. The docs root is some folder above the page, unknown here: each is yielded as a
+    ``root`` with the ``route`` read from it; ``full`` marks the route read from the KB's top
+    through the page's own folder, which a relative link (``[x](watch-plugins)``) names. An id
+    that is a ULID is Pinakes' own identity, not an address; a value with ``:`` is a pattern.
+    """
+    folders = posixpath.dirname(path).split("/") if "/" in path else []
+    names: list[tuple[str, bool]] = []  # (name, from the docs root)
+    front_id, slug = fields.get("id"), fields.get("slug")
+    if isinstance(front_id, str) and front_id.strip() and not is_ulid(front_id.strip().upper()):
+        names.append((front_id.strip(), False))
+    if isinstance(slug, str) and slug.strip().strip("/"):
+        names.append((slug.strip().strip("/"), slug.strip().startswith("/")))
+    for name, absolute in names:
+        if ":" in name or name.startswith("."):
+            continue
+        for cut in range(len(folders), -1, -1):
+            root = "/".join(folders[:cut])
+            if absolute:
+                yield name, root, False
+            else:
+                yield "/".join([*folders[cut:], name]), root, cut == 0
 
 
 def _pretty_address(path: str) -> str:
@@ -340,12 +375,17 @@ class _Index:
         # built site are relative to it, not to the file).
         self.site: dict[str, str] = {}
         self.urls: dict[str, str] = {}
+        # Docusaurus routes by frontmatter id or slug (_route_names): route -> [(root, doc)],
+        # and the routes read from the KB's top, which relative links name.
+        self.routes: dict[str, list[tuple[str, str]]] = {}
+        self.route_paths: dict[str, str] = {}
         prefixes: dict[str, int] = {}  # "docs/" when pages at x.md declare "/docs/x/"
         for row in conn.execute(
             "SELECT doc_id, path, title, aliases, meta FROM documents ORDER BY path"
         ):
             doc_id, path = row[0], row[1]
-            address = _declared_address(row[4])
+            fields = _fields(row[4])
+            address = _declared_address(fields)
             if address is not None:
                 self.urls[path] = address
                 key = _site_key(address)
@@ -353,6 +393,10 @@ class _Index:
                 own = _site_key(_pretty_address(path))
                 if key != own and key.endswith("/" + own):
                     prefixes[key[: -len(own)]] = prefixes.get(key[: -len(own)], 0) + 1
+            for route, root, full in _route_names(path, fields):
+                self.routes.setdefault(route, []).append((root, doc_id))
+                if full:
+                    self.route_paths.setdefault(route, doc_id)
             self.ids.add(doc_id)
             self.paths[path] = doc_id
             # A name written on macOS is NFD ("cafe" + U+0301), the link typed to it NFC: both
@@ -419,10 +463,35 @@ class _Index:
             doc = self._at(here)
             if doc is not None:
                 return doc, None
-        doc = self._by_address(src_path, path)
+        doc = self._by_address(src_path, path) or self._by_route(src_path, path, norm)
         if doc is not None:
             return doc, None
         return None, f"no document at {norm}"
+
+    def _by_route(self, src_path: str, path: str, norm: str) -> str | None:
+        """The document a docs site's route names by frontmatter ``id`` or ``slug``.
+
+        A relative route (``watch-plugins`` written in ``version-29.7/Configuration.md``) is
+        read from the linking page's folder (``norm``), so it reaches the page of its own
+        version. An absolute one (``/docs/watch-plugins``) is read with or without its first
+        segment (the docs' route base, ``/docs/``) from a docs root the linking page lies in,
+        the deepest first: the page of its own version again, and a page only another version
+        has (removed from this one) leaves the link dangling.
+        """
+        if not self.routes or path.lower().endswith(_DOC_SUFFIXES):
+            return None
+        if not path.startswith("/"):
+            return self.route_paths.get(norm)
+        route = posixpath.normpath(path).strip("/")
+        keys = [route, route.split("/", 1)[1]] if "/" in route else [route]
+        found = [
+            (len(root), doc)
+            for key in keys
+            for root, doc in self.routes.get(key, ())
+            if not root or src_path.startswith(root + "/")
+        ]
+        # The deepest root; among equals the first found (the whole route, then path order).
+        return max(found, key=lambda f: f[0])[1] if found else None
 
     def _by_address(self, src_path: str, path: str) -> str | None:
         """The document whose declared site address ``path`` is, from ``src_path``'s page.

@@ -992,8 +992,10 @@ def _text_rows(
 #: path to a file (``../../README.md``) is never read as a site address. 9: of a wikilink's two
 #: parts the one naming a file wins, the left at equal strength (Obsidian's
 #: ``[[Plugins/Templates|Templates]]`` went to another note named by its label), and
-#: ``[[#Heading|label]]`` is a place in the same note.
-LINKS_RESOLVED = "9"
+#: ``[[#Heading|label]]`` is a place in the same note. 10: a docs site's route by frontmatter
+#: ``id`` or ``slug:`` (Docusaurus's ``[x](watch-plugins)``, ``/docs/watch-plugins``) is a link
+#: to that page, the one in the linking page's own version folder.
+LINKS_RESOLVED = "10"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
