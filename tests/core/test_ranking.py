@@ -3,7 +3,10 @@ near-duplicates, titles in hits, and the adaptive choices shown by ``explain``."
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -407,19 +410,24 @@ VERSIONED_FILES = {
 }
 
 
+@contextlib.contextmanager
+def _synced_chunks(
+    tmp_path: Path, files: dict[str, str]
+) -> Iterator[tuple[sqlite3.Connection, dict[tuple[str, int], int]]]:
+    """A synced KB's connection and its chunk ids by (path, ordinal), for ranking by hand."""
+    with KB.open(make_kb(tmp_path / "kb", files), embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        conn = kb.store().conn
+        rows = conn.execute(
+            "SELECT d.path, c.ordinal, c.chunk_id FROM chunks c JOIN documents d USING (doc_id)"
+        )
+        yield conn, {(r[0], r[1]): r[2] for r in rows}
+
+
 def test_a_copy_of_a_listed_page_is_shown_under_that_page(tmp_path: Path) -> None:
     from pinakes_core.hits import build_hits
 
-    root = make_kb(tmp_path / "kb", VERSIONED_FILES)
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
-        conn = kb.store().conn
-        chunk = {
-            (r[0], r[1]): r[2]
-            for r in conn.execute(
-                "SELECT d.path, c.ordinal, c.chunk_id FROM chunks c JOIN documents d USING (doc_id)"
-            )
-        }
+    with _synced_chunks(tmp_path, VERSIONED_FILES) as (conn, chunk):
         docs, old = "docs/hooks.md", "versioned/v1/hooks.md"
         assert (docs, 1) in chunk and (old, 1) in chunk  # setup and teardown are two passages
         # The old version's teardown scored above the current one's (a word closer to a query).
@@ -451,16 +459,7 @@ def test_a_note_sharing_template_text_is_listed_by_its_own_words(tmp_path: Path)
         "x.md": "# X\n\nUnrelated words.\n",
         "y.md": "# Y\n\nOther unrelated words.\n",
     }
-    root = make_kb(tmp_path / "kb", files)
-    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        kb.sync()
-        conn = kb.store().conn
-        chunk = {
-            (r[0], r[1]): r[2]
-            for r in conn.execute(
-                "SELECT d.path, c.ordinal, c.chunk_id FROM chunks c JOIN documents d USING (doc_id)"
-            )
-        }
+    with _synced_chunks(tmp_path, files) as (conn, chunk):
         a, b = "daily/a.md", "daily/b.md"
         assert (a, 1) in chunk and (b, 1) in chunk
         ranked = [
