@@ -61,7 +61,7 @@ def _undo_word_sets() -> Callable[[], None]:
 
     def words(self: Any) -> frozenset[str]:
         if "_words" not in self.__dict__:
-            self.__dict__["_words"] = frozenset(core_hits._WORD.findall(self.text.lower()))
+            self.__dict__["_words"] = frozenset(core_hits.words(self.text.lower()))
         return self.__dict__["_words"]  # type: ignore[no-any-return]
 
     def duplicate(a: Any, b: Any) -> bool:

@@ -46,6 +46,8 @@ DUPLICATE_JACCARD = 0.9
 PASSAGES_PER_DOCUMENT = 3
 #: Most duplicate paths listed on one hit (a template copied into hundreds of notes).
 MAX_DUPLICATES = 10
+#: Words of a passage by which :class:`_Seen` finds its near-duplicates (see there).
+_SKETCH = 4
 
 
 @dataclass
@@ -65,17 +67,18 @@ class _Row:
 
     @functools.cached_property
     def words(self) -> frozenset[str]:
-        return _word_set(self.text)
+        """The passage's lower-cased words, read once per row.
 
+        Equal texts never need them: :func:`_duplicate` and :class:`_Seen` compare texts first.
+        """
+        return frozenset(words(self.text.lower()))
 
-@functools.lru_cache(maxsize=256)
-def _word_set(text: str) -> frozenset[str]:
-    """The lower-cased words of ``text``, once per distinct text among the last few hundred.
-
-    Copies of a passage, which the folding is for, have equal texts: their words are read once
-    per search, not once per copy (on a KB of 8 copies, 1.5 -> 0.7 ms per search).
-    """
-    return frozenset(words(text.lower()))
+    @functools.cached_property
+    def sketch(self) -> list[int]:
+        """The :data:`_SKETCH` smallest CRC-32s of its words (the same in every run)."""
+        return heapq.nsmallest(
+            _SKETCH, {zlib.crc32(w.encode("utf-8", "replace")) for w in self.words}
+        )
 
 
 def _rows(
@@ -161,15 +164,6 @@ def _shown_documents_first(kept: list[_Row], folded: dict[int, list[_Row]]) -> l
     return out
 
 
-#: Words of a passage by which :class:`_Seen` finds its near-duplicates (see there).
-_SKETCH = 4
-
-
-def _sketch(row: _Row) -> list[int]:
-    """The :data:`_SKETCH` smallest CRC-32s of the passage's words (the same in every run)."""
-    return heapq.nsmallest(_SKETCH, {zlib.crc32(w.encode("utf-8", "replace")) for w in row.words})
-
-
 class _Seen:
     """Passages already shown, found again by their text: equal ones at once, near ones by sketch.
 
@@ -185,7 +179,7 @@ class _Seen:
 
     def add(self, row: _Row, hit: _Row) -> None:
         self.exact.setdefault(row.text, hit)
-        for h in _sketch(row):
+        for h in row.sketch:
             self.by_word.setdefault(h, []).append((row, hit))
 
     def find(self, row: _Row) -> _Row | None:
@@ -193,7 +187,7 @@ class _Seen:
         hit = self.exact.get(row.text)
         if hit is not None:
             return hit
-        for h in _sketch(row):
+        for h in row.sketch:
             for other, shown in self.by_word.get(h, ()):
                 if _duplicate(row, other):
                     return shown
@@ -249,10 +243,11 @@ def _document_hits(
             order.append(row.doc_id)
         rows_of.setdefault(row.doc_id, []).append(row)
     kept: list[_Row] = []
+    top: list[float] = []  # the k best scores kept, smallest first (a heap)
     seen = _Seen()
     for doc in order:
         rows = rows_of[doc]
-        if len(kept) >= k and rows[0].score < sorted(r.score for r in kept)[-k]:
+        if len(top) == k and rows[0].score < top[0]:
             break  # no passage of this or a later document can take a place
         twins = [seen.find(row) for row in rows[:COPY_PASSAGES]]
         if sum(t is not None for t in twins) * 2 > len(twins):
@@ -276,6 +271,7 @@ def _document_hits(
         if best is None:  # every passage is shown under other documents
             continue
         kept.append(best)
+        (heapq.heappush if len(top) < k else heapq.heappushpop)(top, best.score)
         extra[doc] = more
         for row in [best, *more]:
             seen.add(row, best)

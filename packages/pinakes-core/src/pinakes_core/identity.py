@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ulid import ULID
 
+from pinakes_core.models import RepeatedId
 from pinakes_core.uri import is_ulid, new_ulid
 
 __all__ = [
@@ -100,20 +101,18 @@ def needs_sidecar(policy: str, doc_id: str, stand_in: str) -> bool:
 _REPEAT_EXAMPLES = 3
 
 
-def repeated_ids_warning(repeats: Sequence[tuple[str, str, str]]) -> str:
+def repeated_ids_warning(repeats: Sequence[RepeatedId]) -> str:
     """The one warning line for documents whose frontmatter id another document holds.
 
     Args:
-        repeats: ``(path, frontmatter id, path of the document holding it)`` per document that
-            got an id of its own, in sync order.
+        repeats: the documents that got an id of their own, in sync order.
 
     A docs site's versioned or translated copies repeat every page's ``id:`` (a Docusaurus
     slug), which made one line per copy (111 on Jest's docs); this says how many, names a few
     and says how to stop reading ``id:`` as the identity.
     """
     shown = "; ".join(
-        f"{path} ({front_id!r}, also {other})"
-        for path, front_id, other in repeats[:_REPEAT_EXAMPLES]
+        f"{r.path} ({r.frontmatter_id!r}, also {r.also})" for r in repeats[:_REPEAT_EXAMPLES]
     )
     more = len(repeats) - _REPEAT_EXAMPLES
     one = len(repeats) == 1

@@ -402,11 +402,7 @@ class _Syncer:
             if prepared is not None:
                 plan.prepared.append(prepared)
         if plan.repeated_ids:
-            plan.warnings.append(
-                repeated_ids_warning(
-                    [(r.path, r.frontmatter_id, r.also) for r in plan.repeated_ids]
-                )
-            )
+            plan.warnings.append(repeated_ids_warning(plan.repeated_ids))
         return plan, missing, unchanged
 
     def _prepare(
