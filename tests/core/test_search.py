@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
 from pinakes_core import KB, IndexMissingError, PluginMissingError
-from pinakes_core.fusion import rrf
+from pinakes_core.fusion import query_shape, rrf
 from pinakes_core.query import (
     build_fts_query,
     fts_phrases,
     query_terms,
     split_cjk,
+    symbol_words,
     words,
 )
 
@@ -346,6 +347,37 @@ def test_build_fts_query_finds_identifiers(fts: sqlite3.Connection) -> None:
     assert rows == [(2,)]
     rows = fts.execute("SELECT rowid FROM t WHERE t MATCH ?", (build_fts_query("cafe"),)).fetchall()
     assert rows == [(2,)]  # diacritics folded
+
+
+def test_symbol_words_name_operators_that_stand_alone() -> None:
+    assert symbol_words("how do I use =~ here?") == ["zzsym3d7e"]
+    assert symbol_words("| `!~` | `a && b` |") == ["zzsym217e", "zzsym2626"]
+    # Attached to a word, an operator is part of that word's spelling, not one of its own.
+    assert symbol_words("C++ and foo->bar, (x)") == []
+    # Markdown's structure: heading and quote markers, rules, table separators, fences.
+    assert symbol_words("## Title\n>> quoted\n---\n|:-:|--:|\n~~~\n***\n^^^") == []
+    assert symbol_words("=== ... ** //") == ["zzsym3d3d3d", "zzsym2e2e2e", "zzsym2a2a", "zzsym2f2f"]
+    # The query side spells it as the index does, and a query of operators alone has a phrase.
+    assert fts_phrases("what does the ++= operator do?")[:2] == ['"zzsym2b2b3d"', '"operator"']
+    assert build_fts_query("=~") == '"zzsym3d7e"'
+
+
+def test_an_operator_finds_the_page_that_uses_it(tmp_path: Path) -> None:
+    root = make_kb(
+        tmp_path / "kb",
+        {
+            "operators.md": "# Operators\n\n| `=~` | regex match |\n| `!~` | no match |\n",
+            "strings.md": "# Strings\n\nA regex match on strings, and C++ or a->b in prose.\n",
+        },
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        for channels in (["bm25"], None):
+            hits = kb.search("=~", channels=channels).hits
+            assert [h.path for h in hits][:1] == ["operators.md"]
+        assert kb.search("!~ regex", channels=["bm25"]).hits[0].path == "operators.md"
+        assert kb.search("->", channels=["bm25"]).hits == []  # attached: no operator indexed
+    assert query_shape("=~").exact_share == 1.0  # only BM25 can match it: it leans lexical
 
 
 def test_split_cjk_writes_runs_as_overlapping_bigrams() -> None:

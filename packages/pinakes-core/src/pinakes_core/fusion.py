@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pinakes_core.query import CJK_RUN
+from pinakes_core.query import CJK_RUN, symbol_words
 
 __all__ = [
     "BM25_K1",
@@ -190,7 +190,8 @@ def query_shape(query: str) -> QueryShape:
     exact_words = len(_WORD.findall(" ".join([*identifiers, *quoted])))
     if code:
         exact_words = max(exact_words, len(words) // 2)
-    share = min(1.0, exact_words / len(words)) if words else 0.0
+    # A query of operators alone (``=~``) is all exact: only BM25 can match it.
+    share = min(1.0, exact_words / len(words)) if words else float(bool(symbol_words(query)))
     letters = sum(map(len, words))
     cjk = sum(len(run) for run in CJK_RUN.findall(query))
     return QueryShape(

@@ -13,6 +13,12 @@ such runs (and Hangul, whose space-separated words carry particles) as overlappi
 bigrams, the classic way to index these scripts without a dictionary (Lucene's CJK analyzer does
 the same); the index and every query go through it, so ``项目计划`` is found inside
 ``我们的项目计划很好``.
+
+Operators are not words: the tokenizer drops ``=~``, ``|>`` or ``&&`` whole, so a question about
+one found nothing. :func:`symbol_words` writes an operator that stands alone (between spaces or
+backticks, ``a =~ b``, `` `?.` ``) as one index word, ``zzsym`` and its characters' hex codes,
+in the chunk's ``idents`` column at sync and in the query, so ``pnk search "=~"`` finds the
+pages that use it; ``C++`` or ``foo->bar`` name no operator of their own.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ __all__ = [
     "fts_phrases",
     "query_terms",
     "split_cjk",
+    "symbol_words",
     "words",
 ]
 
@@ -44,6 +51,19 @@ _MAX_TERMS = 32
 #: ... plus this many CJK bigrams (a question of about 60 characters), which a question in
 #: those scripts is made of.
 _MAX_CJK_TERMS = 64
+#: An operator as a token of its own: two to four ASCII punctuation or symbol characters (not
+#: the quotes, backticks and underscores around or inside words).
+_OPERATOR = re.compile(r"[!#$%&()*+,\-./:;<=>?@\[\\\]^{|}~]{2,4}")
+#: What stands between tokens: white space, and the quotes and backticks code is written in.
+_TOKEN_GAP = re.compile(r"[\s`'\"“”‘’]+")
+#: Markdown's own structure written as a token: rules and table separators (``---``, ``:--``,
+#: ``|:-:|``), fences and strike-through (``~~~``), and any one character repeated three times
+#: or more but the operators made so (``===``, ``...``, ``<<<``, ``>>>``).
+_STRUCTURE = re.compile(r"[-:|]{3,}|~+|([^=.<>])\1{2,}")
+#: The prefix of an operator's index word; the rest is the hex code of each character.
+SYMBOL_PREFIX = "zzsym"
+#: At most this many distinct operators are indexed per chunk (a page of ASCII art has many).
+_MAX_SYMBOLS = 32
 
 STOPWORDS = frozenset(
     [
@@ -228,13 +248,34 @@ def _lone_cjk(word: str) -> bool:
     return len(word) == 1 and CJK_RUN.match(word) is not None and not _HANGUL.match(word)
 
 
+def symbol_words(text: str) -> list[str]:
+    """The index words of the operators standing alone in ``text`` (see the module docstring).
+
+    A line's leading ``##`` or ``>>`` (a heading or quote marker) and Markdown's structural runs
+    (:data:`_STRUCTURE`) are not operators. The same function reads a chunk at sync and a
+    query, so both sides spell an operator alike; at most :data:`_MAX_SYMBOLS`, no repeats.
+    """
+    found: dict[str, None] = {}
+    for line in text.split("\n"):
+        for i, token in enumerate(_TOKEN_GAP.split(line.strip())):
+            if not _OPERATOR.fullmatch(token) or _STRUCTURE.fullmatch(token):
+                continue
+            if i == 0 and len(set(token)) == 1 and token[0] in "#>":
+                continue
+            found.setdefault(SYMBOL_PREFIX + token.encode("ascii").hex(), None)
+            if len(found) == _MAX_SYMBOLS:
+                return list(found)
+    return list(found)
+
+
 def fts_phrases(text: str) -> list[str]:
     """Return the phrases :func:`build_fts_query` ORs together, each a double-quoted string.
 
     Identifier-like tokens (``E-4012``) become one phrase of their words, then every content
-    word is a phrase of its own; at most 32, plus at most 64 CJK bigrams, no repeats.
+    word is a phrase of its own; at most 32, plus at most 64 CJK bigrams, no repeats. An
+    operator standing alone (``=~``) is the phrase of its index word (:func:`symbol_words`).
     """
-    parts: list[str] = []
+    parts: list[str] = [f'"{word}"' for word in symbol_words(text)]
     for raw in split_cjk(text).split():
         pieces = _WORD.findall(raw)
         if len(pieces) > 1 and len(raw) <= 64:

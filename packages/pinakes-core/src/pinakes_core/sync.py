@@ -51,7 +51,7 @@ from pinakes_core.lock import sync_lock
 from pinakes_core.markup import is_placeholder
 from pinakes_core.mdx import is_mdx, markdown_of
 from pinakes_core.models import RenamedPath, RepeatedId, SkippedFile, SyncReport
-from pinakes_core.query import split_cjk
+from pinakes_core.query import split_cjk, symbol_words
 from pinakes_core.sidecar import (
     SIDECAR_SUFFIX,
     LinkSpec,
@@ -106,7 +106,9 @@ MAX_TARGET_CHARS = 2_000
 #: links, as for Markdown links (the re-read replaces each document's stored links). 8: a title
 #: or first heading that is only a template placeholder (``# {{title}}``, ``<% tp.file.title %>``)
 #: names nothing: a template note is named by the next source, its file name at the latest.
-FTS_ROWS = "8"
+#: 9: operators standing alone (``=~``, ``&&``) are index words in the ``idents`` column
+#: (:func:`~pinakes_core.query.symbol_words`).
+FTS_ROWS = "9"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
@@ -548,9 +550,7 @@ class _Syncer:
             old_path=old_path,
             fields=front.fields,
             source_type=entry.source_type,
-            idents=[
-                identifier_terms(c.text) if entry.source_type == "code" else "" for c in chunks
-            ],
+            idents=[_index_idents(c.text, code=entry.source_type == "code") for c in chunks],
             pdf=pdf,
         )
 
@@ -886,6 +886,12 @@ def _drop_skeleton(root: Path, rel: str, doc_id: str) -> None:
     if not document.exists() and holds_only_id(side, doc_id):
         side.unlink(missing_ok=True)
         log.info("Pinakes: removed %s (its document is gone and it held only the id).", side)
+
+
+def _index_idents(text: str, *, code: bool) -> str:
+    """A chunk's ``idents`` column: its operators' index words, and a code file's identifiers."""
+    words = " ".join(symbol_words(text))
+    return f"{identifier_terms(text)} {words}".strip() if code else words
 
 
 def stored_embed_text(row: Mapping[str, Any]) -> str:
