@@ -595,3 +595,28 @@ def test_an_admonition_opener_keeps_the_title_the_site_shows() -> None:
     text = "::: tip\nUse a pipe.\n:::\n\n::: warning Mind the gap\nText.\n:::\n\n::: {.note}\nDiv.\n:::\n"
     (chunk,) = chunks(text)
     assert chunk.text == "tip\nUse a pipe.\n\nMind the gap\nText.\n\nDiv."
+
+
+def test_a_padded_table_rule_neither_fills_a_chunk_nor_splits_the_table() -> None:
+    # Prettier pads a table's delimiter row to its widest cells, and every dash is a token: the
+    # rule of a wide table took a chunk's whole budget, was cut into chunks of nothing but
+    # dashes, and parted the header row from the rows under it.
+    wide = 180
+    rows = [f"| `event.{n}` | {'fires once per session ' * 2}|" for n in range(4)]
+    text = "\n".join(
+        [
+            "# Events",
+            "",
+            f"| Event | {'When it fires'.ljust(wide)} |",
+            f"| ----- | :{'-' * wide}: |",
+            *rows,
+            "",
+        ]
+    )
+    out = chunks(text, budget=256)
+    assert len(out) == 1
+    assert "| --- | :---: |" in out[0].text and out[0].text.endswith(rows[-1])
+    assert out[0].tokens < 256
+    # A code block's dashes and a long rule of dashes outside a table are left as written.
+    code = f"# Code\n\n```\n| a |\n| {'-' * 40} |\n```\n\ntext\n"
+    assert "-" * 40 in chunks(code)[0].text

@@ -9,8 +9,9 @@ all (a pasted blob) is cut by tokens as a last resort. Every non-blank line of t
 exactly one chunk, in order, but link reference definitions (``[label]: https://…`` lines, which
 a reader never sees: the page shows the label where it is used), which are left out of chunk
 text. Inline ``data:`` URIs (pasted images) are shortened to their media type first: their
-payload is not text anyone searches. A heading's attribute list (``## Setup { #setup .new }``,
-as Python-Markdown, Pandoc and kramdown write it) is not part of its heading path. Site-generator
+payload is not text anyone searches; a table's delimiter row keeps three dashes a column. A
+heading's attribute list (``## Setup { #setup .new }``, as Python-Markdown, Pandoc and kramdown
+write it) is not part of its heading path. Site-generator
 markup outside code (Hugo shortcodes, Liquid tags, ``:::note`` fences: :mod:`pinakes_core.markup`)
 leaves chunk text and heading paths; the words between it stay.
 
@@ -63,8 +64,9 @@ __all__ = [
 #: 9: site-generator markup (Hugo shortcodes, Liquid and Markdoc tags, kramdown attribute
 #: lists, colon-fence markers; :mod:`pinakes_core.markup`) leaves chunk text, outside code.
 #: 10: a macro call's quoted arguments stay as the words the page shows (MDN's
-#: ``{{jsxref("Array")}}`` reads "Array"; it was removed whole).
-CHUNKER_VERSION = 10
+#: ``{{jsxref("Array")}}`` reads "Array"; it was removed whole). 11: a table's delimiter row
+#: keeps three dashes a column (Prettier pads it to the widest cell).
+CHUNKER_VERSION = 11
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -76,6 +78,8 @@ _CHARS_PER_TOKEN_CAP = 16
 _DATA_URI = re.compile(
     r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
 )
+# A column's dashes in a table's delimiter row ("| :-----: |"), past the three that make it one.
+_RULE_DASHES = re.compile(r"-{4,}")
 # What ends a URL in running text (_cut_long_queries); kept as separators by re.split.
 _URL_END = re.compile(r"""([\s()<>\[\]"']+)""")
 #: A URL's query string of this many characters or more leaves chunk text (_cut_long_queries).
@@ -405,6 +409,17 @@ def _references(lines: list[str], tokens: list[Any]) -> set[int]:
         if run:
             found.add(i)
     return found
+
+
+def _table_rules(tokens: list[Any]) -> set[int]:
+    """The lines of the tables' delimiter rows (``| --- | :-: |``), the line after the header.
+
+    A formatter (Prettier, an editor's table mode) pads each column's dashes to its widest
+    cell: the tokenizer reads every dash as a token, so a wide table's rule alone took a
+    chunk's budget (and was split into chunks of nothing but dashes) and filled the embedding
+    window with no words.
+    """
+    return {tok.map[1] for tok in tokens if tok.type == "thead_open" and tok.map}
 
 
 def _code_lines(tokens: list[Any]) -> set[int]:
@@ -765,9 +780,12 @@ def chunk_document(
         code = _code_lines(tokens)
         dropped = _references(parsed, tokens) | _hidden_properties(lines, code)
         dropped |= _without_markup(lines, code)
+        rules = _table_rules(tokens)
     else:
-        blocks, dropped, code = _text_blocks(lines), set(), set()
+        blocks, dropped, code, rules = _text_blocks(lines), set(), set(), set()
     lines = [line if i in code else _cut_long_queries(line) for i, line in enumerate(lines)]
+    for i in rules:
+        lines[i] = _RULE_DASHES.sub("---", lines[i])
     for i in dropped:
         lines[i] = ""  # costs nothing, is no content, and is left out of the text
     # A heading whose body only points elsewhere (images, embeds, links) joins the next chunk
