@@ -620,3 +620,26 @@ def test_a_padded_table_rule_neither_fills_a_chunk_nor_splits_the_table() -> Non
     # A code block's dashes and a long rule of dashes outside a table are left as written.
     code = f"# Code\n\n```\n| a |\n| {'-' * 40} |\n```\n\ntext\n"
     assert "-" * 40 in chunks(code)[0].text
+
+
+def test_a_mkdocstrings_directive_keeps_the_identifier_it_documents() -> None:
+    # "::: fastapi.security.OpenIdConnect" once read ".security.OpenIdConnect": the first
+    # dotted part was taken for an admonition type and dropped.
+    text = "## OpenID Connect\n\n::: fastapi.security.OpenIdConnect\n\n::: tip\nShort.\n:::\n"
+    (chunk,) = chunks(text)
+    assert chunk.text == "## OpenID Connect\n\nfastapi.security.OpenIdConnect\n\ntip\nShort."
+
+
+def test_slash_fenced_blocks_leave_chunk_text_but_their_titles() -> None:
+    text = (
+        "# Files\n\nServe them.\n\n/// note | Technical Details\n\nIt comes from Starlette.\n\n///\n\n"
+        "/// tip\nMount it.\n///\n\n//// tab | Python 3.10+\nNested.\n////\n\n"
+        "/// TODO fix this\n\n```text\n/// tip\n///\n```\n"
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        "# Files\n\nServe them.\n\nTechnical Details\n\nIt comes from Starlette.\n\n"
+        "tip\nMount it.\n\nPython 3.10+\nNested.\n\n"
+        "/// TODO fix this\n\n```text\n/// tip\n///\n```"
+    )
+    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))

@@ -11,9 +11,9 @@ a reader never sees: the page shows the label where it is used), which are left 
 text. Inline ``data:`` URIs (pasted images) are shortened to their media type first: their
 payload is not text anyone searches; a table's delimiter row keeps three dashes a column. A
 heading's attribute list (``## Setup { #setup .new }``, as Python-Markdown, Pandoc and kramdown
-write it) is not part of its heading path. Site-generator
-markup outside code (Hugo shortcodes, Liquid tags, ``:::note`` fences: :mod:`pinakes_core.markup`)
-leaves chunk text and heading paths; the words between it stay.
+write it) is not part of its heading path. Site-generator markup outside code (Hugo shortcodes,
+Liquid tags, ``:::note`` and ``/// note`` fences: :mod:`pinakes_core.markup`) leaves chunk text
+and heading paths; the words between it stay.
 
 No chunk is only headings, rules or HTML tags and comments (issue 9): a reader shown ``## Details`` alone learns nothing,
 and such a chunk matches any query that names the heading. A heading with no body of its own
@@ -65,8 +65,10 @@ __all__ = [
 #: lists, colon-fence markers; :mod:`pinakes_core.markup`) leaves chunk text, outside code.
 #: 10: a macro call's quoted arguments stay as the words the page shows (MDN's
 #: ``{{jsxref("Array")}}`` reads "Array"; it was removed whole). 11: a table's delimiter row
-#: keeps three dashes a column (Prettier pads it to the widest cell).
-CHUNKER_VERSION = 11
+#: keeps three dashes a column (Prettier pads it to the widest cell). 12: pymdownx.blocks fences
+#: (``/// note | Title`` … ``///``) leave chunk text but their titles; a mkdocstrings directive
+#: (``::: fastapi.FastAPI``) keeps its whole identifier (it lost the part before the first dot).
+CHUNKER_VERSION = 12
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -12,7 +12,10 @@ between the words (issue 9):
 - kramdown attribute lists: ``{: .note .info}``, ``{:toc}``, ``{::options … /}``;
 - colon-fenced admonitions and divs (Docusaurus, Starlight, VuePress, MyST, Pandoc):
   ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``;
-  an opener keeps the title the site shows (the written one, else its type: ``tip``).
+  an opener keeps the title the site shows (the written one, else its type: ``tip``); a
+  mkdocstrings directive (``::: package.module.Name``) keeps the identifier its page documents;
+- slash-fenced blocks (pymdownx.blocks, MkDocs Material): ``/// note | Technical Details``,
+  ``/// tip``, ``//// tab | Python``, closed by ``///``; an opener keeps its title, else its type.
 
 :func:`strip_markup` removes that markup and keeps the words a reader sees: the text between an
 opening and a closing tag, an admonition's body and title, and the values of a tag's display
@@ -52,8 +55,15 @@ _LIQUID_OUTPUT = r"""\{\{-?\s*(?=[A-Za-z_$'"])(?:(?!::)[^{}\n<>%]){1,200}?\s*-?\
 _KRAMDOWN = r"\{::?[^{}\n]{0,200}\}"
 _COLON_FENCE = (
     r"^(?P<cf_indent>[ \t]*):{3,}[ \t]*"
-    r"(?:\{(?P<cf_braced>[A-Za-z][\w-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*))?(?:\{[^}\n]*\})?"
+    r"(?:\{(?P<cf_braced>[A-Za-z][\w-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*(?![\w.-])))?"
+    r"(?:\{[^}\n]*\})?"
     r"(?:\[(?P<cf_title>[^\]\n]*)\])?(?:\{[^}\n]*\})?[ \t]*(?P<cf_rest>[^\n]*)$"
+)
+# pymdownx.blocks: "/// type" or "/// type | title" opens (more slashes nest), "///" closes. Only
+# a line of exactly that shape: "/// TODO fix this" is prose.
+_SLASH_FENCE = (
+    r"^(?P<sf_indent>[ \t]*)/{3,}[ \t]*"
+    r"(?:(?P<sf_type>[A-Za-z][\w-]*)(?:[ \t]*\|[ \t]*(?P<sf_title>[^\n]*?))?)?[ \t]*$"
 )
 _MARKUP = re.compile(
     "|".join(
@@ -65,12 +75,13 @@ _MARKUP = re.compile(
             ("output", _LIQUID_OUTPUT),
             ("kramdown", _KRAMDOWN),
             ("fence", _COLON_FENCE),
+            ("blocks", _SLASH_FENCE),
         )
     ),
     re.MULTILINE,
 )
 # Cheap test before the full pattern: most documents have none of these.
-_HINT = re.compile(r"\{[{%:]|^[ \t]*:::", re.MULTILINE)
+_HINT = re.compile(r"\{[{%:]|^[ \t]*(?::::|///)", re.MULTILINE)
 # Attributes whose values are words the rendered page shows (a card's title and description).
 _DISPLAY = re.compile(
     r"""(?<![\w-])(?:title|caption|alt|label|summary|description)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
@@ -146,6 +157,9 @@ def _replace(match: re.Match[str]) -> str:
         words = " ".join(w for w in (match.group("cf_title"), match.group("cf_rest")) if w)
         words = words.strip() or match.group("cf_type") or match.group("cf_braced") or ""
         return match.group("cf_indent") + words if words else ""
+    if kind == "blocks":
+        words = (match.group("sf_title") or "").strip() or match.group("sf_type") or ""
+        return match.group("sf_indent") + words if words else ""
     args = match.group("sc_args") if kind == "shortcode" else match.group("lt_args")
     if kind in ("shortcode", "tag") and args:
         shown = shown_attributes(args)
