@@ -430,6 +430,21 @@ def test_heading_attribute_lists_and_comment_marks_are_not_heading_text() -> Non
     ]
 
 
+def test_heading_attribute_lists_leave_chunk_text() -> None:
+    # A site that gives every heading an id ("## Origin { #origin }", the FastAPI docs) showed
+    # it in every result's snippet; the page shows "Origin".
+    text = (
+        "# CORS { #cors }\n\nIntro.\n\n## Use `CORSMiddleware` {: #use .new }\n\nImport it.\n\n"
+        "Setext title {#setext}\n------------\n\nBody.\n\n## {#only-an-id}\n\nOdd.\n\n"
+        "```md\n## Kept { #kept }\n```\n\nSet {#x} in prose.\n"
+    )
+    assert "\n\n".join(c.text for c in chunks(text)) == (
+        "# CORS\n\nIntro.\n\n## Use `CORSMiddleware`\n\nImport it.\n\n"
+        "Setext title\n------------\n\nBody.\n\n## {#only-an-id}\n\nOdd.\n\n"
+        "```md\n## Kept { #kept }\n```\n\nSet {#x} in prose."
+    )
+
+
 def test_html_blocks_of_only_tags_and_comments_make_no_chunk_of_their_own() -> None:
     # A docs page wraps an example in <div class="result" markdown> … </div>; cut at the budget,
     # the closing tag alone was a chunk ("</div>", 5 tokens). Comments are invisible too.

@@ -11,9 +11,10 @@ a reader never sees: the page shows the label where it is used), which are left 
 text. Inline ``data:`` URIs (pasted images) are shortened to their media type first: their
 payload is not text anyone searches; a table's delimiter row keeps three dashes a column. A
 heading's attribute list (``## Setup { #setup .new }``, as Python-Markdown, Pandoc and kramdown
-write it) is not part of its heading path. Site-generator markup outside code (Hugo shortcodes,
-Liquid tags, ``:::note`` and ``/// note`` fences: :mod:`pinakes_core.markup`) leaves chunk text
-and heading paths; the words between it stay.
+write it) is part of neither its heading path nor chunk text: the page does not show it, and a
+site that gives every heading an id would put one in every result's snippet. Site-generator
+markup outside code (Hugo shortcodes, Liquid tags, ``:::note`` and ``/// note`` fences:
+:mod:`pinakes_core.markup`) leaves chunk text and heading paths; the words between it stay.
 
 No chunk is only headings, rules or HTML tags and comments (issue 9): a reader shown ``## Details`` alone learns nothing,
 and such a chunk matches any query that names the heading. A heading with no body of its own
@@ -68,7 +69,8 @@ __all__ = [
 #: keeps three dashes a column (Prettier pads it to the widest cell). 12: pymdownx.blocks fences
 #: (``/// note | Title`` … ``///``) leave chunk text but their titles; a mkdocstrings directive
 #: (``::: fastapi.FastAPI``) keeps its whole identifier (it lost the part before the first dot).
-CHUNKER_VERSION = 12
+#: 13: a heading's attribute list leaves chunk text too.
+CHUNKER_VERSION = 13
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -782,6 +784,12 @@ def chunk_document(
         code = _code_lines(tokens)
         dropped = _references(parsed, tokens) | _hidden_properties(lines, code)
         dropped |= _without_markup(lines, code)
+        for block in blocks:
+            if block.heading is not None:  # "## Setup { #setup }" reads "## Setup" (see above)
+                for i in range(block.start, block.end):
+                    bare = _HEADING_ATTRS.sub("", lines[i])
+                    if bare.strip("#= \t-"):  # "## {#only-an-id}" keeps it, as its path does
+                        lines[i] = bare
         rules = _table_rules(tokens)
     else:
         blocks, dropped, code, rules = _text_blocks(lines), set(), set(), set()
