@@ -635,6 +635,8 @@ def test_a_padded_table_rule_neither_fills_a_chunk_nor_splits_the_table() -> Non
     # A code block's dashes and a long rule of dashes outside a table are left as written.
     code = f"# Code\n\n```\n| a |\n| {'-' * 40} |\n```\n\ntext\n"
     assert "-" * 40 in chunks(code)[0].text
+    breaks = f"# Breaks\n\nOne.\n\n{'-' * 40}\n\nTitle\n{'-' * 40}\n\nTwo | three\n"
+    assert "".join(c.text for c in chunks(breaks)).count("-" * 40) == 2  # a rule, a setext line
 
 
 def test_a_mkdocstrings_directive_keeps_the_identifier_it_documents() -> None:

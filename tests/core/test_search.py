@@ -357,6 +357,14 @@ def test_symbol_words_name_operators_that_stand_alone() -> None:
     # Markdown's structure: heading and quote markers, rules, table separators, fences.
     assert symbol_words("## Title\n>> quoted\n---\n|:-:|--:|\n~~~\n***\n^^^") == []
     assert symbol_words("=== ... ** //") == ["zzsym3d3d3d", "zzsym2e2e2e", "zzsym2a2a", "zzsym2f2f"]
+    # Punctuation stuck to an operator: read with and without it, on both sides.
+    assert "zzsym3d7e" in symbol_words("what is =~?") and "zzsym2626" in symbol_words("(&&).")
+    # A marker alone is what the user typed; brackets and separators alone are punctuation.
+    assert symbol_words(">>") == ["zzsym3e3e"] and symbol_words("> ## Note\n- ## x") == []
+    assert symbol_words("f(a), g(b). <!-- c --> $$ %% | -: | :- |") == []
+    # Operators take at most eight of a query's phrase slots: its words keep theirs.
+    many = " ".join(["==", "!=", "<=", ">=", "&&", "||", "+=", "-=", "*=", "/=", "=~"])
+    assert fts_phrases(many + " ledger retry")[-2:] == ['"ledger"', '"retry"']
     # The query side spells it as the index does, and a query of operators alone has a phrase.
     assert fts_phrases("what does the ++= operator do?")[:2] == ['"zzsym2b2b3d"', '"operator"']
     assert build_fts_query("=~") == '"zzsym3d7e"'
@@ -376,6 +384,7 @@ def test_an_operator_finds_the_page_that_uses_it(tmp_path: Path) -> None:
             hits = kb.search("=~", channels=channels).hits
             assert [h.path for h in hits][:1] == ["operators.md"]
         assert kb.search("!~ regex", channels=["bm25"]).hits[0].path == "operators.md"
+        assert kb.search("what is =~?", channels=["bm25"]).hits[0].path == "operators.md"
         assert kb.search("->", channels=["bm25"]).hits == []  # attached: no operator indexed
     assert query_shape("=~").exact_share == 1.0  # only BM25 can match it: it leans lexical
 

@@ -35,7 +35,8 @@ Ranked = list[tuple[int, float]]
 
 # Column weights for bm25(): title, heading path, text, identifier parts. A query word in a
 # heading or title is stronger evidence of topic than one in running text; the parts of a code
-# identifier (issue 18; empty for every other source) count like running text.
+# identifier (issue 18) and the operators standing alone in any chunk (query.symbol_words)
+# count like running text.
 _BM25_WEIGHTS = (2.0, 1.5, 1.0, 1.0)
 _BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
 #: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).

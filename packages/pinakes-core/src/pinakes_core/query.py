@@ -54,16 +54,36 @@ _MAX_CJK_TERMS = 64
 #: An operator as a token of its own: two to four ASCII punctuation or symbol characters (not
 #: the quotes, backticks and underscores around or inside words).
 _OPERATOR = re.compile(r"[!#$%&()*+,\-./:;<=>?@\[\\\]^{|}~]{2,4}")
+#: Punctuation a sentence sticks to an operator ("is it =~?", "(see &&)."): also read without it.
+_STUCK = "(),.:;?!"
+#: Brackets and separators without an operator character are punctuation (``),``, ``).``).
+_BRACKETS = re.compile(r"[()\[\]{},;.:]*[()\[\]{},;][()\[\]{},;.:]*")
 #: What stands between tokens: white space, and the quotes and backticks code is written in.
 _TOKEN_GAP = re.compile(r"[\s`'\"“”‘’]+")
 #: Markdown's own structure written as a token: rules and table separators (``---``, ``:--``,
-#: ``|:-:|``), fences and strike-through (``~~~``), and any one character repeated three times
-#: or more but the operators made so (``===``, ``...``, ``<<<``, ``>>>``).
-_STRUCTURE = re.compile(r"[-:|]{3,}|~+|([^=.<>])\1{2,}")
+#: ``|:-:|``, ``:-``), fences and strike-through (``~~~``), comments (``<!--``, ``-->``), math
+#: and Obsidian comment fences (``$$``, ``%%``), and any one character repeated three times or
+#: more but the operators made so (``===``, ``...``, ``<<<``, ``>>>``).
+_STRUCTURE = re.compile(r"[-:|]{3,}|:-|-:|~+|<!--|-->|\$\$|%%|([^=.<>])\1{2,}")
+#: A line's leading heading, quote and list markers (``##``, ``>>``, ``-``) before its text.
+_MARKER = re.compile(r"#+|>+|[-*+]")
 #: The prefix of an operator's index word; the rest is the hex code of each character.
 SYMBOL_PREFIX = "zzsym"
-#: At most this many distinct operators are indexed per chunk (a page of ASCII art has many).
+#: At most this many distinct operators are indexed per chunk (a page of ASCII art has many),
+#: and at most :data:`_MAX_QUERY_SYMBOLS` of a query's take its phrase slots before its words.
 _MAX_SYMBOLS = 32
+_MAX_QUERY_SYMBOLS = 8
+
+
+def _operators(token: str) -> list[str]:
+    """The operators ``token`` spells: itself, and itself without the punctuation stuck to it."""
+    bare = token.lstrip("(").rstrip(_STUCK)
+    return [
+        t
+        for t in dict.fromkeys((token, bare))
+        if _OPERATOR.fullmatch(t) and not _STRUCTURE.fullmatch(t) and not _BRACKETS.fullmatch(t)
+    ]
+
 
 STOPWORDS = frozenset(
     [
@@ -251,20 +271,23 @@ def _lone_cjk(word: str) -> bool:
 def symbol_words(text: str) -> list[str]:
     """The index words of the operators standing alone in ``text`` (see the module docstring).
 
-    A line's leading ``##`` or ``>>`` (a heading or quote marker) and Markdown's structural runs
-    (:data:`_STRUCTURE`) are not operators. The same function reads a chunk at sync and a
-    query, so both sides spell an operator alike; at most :data:`_MAX_SYMBOLS`, no repeats.
+    A line's leading heading, quote and list markers (``## Title``, ``>> quoted``) followed by
+    text, brackets and separators alone (``),``) and Markdown's structural runs
+    (:data:`_STRUCTURE`) are not operators; punctuation stuck to one (``=~?``) is read both
+    with and without. The same function reads a chunk at sync and a query, so both sides spell
+    an operator alike; at most :data:`_MAX_SYMBOLS`, no repeats.
     """
     found: dict[str, None] = {}
     for line in text.split("\n"):
-        for i, token in enumerate(_TOKEN_GAP.split(line.strip())):
-            if not _OPERATOR.fullmatch(token) or _STRUCTURE.fullmatch(token):
-                continue
-            if i == 0 and len(set(token)) == 1 and token[0] in "#>":
-                continue
-            found.setdefault(SYMBOL_PREFIX + token.encode("ascii").hex(), None)
-            if len(found) == _MAX_SYMBOLS:
-                return list(found)
+        tokens = [t for t in _TOKEN_GAP.split(line) if t]
+        start = 0
+        while start < len(tokens) - 1 and _MARKER.fullmatch(tokens[start]):
+            start += 1
+        for token in tokens[start:]:
+            for operator in _operators(token):
+                found.setdefault(SYMBOL_PREFIX + operator.encode("ascii").hex(), None)
+                if len(found) == _MAX_SYMBOLS:
+                    return list(found)
     return list(found)
 
 
@@ -275,7 +298,7 @@ def fts_phrases(text: str) -> list[str]:
     word is a phrase of its own; at most 32, plus at most 64 CJK bigrams, no repeats. An
     operator standing alone (``=~``) is the phrase of its index word (:func:`symbol_words`).
     """
-    parts: list[str] = [f'"{word}"' for word in symbol_words(text)]
+    parts = [f'"{word}"' for word in symbol_words(text)[:_MAX_QUERY_SYMBOLS]]
     for raw in split_cjk(text).split():
         pieces = _WORD.findall(raw)
         if len(pieces) > 1 and len(raw) <= 64:

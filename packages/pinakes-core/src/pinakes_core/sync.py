@@ -156,7 +156,7 @@ class _Prepared:
     old_path: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # frontmatter, for doc_meta
     source_type: str = "markdown"
-    idents: list[str] = field(default_factory=list)  # per chunk: extra BM25 terms (code)
+    idents: list[str] = field(default_factory=list)  # per chunk: operators, code identifiers
     pdf: PdfText | None = None
 
 
