@@ -660,3 +660,20 @@ def test_slash_fenced_blocks_leave_chunk_text_but_their_titles() -> None:
         "/// TODO fix this\n\n```text\n/// tip\n///\n```"
     )
     assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
+
+
+def test_include_directives_leave_chunk_text() -> None:
+    # The build puts another file's text (or code the folder does not hold) in their place:
+    # their path words are not the page's. Escaped, in prose or in code, they stay as written.
+    text = (
+        "# Tasks\n\nRun it:\n\n{* ../../docs_src/tasks/tutorial001_py310.py hl[1,13] *}\n\n"
+        '--8<-- "docs/abbreviations.md"\n\n--8<--\nintro.md\nusage.md\n--8<--\n\n'
+        "{!../README.md!}\n\n{{#include ../listings/intro.md}}\n\n"
+        ';--8<-- "shown.md" and {!emphatic!} stay.\n\n```\n{* app.py *}\n```\n'
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        '# Tasks\n\nRun it:\n\n;--8<-- "shown.md" and {!emphatic!} stay.\n\n```\n{* app.py *}\n```'
+    )
+    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
+

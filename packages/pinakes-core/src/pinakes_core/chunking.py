@@ -69,8 +69,9 @@ __all__ = [
 #: keeps three dashes a column (Prettier pads it to the widest cell). 12: pymdownx.blocks fences
 #: (``/// note | Title`` … ``///``) leave chunk text but their titles; a mkdocstrings directive
 #: (``::: fastapi.FastAPI``) keeps its whole identifier (it lost the part before the first dot).
-#: 13: a heading's attribute list leaves chunk text too.
-CHUNKER_VERSION = 13
+#: 13: a heading's attribute list leaves chunk text too. 14: include directives (``--8<--``,
+#: ``{!file!}``, ``{* file *}``, ``{{#include}}``) leave chunk text.
+CHUNKER_VERSION = 14
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -15,7 +15,12 @@ between the words (issue 9):
   an opener keeps the title the site shows (the written one, else its type: ``tip``); a
   mkdocstrings directive (``::: package.module.Name``) keeps the identifier its page documents;
 - slash-fenced blocks (pymdownx.blocks, MkDocs Material): ``/// note | Technical Details``,
-  ``/// tip``, ``//// tab | Python``, closed by ``///``; an opener keeps its title, else its type.
+  ``/// tip``, ``//// tab | Python``, closed by ``///``; an opener keeps its title, else its type;
+- include directives, which the build replaces with another file's text the folder indexes on
+  its own (or code it does not hold): pymdownx.snippets' ``--8<-- "file.md"`` and its block of
+  file names between two ``--8<--`` lines, markdown-include's ``{!file.md!}``, the
+  ``{* ../docs_src/app.py hl[3] *}`` of FastAPI's family of sites, and mdBook's
+  ``{{#include file.md}}`` outside code. Their path words are not the page's words.
 
 :func:`strip_markup` removes that markup and keeps the words a reader sees: the text between an
 opening and a closing tag, an admonition's body and title, and the values of a tag's display
@@ -65,6 +70,15 @@ _SLASH_FENCE = (
     r"^(?P<sf_indent>[ \t]*)/{3,}[ \t]*"
     r"(?:(?P<sf_type>[A-Za-z][\w-]*)(?:[ \t]*\|[ \t]*(?P<sf_title>[^\n]*?))?)?[ \t]*$"
 )
+# Include directives (module doc): a snippets line or block (";--8<--" is one escaped, shown as
+# written), {!file!} and {* file *} naming a path, {{#include}}. Bounded like every construct.
+_INCLUDE = (
+    r"^[ \t]*-{1,2}8<-{1,2}[ \t]*\n(?:[^\n]{1,300}\n){0,50}?[ \t]*-{1,2}8<-{1,2}[ \t]*$"
+    r"|^[ \t]*-{1,2}8<-{1,2}[ \t]*(?:\"[^\"\n]{1,300}\"|'[^'\n]{1,300}')[ \t]*$"
+    r"|\{![ \t]*[^!\s]*[/.][^!\n]{0,300}?[ \t]*!\}"
+    r"|\{\*[ \t]+[^*\s]*[/.][^*\n]{0,300}?[ \t]+\*\}"
+    r"|\{\{#(?:include|rustdoc_include|playground)[ \t]+[^{}\n]{1,300}\}\}"
+)
 _MARKUP = re.compile(
     "|".join(
         f"(?P<{name}>{pattern})"
@@ -76,12 +90,13 @@ _MARKUP = re.compile(
             ("kramdown", _KRAMDOWN),
             ("fence", _COLON_FENCE),
             ("blocks", _SLASH_FENCE),
+            ("include", _INCLUDE),
         )
     ),
     re.MULTILINE,
 )
 # Cheap test before the full pattern: most documents have none of these.
-_HINT = re.compile(r"\{[{%:]|^[ \t]*(?::::|///)", re.MULTILINE)
+_HINT = re.compile(r"\{[{%:!*]|^[ \t]*(?::::|///|-{1,2}8<)", re.MULTILINE)
 # Attributes whose values are words the rendered page shows (a card's title and description).
 _DISPLAY = re.compile(
     r"""(?<![\w-])(?:title|caption|alt|label|summary|description)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
