@@ -677,3 +677,18 @@ def test_include_directives_leave_chunk_text() -> None:
     )
     assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
 
+
+def test_an_oversize_block_splits_into_even_pieces_not_a_runt() -> None:
+    # Greedy full pieces left the last lines of a long code block ("};") or table (its last
+    # rows) as a chunk of their own; the pieces are now of about equal size.
+    body = [f"    step_{i}(value, other_value);" for i in range(40)]
+    text = "# Steps\n\n```c\nvoid run() {\n" + "\n".join(body) + "\n};\n```\n"
+    out = chunks(text, budget=128)
+    sizes = [c.tokens for c in out]
+    assert len(out) > 1 and all(size <= 128 for size in sizes)
+    assert min(sizes) > max(sizes) / 2, sizes
+    assert "\n".join(c.text for c in out).count("step_") == 40
+    rows = [f"| `flag{i}` | sets the {i}th option of the command |" for i in range(30)]
+    table = "# Flags\n\n| flag | meaning |\n| --- | --- |\n" + "\n".join(rows) + "\n"
+    sizes = [c.tokens for c in chunks(table, budget=128)]
+    assert len(sizes) > 1 and min(sizes) > max(sizes) / 2, sizes

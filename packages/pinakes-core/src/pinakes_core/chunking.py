@@ -3,7 +3,8 @@
 Markdown is parsed with a CommonMark parser (markdown-it-py), so fenced code whose lines start
 with ``#``, setext headings and frontmatter are handled by the grammar rather than by regular
 expressions. A chunk never crosses a heading that has a body; a section longer than the token
-budget is split at block (paragraph, list, code, table) boundaries, then at line boundaries, and
+budget is split at block (paragraph, list, code, table) boundaries, then at line boundaries (a
+block into pieces of about equal size, never full ones and a runt), and
 a single line longer than the budget at sentence, then word boundaries; text with no boundary at
 all (a pasted blob) is cut by tokens as a last resort. Every non-blank line of the body lands in
 exactly one chunk, in order, but link reference definitions (``[label]: https://…`` lines, which
@@ -70,8 +71,9 @@ __all__ = [
 #: (``/// note | Title`` … ``///``) leave chunk text but their titles; a mkdocstrings directive
 #: (``::: fastapi.FastAPI``) keeps its whole identifier (it lost the part before the first dot).
 #: 13: a heading's attribute list leaves chunk text too. 14: include directives (``--8<--``,
-#: ``{!file!}``, ``{* file *}``, ``{{#include}}``) leave chunk text.
-CHUNKER_VERSION = 14
+#: ``{!file!}``, ``{* file *}``, ``{{#include}}``) leave chunk text. 15: a block over the budget
+#: is split into pieces of about equal size, not full ones and a runt.
+CHUNKER_VERSION = 15
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -716,19 +718,29 @@ class _Packer:
                 win_end, used = end, used + cost
                 continue
             # An oversize unit: split at line boundaries (the open window, e.g. a heading line,
-            # joins the first piece), and a single oversize line at sentences, then words.
+            # joins the first piece), and a single oversize line at sentences, then words. The
+            # pieces are of about equal size (a line goes to the next piece once its middle
+            # passes the share), not full ones and a runt: a long code block once left "};\n}"
+            # as a chunk of its own, a long table its last two rows.
             line_start = start if win_start is None else win_start
             line_used = used
             win_start = None
+            left = used + cost  # what the pieces from line_start on share
+            share = _even_share(left, self.budget)
             for line in range(start, end):
                 line_cost = self.costs[line]
                 if line_cost > self.budget and self.content[line]:
                     self.emit(path, line_start, line)
                     self.emit_long_line(path, line)
+                    left -= line_used + line_cost
                     line_start, line_used = line + 1, 0
+                    share = _even_share(left, self.budget)
                     continue
-                if line_used + line_cost > self.budget and any(self.content[line_start:line]):
+                over = line_used + line_cost > self.budget or line_used + line_cost / 2 > share
+                if over and any(self.content[line_start:line]):
                     self.emit(path, line_start, line)
+                    left -= line_used
+                    share = _even_share(left, self.budget)
                     line_start, line_used = line, 0
                 line_used += line_cost
             if line_start < end:
@@ -750,6 +762,11 @@ class _Packer:
         tokens += sum(self.tokens[i] for i in tail)
         self.out[-1] = (path, text, start, self.carry_end + self.offset, tokens)
         self.carry = None
+
+
+def _even_share(total: int, budget: int) -> float:
+    """The size of each of the fewest pieces of at most ``budget`` that ``total`` splits into."""
+    return total / max(1, -(-total // budget))
 
 
 def _char_cost(text: str) -> int:
