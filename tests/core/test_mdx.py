@@ -146,3 +146,48 @@ def test_a_markdown_file_that_imports_a_module_is_read_as_mdx(tmp_path: Path) ->
         assert hit.path == "install.md"
         assert "Tabs" not in hit.text and "@theme" not in hit.text
         assert "Run the quasarine installer." in hit.text
+
+
+VITEPRESS = """# Why Korvane
+
+Korvane serves modules on demand.
+
+<script setup>
+import bundlerSvg from '../images/bundler.svg?raw'
+import { data } from './_data/team.data'
+</script>
+<svg-image :svg="bundlerSvg" />
+
+## A Unified Toolchain
+
+One pipeline from development to production.
+
+<style scoped>
+.grid { display: flex }
+</style>
+
+## Where Korvane is Heading
+
+A full bundle mode.
+"""
+
+
+def test_a_script_setup_element_is_blanked_whole_and_the_headings_after_it_stay(
+    tmp_path: Path,
+) -> None:
+    # VitePress pages import their Vue components in <script setup>: the file reads as MDX,
+    # and the imports' ESM block took the </script> line, leaving an HTML block to the end.
+    assert is_mdx("guide/why.md", VITEPRESS)
+    out = markdown_of(VITEPRESS)
+    assert out.count("\n") == VITEPRESS.count("\n")
+    assert "<script" not in out and "import" not in out and ".grid" not in out
+    assert "## A Unified Toolchain" in out and "## Where Korvane is Heading" in out
+    unclosed = "Intro.\n\n<script>\nconst a = 1\n"
+    assert markdown_of(unclosed) == unclosed  # never closed: left as it was
+    root = make_kb(tmp_path / "kb", {"guide/why.md": VITEPRESS})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        (hit,) = kb.search("full bundle mode", channels=["bm25"], k=1).hits
+        assert hit.title == "Why Korvane"
+        assert hit.heading_path == ["Why Korvane", "Where Korvane is Heading"]
+        assert not kb.search("team data", channels=["bm25"]).hits  # the imports are code

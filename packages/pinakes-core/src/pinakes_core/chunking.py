@@ -73,7 +73,10 @@ __all__ = [
 #: 13: a heading's attribute list leaves chunk text too. 14: include directives (``--8<--``,
 #: ``{!file!}``, ``{* file *}``, ``{{#include}}``) leave chunk text. 15: a block over the budget
 #: is split into pieces of about equal size, not full ones and a runt.
-CHUNKER_VERSION = 15
+#: 16: an MDX-read page's ``<script>`` and ``<style>`` elements leave chunk text whole
+#: (VitePress's ``<script setup>`` imports took its ``</script>`` and the rest of the page became
+#: one HTML block: no headings, no title).
+CHUNKER_VERSION = 16
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

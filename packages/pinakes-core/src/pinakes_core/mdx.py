@@ -10,7 +10,11 @@ generator rather than text for a reader:
   (``title``, ``label``, ``description``, …: :func:`pinakes_core.markup.shown_attributes`) are
   words the page shows, and stay;
 - a component's opening tag whose props run over several lines (``config={[ … ]}``);
-- ``{/* comments */}``.
+- ``{/* comments */}``;
+- ``<script>`` and ``<style>`` elements, tags and body (VitePress and Vue pages import their
+  components in ``<script setup>``): their code is for the site generator. Their ``import``
+  lines are not read as ESM blocks, which run to the next blank line and would take the
+  closing ``</script>`` with them, leaving the parser an HTML block to the end of the page.
 
 Components are the capitalised tags (lower-case ones are HTML, which the Markdown parser reads
 as it always does). The Markdown between the tags stays, every blanked line stays as an empty
@@ -42,6 +46,9 @@ _TAG = re.compile(r"</?[A-Z][\w.:-]*(?:\s+[^<>]*?)?/?>")
 _OPENS_TAG = re.compile(r"^\s*</?[A-Z][\w.:-]*(?=[\s/>]|$)")
 _FRAGMENT = re.compile(r"^\s*</?>\s*$")
 _COMMENT = re.compile(r"\{/\*.*?\*/\}")
+# An HTML <script> or <style> element (CommonMark's raw HTML block kind 1) and its end tag.
+_CODE_ELEMENT = re.compile(r"^ {0,3}<(script|style)(?=[\s>]|$)", re.IGNORECASE)
+_CODE_ELEMENT_END = re.compile(r"</(?:script|style)\s*>", re.IGNORECASE)
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
@@ -119,7 +126,7 @@ def markdown_of(text: str) -> str:
         start = next((i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
     kept = list(lines)
     fence = ""
-    block = ""  # "esm", "tag" or "comment": a construct that spans lines, blanked as it goes
+    block = ""  # "esm", "tag", "comment", "element": a construct over lines, blanked as it goes
     opened_at = 0
     depth, quote = 0, ""  # an open tag's brace depth and open quote
     for i in range(start, len(lines)):
@@ -127,6 +134,11 @@ def markdown_of(text: str) -> str:
         if fence:
             if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
                 fence = ""
+            continue
+        if block == "element":
+            end = _CODE_ELEMENT_END.search(line)
+            lines[i] = line[end.end() :] if end else ""
+            block = "" if end else block
             continue
         if block:
             lines[i] = ""
@@ -146,6 +158,9 @@ def markdown_of(text: str) -> str:
         tag = _OPENS_TAG.match(line)
         if opened:
             fence = opened.group(1)
+        elif _CODE_ELEMENT.match(line):
+            end = _CODE_ELEMENT_END.search(line)
+            block, opened_at, lines[i] = ("", i, line[end.end() :]) if end else ("element", i, "")
         elif _IMPORT.match(line) or _EXPORT.match(line):
             block, opened_at, lines[i] = "esm", i, ""
         elif line.lstrip().startswith("{/*") and "*/}" not in line:
@@ -160,6 +175,6 @@ def markdown_of(text: str) -> str:
                 block, opened_at, lines[i] = "tag", i, shown_attributes(line)
         elif "{/*" in line:
             lines[i] = _COMMENT.sub("", line).rstrip()
-    if block in ("tag", "comment"):  # open at the end of the file: text after all
+    if block in ("tag", "comment", "element"):  # open at the end of the file: text after all
         lines[opened_at:] = kept[opened_at:]
     return "\n".join(lines)
