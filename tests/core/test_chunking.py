@@ -452,13 +452,35 @@ def test_html_blocks_of_only_tags_and_comments_make_no_chunk_of_their_own() -> N
     text = (
         f'# Icons\n\n## Colour\n\n<div class="result" markdown>\n\n{body}\n\n</div>\n\n'
         "## Size\n\n<!-- md:version 1.0 -->\n<!-- md:flag experimental -->\n\n"
-        "## Script\n\n<script>\n  render(document.body)\n</script>\n"
+        "## Script\n\n<script>\n  render(document.body)\n</script>\n\nIt renders.\n"
     )
     out = chunks(text, budget=48)
     assert [c.text for c in out if not any(ch.isalnum() for ch in _strip_tags(c.text))] == []
     assert out[-2].text.endswith("</div>")  # markup joins the text before it at the end
-    assert out[-1].heading_path == ("Icons", "Script")  # a script's body is text
     assert out[-1].text.startswith("## Size")  # a section of only comments is body-less
+    assert out[-1].text.endswith("## Script\n\nIt renders.")  # a script's body is code
+
+
+def test_script_and_style_elements_leave_chunk_text() -> None:
+    # VitePress and VuePress pages hold Vue <script setup> and <style> blocks; their code ran
+    # in the browser and was indexed as the text of the section it ended (a redirect table of
+    # hash names under "Default import unexpectedly returns an object").
+    text = (
+        "# Troubleshooting\n\n## Default import\n\nUse a named import.\n\n"
+        '<script setup lang="ts">\nconst hashForOldVersion = { quellmark: 6 }\n'
+        "if (version) { location.href = quellmark }\n</script>\n\n"
+        "<STYLE>\n.grid { display: flex }\n</STYLE>\n\n## Later\n\nMore prose.\n"
+    )
+    out = chunks(text, budget=32)
+    assert [(c.heading_path, c.text) for c in out] == [
+        (
+            ("Troubleshooting", "Default import"),
+            "# Troubleshooting\n\n## Default import\n\nUse a named import.",
+        ),
+        (("Troubleshooting", "Later"), "## Later\n\nMore prose."),
+    ]
+    only = chunks("# Widget\n\n<script>\nmountWidget()\n</script>\n")
+    assert len(only) == 1 and "mountWidget" in only[0].text  # a page of nothing else keeps it
 
 
 def _strip_tags(text: str) -> str:

@@ -76,7 +76,8 @@ __all__ = [
 #: 16: an MDX-read page's ``<script>`` and ``<style>`` elements leave chunk text whole
 #: (VitePress's ``<script setup>`` imports took its ``</script>`` and the rest of the page became
 #: one HTML block: no headings, no title).
-CHUNKER_VERSION = 16
+#: 17: ``<script>`` and ``<style>`` elements leave chunk text in any Markdown page.
+CHUNKER_VERSION = 17
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -100,6 +101,9 @@ _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
 _HEADING_ATTRS = re.compile(r"\s*\{:?\s*" + _ATTR + r"(?:\s+" + _ATTR + r")*\s*\}\s*$")
 # Comment delimiters and tags in a heading's source: "<!-- x -->" reads "x".
 _HTML_MARKS = re.compile(r"<!--|-->|</?[A-Za-z][^<>]*>")
+# An HTML <script> or <style> element (CommonMark's HTML block kind 1) and its end tag.
+_CODE_ELEMENT = re.compile(r"<(?:script|style)(?=[\s>]|$)", re.IGNORECASE)
+_CODE_ELEMENT_END = re.compile(r"</(?:script|style)\s*>", re.IGNORECASE)
 # What of an HTML block is markup: comments and tags.
 _HTML_ONLY = re.compile(r"<!--.*?(?:-->|$)|</?[A-Za-z][^<>]*>", re.DOTALL)
 # The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
@@ -298,7 +302,8 @@ def _markdown_blocks(lines: list[str], tokens: list[Any] | None = None) -> list[
             # Tags and comments alone ("<div class=result markdown>", "</div>", "<!-- more
             # -->", "<iframe src=…>") are no text a reader sees: they make no chunk by
             # themselves unless the page holds nothing else (an embed page keeps them, so its
-            # title still finds it, whatever their size); <script> and <style> bodies count.
+            # title still finds it, whatever their size); <script> and <style> bodies count
+            # here, and leave the text by _code_elements.
             content = bool(_PROSE.search(_HTML_ONLY.sub(" ", tok.content)))
         markup = tok.type == "html_block" and not content
         blocks.append(_Block(tok.map[0], tok.map[1], heading, content, pointer, markup))
@@ -418,6 +423,26 @@ def _references(lines: list[str], tokens: list[Any]) -> set[int]:
         run = run or bool(_REFERENCE.match(line))
         if run:
             found.add(i)
+    return found
+
+
+def _code_elements(tokens: list[Any]) -> set[int]:
+    """Body lines of HTML ``<script>`` and ``<style>`` elements: code the browser runs, unseen.
+
+    VitePress and VuePress pages hold Vue ``<script setup>`` and ``<style>`` blocks (VuePress
+    category pages, a redirect table at the end of a page); kept, their code was the text of the
+    section they closed. An element with no end tag (CommonMark reads it to the end of the
+    page) is kept: it may be prose that opens with a tag's name.
+    """
+    found: set[int] = set()
+    for tok in tokens:
+        if (
+            tok.type == "html_block"
+            and tok.map is not None
+            and _CODE_ELEMENT.match(tok.content.lstrip())
+            and _CODE_ELEMENT_END.search(tok.content)
+        ):
+            found.update(range(*tok.map))
     return found
 
 
@@ -805,6 +830,9 @@ def chunk_document(
         code = _code_lines(tokens)
         dropped = _references(parsed, tokens) | _hidden_properties(lines, code)
         dropped |= _without_markup(lines, code)
+        elements = _code_elements(tokens)
+        if any(b.content and b.start not in elements for b in blocks):
+            dropped |= elements  # a page of nothing else keeps them, as it keeps other markup
         for block in blocks:
             if block.heading is not None:  # "## Setup { #setup }" reads "## Setup" (see above)
                 for i in range(block.start, block.end):
