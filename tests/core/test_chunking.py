@@ -714,3 +714,28 @@ def test_an_oversize_block_splits_into_even_pieces_not_a_runt() -> None:
     table = "# Flags\n\n| flag | meaning |\n| --- | --- |\n" + "\n".join(rows) + "\n"
     sizes = [c.tokens for c in chunks(table, budget=128)]
     assert len(sizes) > 1 and min(sizes) > max(sizes) / 2, sizes
+
+
+def test_myst_directives_leave_chunk_text_but_their_titles_and_prose_bodies() -> None:
+    # MyST (Jupyter Book, Sphinx) writes admonitions as fenced code with a "{name}" info string
+    # and puts ":key: value" option lines and "(label)=" targets among the prose; a backtick
+    # directive's body was kept verbatim as code, fence and options included.
+    text = (
+        "(setup)=\n# Setup\n\n"
+        "```{note} Read first\n:class: dropdown\nSee [the guide](guide.md).\n```\n\n"
+        "````{tip}\n```python\n# a comment, not a heading\nx = 1\n```\n````\n\n"
+        ":::{grid-item-card}\n:link: basics/organize\n:link-type: doc\n:alt: A card\nCard words.\n:::\n\n"
+        "```{code-cell} ipython3\n:tags: [hide-input]\nprint(1)\n```\n\n"
+        "```{math}\n:label: my-eq\ne = mc^2\n```\n"
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        "# Setup\n\n"
+        "Read first\nSee [the guide](guide.md).\n\n"
+        "tip\n```python\n# a comment, not a heading\nx = 1\n```\n\n"
+        "grid-item-card\nA card\nCard words.\n\n"
+        "```{code-cell} ipython3\n:tags: [hide-input]\nprint(1)\n```\n\n"
+        "```{math}\n:label: my-eq\ne = mc^2\n```"
+    )
+    assert chunk.heading_path == ("Setup",)
+    assert (chunk.start_line, chunk.end_line) == (2, text.count("\n"))

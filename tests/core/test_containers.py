@@ -68,3 +68,22 @@ def test_deeply_nested_bodies_move_by_their_depth_in_one_pass() -> None:
     # A body ends at the first line indented less than it: the sibling is not moved further.
     sibling = ["!!! a", "    !!! b", "        deep", "    shallow", "top"]
     assert unindent_containers(sibling) == ["!!! a", "!!! b", "deep", "shallow", "top"]
+
+
+def test_myst_prose_directives_are_read_as_markdown_and_code_directives_stay_code() -> None:
+    page = (
+        "```{note} Read first\n:class: dropdown\nSee [the guide](guide.md).\n```\n\n"
+        "````{prf:theorem}\n```python\n[no](in-code.md)\n```\nProved in [proof](proof.md).\n````\n\n"
+        "~~~{code-cell} ipython3\n[no](cell.md)\n~~~\n\n"
+        "```{unknown-extension}\n[no](unknown.md)\n```\n\n"
+        "```md\n```{note}\n[no](example.md)\n```\n"
+    )
+    lines = page.split("\n")
+    out = unindent_containers(lines)
+    assert len(out) == len(lines)
+    assert out[0] == ":::{note} Read first" and out[3] == ":::"
+    assert out[5] == "::::{prf:theorem}" and out[6] == "```python" and out[10] == "::::"
+    links = {link.target for link in read_text(page, markdown=True)[0]}
+    assert links == {"guide.md", "proof.md"}
+    plain = ["```{code-block} python", "x = 1", "```"]
+    assert unindent_containers(plain) is plain  # nothing to turn: the very same list

@@ -77,7 +77,9 @@ __all__ = [
 #: (VitePress's ``<script setup>`` imports took its ``</script>`` and the rest of the page became
 #: one HTML block: no headings, no title).
 #: 17: ``<script>`` and ``<style>`` elements leave chunk text in any Markdown page.
-CHUNKER_VERSION = 17
+#: 18: MyST prose directives fenced with backticks are read as Markdown, not code; their
+#: fences, MyST option lines (``:class: x``) and targets (``(label)=``) leave chunk text.
+CHUNKER_VERSION = 18
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

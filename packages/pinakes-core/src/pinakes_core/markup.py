@@ -14,6 +14,8 @@ between the words (issue 9):
   ``:::note``, ``:::tip[Did you know?]``, ``::: warning Custom title``, ``:::{note}``, ``:::``;
   an opener keeps the title the site shows (the written one, else its type: ``tip``); a
   mkdocstrings directive (``::: package.module.Name``) keeps the identifier its page documents;
+- MyST directives fenced with backticks or tildes (a ``{note} Title`` fence), their
+  ``:key: value`` option lines, and MyST targets (``(install-guide)=``);
 - slash-fenced blocks (pymdownx.blocks, MkDocs Material): ``/// note | Technical Details``,
   ``/// tip``, ``//// tab | Python``, closed by ``///``; an opener keeps its title, else its type;
 - include directives, which the build replaces with another file's text the folder indexes on
@@ -58,12 +60,21 @@ _LIQUID_TAG = r"\{%-?\s*/?\s*[A-Za-z_][\w-]*(?P<lt_args>[^%]{0," + str(_SPAN) + 
 # cloze, {{c1::answer}}, is a reader's own text).
 _LIQUID_OUTPUT = r"""\{\{-?\s*(?=[A-Za-z_$'"])(?:(?!::)[^{}\n<>%]){1,200}?\s*-?\}\}"""
 _KRAMDOWN = r"\{::?[^{}\n]{0,200}\}"
+# A MyST directive fenced with backticks or tildes ("```{note} Title") opens as a colon fence
+# does, and a bare fence line closes it: outside code, which the caller keeps away, a fence
+# line is one of a prose directive (pinakes_core.containers.MYST_PROSE). A braced opener's
+# ":key: value" option lines go with it, but for the words an image or a figure shows.
 _COLON_FENCE = (
-    r"^(?P<cf_indent>[ \t]*):{3,}[ \t]*"
-    r"(?:\{(?P<cf_braced>[A-Za-z][\w-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*(?![\w.-])))?"
+    r"^(?P<cf_indent>[ \t]*)(?::{3,}|(?:`{3,}|~{3,})(?=[ \t]*(?:\{[A-Za-z]|$)))[ \t]*"
+    r"(?:\{(?P<cf_braced>[A-Za-z][\w:-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*(?![\w.-])))?"
     r"(?:\{[^}\n]*\})?"
     r"(?:\[(?P<cf_title>[^\]\n]*)\])?(?:\{[^}\n]*\})?[ \t]*(?P<cf_rest>[^\n]*)$"
+    r"(?(cf_braced)(?P<cf_options>(?:\n[ \t]*:[A-Za-z][\w-]*:(?:[ \t][^\n]*)?$)*))"
 )
+# MyST's option keys whose values a reader sees (an image's alt text, a caption, a title).
+_SHOWN_OPTION = re.compile(r"^[ \t]*:(?:alt|caption|title):[ \t]+(.*)$")
+# A MyST target before a heading or a block, "(install-guide)=": a name for references.
+_TARGET = r"^[ \t]*\([^()\n]{1,200}\)=[ \t]*$"
 # pymdownx.blocks: "/// type" or "/// type | title" opens (more slashes nest), "///" closes. Only
 # a line of exactly that shape: "/// TODO fix this" is prose.
 _SLASH_FENCE = (
@@ -91,12 +102,13 @@ _MARKUP = re.compile(
             ("fence", _COLON_FENCE),
             ("blocks", _SLASH_FENCE),
             ("include", _INCLUDE),
+            ("target", _TARGET),
         )
     ),
     re.MULTILINE,
 )
 # Cheap test before the full pattern: most documents have none of these.
-_HINT = re.compile(r"\{[{%:!*]|^[ \t]*(?::::|///|-{1,2}8<)", re.MULTILINE)
+_HINT = re.compile(r"\{[{%:!*]|^[ \t]*(?::::|///|```|~~~|-{1,2}8<)|\)=[ \t]*$", re.MULTILINE)
 # Attributes whose values are words the rendered page shows (a card's title and description).
 _DISPLAY = re.compile(
     r"""(?<![\w-])(?:title|caption|alt|label|summary|description)\s*=\s*(?:"([^"]*)"|'([^']*)')""",
@@ -111,7 +123,13 @@ _CALL = re.compile(r"\{\{-?\s*[A-Za-z_$][\w.$]*\s*\((?P<call_args>.*)\)\s*-?\}\}
 _ARGUMENT = re.compile(r""""([^"]{0,200})"|'([^']{0,200})'""")
 # An argument that is a path or an address (an example's page, a link target) is not shown.
 _NOT_SHOWN = re.compile(r"[/\\]")
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:[^`]|(?!\1)`+)+?(?<!`)\1(?!`)")
+# A code span, or a fence line (a MyST directive's, outside code), which is none: "```{note}"
+# and the "```" closing it would read as one span.
+_CODE_SPAN = re.compile(
+    r"(?P<fence>^[ \t]*(?:`{3,}|~{3,})[^`\n]*$)"
+    r"|(?<!`)(?P<ticks>`+)(?!`)(?:[^`]|(?!(?P=ticks))`+)+?(?<!`)(?P=ticks)(?!`)",
+    re.MULTILINE,
+)
 
 
 # A template expression's opening (Hugo shortcodes, Jinja, Liquid, Vue, Go templates,
@@ -171,7 +189,12 @@ def _replace(match: re.Match[str]) -> str:
         # "Tip"); a closing ":::" or a Pandoc div's attributes ("::: {.note}") show nothing.
         words = " ".join(w for w in (match.group("cf_title"), match.group("cf_rest")) if w)
         words = words.strip() or match.group("cf_type") or match.group("cf_braced") or ""
-        return match.group("cf_indent") + words if words else ""
+        opener = match.group("cf_indent") + words if words else ""
+        options = (match.group("cf_options") or "").split("\n")[1:]
+        values = (_SHOWN_OPTION.match(line) for line in options)
+        return "\n".join([opener, *(m.group(1) if m else "" for m in values)])
+    if kind == "target":
+        return ""
     if kind == "blocks":
         words = (match.group("sf_title") or "").strip() or match.group("sf_type") or ""
         return match.group("sf_indent") + words if words else ""
@@ -201,6 +224,8 @@ def strip_markup(text: str) -> str:
     out: list[str] = []
     last = 0
     for span in _CODE_SPAN.finditer(text):
+        if span.group("fence"):
+            continue
         out.append(_strip(text[last : span.start()]))
         out.append(span.group())
         last = span.end()
