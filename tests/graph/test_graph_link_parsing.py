@@ -660,3 +660,23 @@ def test_a_broken_checkout_is_no_checkout(tmp_path: Path) -> None:
     )
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         assert kb.sync().added == ["a.md"]
+
+
+def test_myst_doc_roles_are_links_to_their_documents(tmp_path: Path) -> None:
+    # Jupyter Book and Sphinx pages link a page by {doc}`path` (no suffix, relative to the page
+    # or from the root with "/"), optionally with its own text: {doc}`text <path>`.
+    page = (
+        "# Guide\n\nStart at {doc}`../start/overview`, then {doc}`the setup <setup>` "
+        "and {doc}`/start/overview`; {doc}`missing`.\n\n"
+        "Write it as `` {doc}`setup` `` or\n\n```md\n{doc}`setup`\n```\n"
+    )
+    root = _synced(
+        tmp_path,
+        {"start/overview.md": "# Overview\n", "guide/setup.md": "# Setup\n", "guide/page.md": page},
+    )
+    assert _link_rows(root, "guide/page.md") == [
+        ("../start/overview", "start/overview.md", None),
+        ("setup", "guide/setup.md", None),
+        ("/start/overview", "start/overview.md", None),
+        ("missing", None, "no document at guide/missing"),
+    ]

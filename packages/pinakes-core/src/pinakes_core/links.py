@@ -85,6 +85,10 @@ _MEDIA_FILE = re.compile(
     r"|avi|mkv|zip|tar|gz|tgz|bz2|xz|7z|rar|woff2?|ttf|otf|eot)$",
     re.IGNORECASE,
 )
+# A MyST or Sphinx document reference ends the text before its code span: {doc}`intro/setup`,
+# {doc}`the setup guide <intro/setup>` (the target in angle brackets after its text).
+_DOC_ROLE = "{doc}"
+_ROLE_TARGET = re.compile(r"<([^<>]+)>\s*$")
 # Dendron's cross-vault form: [[label|dendron://<vault>/<note.name>]].
 _VAULT_PREFIX = re.compile(r"^dendron://[^/]+/")
 
@@ -125,6 +129,8 @@ class TextLink:
 def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
     """``(kind, value, glued)`` per link target (``href``), link label and other text.
 
+    A MyST ``{doc}`` role's target is a link target as a Markdown link's is.
+
     ``glued``: the text is stuck to the end of **bold**, `code` or a link, so it starts no word.
     """
     for key, placeholder in _ESCAPED.items():
@@ -138,6 +144,7 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
             continue
         inside = 0  # within a Markdown link's label
         before = "softbreak"  # the previous child's type: a line starts here
+        said = ""  # the previous child's text, when it was text
         for child in token.children or ():
             if child.type == "link_open":
                 inside += 1
@@ -146,7 +153,11 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
                 inside -= 1
             elif child.type == "text":
                 yield "label" if inside else "text", child.content, before not in _WORD_STARTS
+            elif child.type == "code_inline" and said.endswith(_DOC_ROLE) and not inside:
+                named = _ROLE_TARGET.search(child.content)
+                yield "href", (named.group(1) if named else child.content).strip(), False
             before = child.type
+            said = child.content if child.type == "text" else ""
 
 
 def _tag_run(run: str) -> str:

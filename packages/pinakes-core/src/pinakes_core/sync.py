@@ -107,8 +107,9 @@ MAX_TARGET_CHARS = 2_000
 #: or first heading that is only a template placeholder (``# {{title}}``, ``<% tp.file.title %>``)
 #: names nothing: a template note is named by the next source, its file name at the latest.
 #: 9: operators standing alone (``=~``, ``&&``) are index words in the ``idents`` column
-#: (:func:`~pinakes_core.query.symbol_words`).
-FTS_ROWS = "9"
+#: (:func:`~pinakes_core.query.symbol_words`). 10: a MyST ``{doc}`` role
+#: (``{doc}`intro/setup```) is a link to that document.
+FTS_ROWS = "10"
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
