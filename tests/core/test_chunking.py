@@ -739,3 +739,21 @@ def test_myst_directives_leave_chunk_text_but_their_titles_and_prose_bodies() ->
     )
     assert chunk.heading_path == ("Setup",)
     assert (chunk.start_line, chunk.end_line) == (2, text.count("\n"))
+
+
+def test_a_myst_directives_yaml_options_leave_chunk_text_but_its_caption() -> None:
+    # MyST's other way to write options: a YAML block between "---" lines after the opener.
+    text = (
+        "# Figures\n\n"
+        "```{figure} ../images/cool.jpg\n---\nwidth: 60%\nalt: A cool picture\n"
+        "name: margin_figure\n---\nHere is my figure caption!\n```\n\n"
+        ":::{note}\nA rule, then text.\n\n---\n\nMore text.\n:::\n\n"
+        "```{code-cell} ipython3\n---\ntags: [hide-input]\n---\nprint(1)\n```\n"
+    )
+    (chunk,) = chunks(text)
+    assert chunk.text == (
+        "# Figures\n\n"
+        "../images/cool.jpg\nA cool picture\nHere is my figure caption!\n\n"
+        "note\nA rule, then text.\n\n---\n\nMore text.\n\n"
+        "```{code-cell} ipython3\n---\ntags: [hide-input]\n---\nprint(1)\n```"
+    )

@@ -79,7 +79,8 @@ __all__ = [
 #: 17: ``<script>`` and ``<style>`` elements leave chunk text in any Markdown page.
 #: 18: MyST prose directives fenced with backticks are read as Markdown, not code; their
 #: fences, MyST option lines (``:class: x``) and targets (``(label)=``) leave chunk text.
-CHUNKER_VERSION = 18
+#: 19: so do options written as a YAML block (``---`` … ``---``) after a directive's opener.
+CHUNKER_VERSION = 19
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

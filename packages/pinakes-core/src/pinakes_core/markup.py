@@ -63,16 +63,18 @@ _KRAMDOWN = r"\{::?[^{}\n]{0,200}\}"
 # A MyST directive fenced with backticks or tildes ("```{note} Title") opens as a colon fence
 # does, and a bare fence line closes it: outside code, which the caller keeps away, a fence
 # line is one of a prose directive (pinakes_core.containers.MYST_PROSE). A braced opener's
-# ":key: value" option lines go with it, but for the words an image or a figure shows.
+# options go with it, as ":key: value" lines or as a YAML block between "---" lines (MyST's
+# two forms), but for the words an image or a figure shows.
 _COLON_FENCE = (
     r"^(?P<cf_indent>[ \t]*)(?::{3,}|(?:`{3,}|~{3,})(?=[ \t]*(?:\{[A-Za-z]|$)))[ \t]*"
     r"(?:\{(?P<cf_braced>[A-Za-z][\w:-]*)\}|\{[^}\n]*\}|(?P<cf_type>[A-Za-z][\w-]*(?![\w.-])))?"
     r"(?:\{[^}\n]*\})?"
     r"(?:\[(?P<cf_title>[^\]\n]*)\])?(?:\{[^}\n]*\})?[ \t]*(?P<cf_rest>[^\n]*)$"
-    r"(?(cf_braced)(?P<cf_options>(?:\n[ \t]*:[A-Za-z][\w-]*:(?:[ \t][^\n]*)?$)*))"
+    r"(?(cf_braced)(?P<cf_options>(?:\n[ \t]*:[A-Za-z][\w-]*:(?:[ \t][^\n]*)?$)+"
+    r"|\n[ \t]*---[ \t]*(?:\n(?![ \t]*---[ \t]*$)[^\n]*){0,100}\n[ \t]*---[ \t]*$)?)"
 )
 # MyST's option keys whose values a reader sees (an image's alt text, a caption, a title).
-_SHOWN_OPTION = re.compile(r"^[ \t]*:(?:alt|caption|title):[ \t]+(.*)$")
+_SHOWN_OPTION = re.compile(r"^[ \t]*:?(?:alt|caption|title):[ \t]+(.*)$")
 # A MyST target before a heading or a block, "(install-guide)=": a name for references.
 _TARGET = r"^[ \t]*\([^()\n]{1,200}\)=[ \t]*$"
 # pymdownx.blocks: "/// type" or "/// type | title" opens (more slashes nest), "///" closes. Only
