@@ -477,3 +477,38 @@ def test_a_note_sharing_template_text_is_listed_by_its_own_words(tmp_path: Path)
             ("x.md", 0, 0.3),
         ]
         assert hits[0].duplicates == [b]
+
+
+SECTION_FILES = {
+    "config.md": (
+        "# Build Options\n\n## build.assetsInlineLimit\n\nAssets under this size are inlined as "
+        "base64 URLs.\n\n## build.outDir\n\nThe output directory.\n"
+    ),
+    "blog.md": (
+        "# Release 5.1\n\n## build.assetsInlineLimit now takes a callback\n\n"
+        "`build.assetsInlineLimit` may be a callback: build.assetsInlineLimit(file).\n"
+    ),
+    **{f"ref/{n}.md": f"# Reference {n}\n\n## Examples\n\nAn example of {n}.\n" for n in "abcd"},
+}
+
+
+def test_a_query_that_is_a_heading_finds_that_section_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with KB.open(make_kb(tmp_path / "kb", SECTION_FILES), embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        result = kb.search("build.assetsInlineLimit", k=5, explain=True, group_by="chunk")
+        assert result.hits[0].path == "config.md"
+        assert result.hits[0].heading_path[-1] == "build.assetsInlineLimit"
+        assert result.ranking is not None
+        assert (
+            result.ranking.stages["names"]
+            == "ran: the query is the heading of a section in 1 document(s)"
+        )
+        # A heading four documents share names no section.
+        result = kb.search("Examples", k=5, explain=True)
+        assert result.ranking is not None
+        assert result.ranking.stages["names"].startswith("skipped"), result.ranking.stages
+        # Without the section lift the release note that only mentions it wins: the test can fail.
+        monkeypatch.setattr("pinakes_core.retrieval._named_sections", lambda *args: {})
+        assert kb.search("build.assetsInlineLimit", k=5).hits[0].path == "blog.md"

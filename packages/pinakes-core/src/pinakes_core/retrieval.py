@@ -25,7 +25,7 @@ from pinakes_core.fusion import QueryShape, combine, lexical_share, rank_evidenc
 from pinakes_core.hits import GroupBy, build_hits
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
-from pinakes_core.query import words
+from pinakes_core.query import split_cjk, words
 
 __all__ = [
     "AUTO_GRAPH_CHANNEL",
@@ -84,6 +84,48 @@ def named_documents(ctx: QueryContext) -> list[str]:
     return named if len(named) <= NAMED_AT_MOST else []
 
 
+#: A heading more chunks than this carry in their heading paths ("Examples", "Flags") names no
+#: section (a section split in pieces carries its heading in each).
+SECTION_CHUNKS_AT_MOST = 20
+
+
+def _named_sections(
+    ctx: QueryContext, fused: list[tuple[int, float]], doc_of: dict[int, str]
+) -> dict[str, int]:
+    """The best candidate of each document with a section the whole query names, by document.
+
+    A query that is a heading word for word (``build.assetsInlineLimit``, the option a
+    reference page documents under its own heading) asks for that section, as a title asks
+    for its page; a release note that only mentions the option in a longer heading does not
+    name it. Nothing when the heading is common: carried by more than
+    :data:`SECTION_CHUNKS_AT_MOST` chunks in the KB, or by candidates of more than
+    :data:`NAMED_AT_MOST` documents.
+    """
+    key = name_key(ctx.query)
+    marks = ",".join("?" * len(fused))
+    paths = ctx.conn.execute(
+        f"SELECT chunk_id, heading_path FROM chunks WHERE chunk_id IN ({marks})",
+        [c for c, _ in fused],
+    )
+    heads = {c: json.loads(p or "[]") for c, p in paths}
+    best: dict[str, int] = {}
+    for chunk, _ in fused:
+        path = heads.get(chunk) or [""]
+        doc = doc_of.get(chunk)
+        if doc is not None and doc not in best and name_key(str(path[-1])) == key:
+            best[doc] = chunk
+    if not best or len(best) > NAMED_AT_MOST:
+        return {}
+    try:
+        carried = ctx.conn.execute(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
+            (f'heading : "{split_cjk(key)}"', SECTION_CHUNKS_AT_MOST + 1),
+        ).fetchone()[0]
+    except sqlite3.Error:  # a phrase FTS cannot read names nothing it could count
+        return {}
+    return best if carried <= SECTION_CHUNKS_AT_MOST else {}
+
+
 def lift_named(
     ctx: QueryContext, fused: list[tuple[int, float]]
 ) -> tuple[list[tuple[int, float]], str]:
@@ -93,12 +135,14 @@ def lift_named(
     section "## Tags" in a long reference page) must not take its place. The named
     documents' best candidates move to the top, in their fused order, at the top score (the
     strongest evidence the query found), so scores stay in [0, 1] and never rise with rank.
-    Only candidates the first stage found move: filters hold. Returns the ranking and what
-    ``explain`` shows.
+    A query that names no document may name a section (:func:`_named_sections`): that
+    section's best passage moves up the same way. Only candidates the first stage found
+    move: filters hold. Returns the ranking and what ``explain`` shows.
     """
-    named = set(named_documents(ctx)) if fused else set()
-    if not named:
-        return fused, "skipped: the query is no document's title or alias"
+    key = name_key(ctx.query)
+    if not fused or not key or key.count(" ") >= NAME_WORDS:
+        return fused, "skipped: the query is too long to be a name"
+    named = set(named_documents(ctx))
     ids = [c for c, _ in fused]
     marks = ",".join("?" * len(ids))
     doc_of = dict(
@@ -109,14 +153,18 @@ def lift_named(
         doc = doc_of.get(chunk)
         if doc in named and doc not in best:
             best[doc] = chunk
+    what = f"the title or an alias of {len(best)} document(s)"
+    if not named:
+        best = _named_sections(ctx, fused, doc_of)
+        if not best:
+            return fused, "skipped: the query is no document's title or alias, nor a heading"
+        what = f"the heading of a section in {len(best)} document(s)"
     if not best:
         return fused, "skipped: the documents the query names are not among the candidates"
     top = fused[0][1]
     lifted = set(best.values())
     head = [(chunk, top) for chunk, _ in fused if chunk in lifted]
-    return head + [(c, s) for c, s in fused if c not in lifted], (
-        f"ran: the query is the title or an alias of {len(best)} document(s)"
-    )
+    return head + [(c, s) for c, s in fused if c not in lifted], f"ran: the query is {what}"
 
 
 def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
