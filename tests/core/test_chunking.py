@@ -20,6 +20,13 @@ def chunks(text: str, budget: int = 256, skip_lines: int = 0, markdown: bool = T
     )
 
 
+def whole_text(text: str) -> str:
+    """The text of the one chunk ``text`` makes, which spans the whole document."""
+    (chunk,) = chunks(text)
+    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
+    return chunk.text
+
+
 # -- hand-written cases -----------------------------------------------------------------------
 
 
@@ -578,8 +585,7 @@ def test_site_generator_markup_leaves_chunk_text_but_its_words_stay() -> None:
         'Escaped: `{{< ref "x" >}}` stays.\n\n'
         '```go-html-template\n{{< figure src="a.png" >}}\n{% raw %}{{ page.title }}{% endraw %}\n:::note\n```\n'
     )
-    (chunk,) = chunks(text)
-    assert chunk.text == (
+    assert whole_text(text) == (
         "# Config\n\n"
         "Set the option  in your site.\n\n"
         "The cache lives in resources.\n\n"
@@ -589,7 +595,6 @@ def test_site_generator_markup_leaves_chunk_text_but_its_words_stay() -> None:
         'Escaped: `{{< ref "x" >}}` stays.\n\n'
         '```go-html-template\n{{< figure src="a.png" >}}\n{% raw %}{{ page.title }}{% endraw %}\n:::note\n```'
     )
-    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
 
 
 def test_a_heading_of_markup_and_a_section_of_only_markup() -> None:
@@ -675,13 +680,11 @@ def test_slash_fenced_blocks_leave_chunk_text_but_their_titles() -> None:
         "/// tip\nMount it.\n///\n\n//// tab | Python 3.10+\nNested.\n////\n\n"
         "/// TODO fix this\n\n```text\n/// tip\n///\n```\n"
     )
-    (chunk,) = chunks(text)
-    assert chunk.text == (
+    assert whole_text(text) == (
         "# Files\n\nServe them.\n\nTechnical Details\n\nIt comes from Starlette.\n\n"
         "tip\nMount it.\n\nPython 3.10+\nNested.\n\n"
         "/// TODO fix this\n\n```text\n/// tip\n///\n```"
     )
-    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
 
 
 def test_include_directives_leave_chunk_text() -> None:
@@ -693,11 +696,9 @@ def test_include_directives_leave_chunk_text() -> None:
         "{!../README.md!}\n\n{{#include ../listings/intro.md}}\n\n"
         ';--8<-- "shown.md" and {!emphatic!} stay.\n\n```\n{* app.py *}\n```\n'
     )
-    (chunk,) = chunks(text)
-    assert chunk.text == (
+    assert whole_text(text) == (
         '# Tasks\n\nRun it:\n\n;--8<-- "shown.md" and {!emphatic!} stay.\n\n```\n{* app.py *}\n```'
     )
-    assert (chunk.start_line, chunk.end_line) == (1, text.count("\n"))
 
 
 def test_an_oversize_block_splits_into_even_pieces_not_a_runt() -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.containers import unindent_containers
-from pinakes_core.markup import has_markup, strip_markup
+from pinakes_core.markup import CODE_ELEMENT, CODE_ELEMENT_END, has_markup, strip_markup
 from pinakes_core.tokens import TokenCounter
 
 if TYPE_CHECKING:
@@ -104,9 +104,6 @@ _ATTR = r"""(?:[#.][\w:.-]+|[\w:-]+=(?:"[^"]*"|'[^']*'|[^\s"'}]+))"""
 _HEADING_ATTRS = re.compile(r"\s*\{:?\s*" + _ATTR + r"(?:\s+" + _ATTR + r")*\s*\}\s*$")
 # Comment delimiters and tags in a heading's source: "<!-- x -->" reads "x".
 _HTML_MARKS = re.compile(r"<!--|-->|</?[A-Za-z][^<>]*>")
-# An HTML <script> or <style> element (CommonMark's HTML block kind 1) and its end tag.
-_CODE_ELEMENT = re.compile(r"<(?:script|style)(?=[\s>]|$)", re.IGNORECASE)
-_CODE_ELEMENT_END = re.compile(r"</(?:script|style)\s*>", re.IGNORECASE)
 # What of an HTML block is markup: comments and tags.
 _HTML_ONLY = re.compile(r"<!--.*?(?:-->|$)|</?[A-Za-z][^<>]*>", re.DOTALL)
 # The line that opens a link reference definition: "[label]: destination", up to 3 spaces in.
@@ -442,8 +439,8 @@ def _code_elements(tokens: list[Any]) -> set[int]:
         if (
             tok.type == "html_block"
             and tok.map is not None
-            and _CODE_ELEMENT.match(tok.content.lstrip())
-            and _CODE_ELEMENT_END.search(tok.content)
+            and CODE_ELEMENT.match(tok.content)
+            and CODE_ELEMENT_END.search(tok.content)
         ):
             found.update(range(*tok.map))
     return found

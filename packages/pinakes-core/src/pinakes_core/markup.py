@@ -37,7 +37,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["has_markup", "is_placeholder", "is_templated", "shown_attributes", "strip_markup"]
+__all__ = [
+    "CODE_ELEMENT",
+    "CODE_ELEMENT_END",
+    "has_markup",
+    "is_placeholder",
+    "is_templated",
+    "shown_attributes",
+    "strip_markup",
+]
+
+#: The start of an HTML ``<script>`` or ``<style>`` element (CommonMark's raw HTML block kind 1,
+#: up to three spaces in) and its end tag: code the browser or the site generator runs, which
+#: no reader sees (:mod:`pinakes_core.mdx` blanks it, :mod:`pinakes_core.chunking` leaves it out).
+CODE_ELEMENT = re.compile(r"^ {0,3}<(?:script|style)(?=[\s>]|$)", re.IGNORECASE)
+CODE_ELEMENT_END = re.compile(r"</(?:script|style)\s*>", re.IGNORECASE)
 
 # Each construct is bounded (no span longer than this runs on to a far closing delimiter), and
 # a span never runs over the opening of another of its kind: a try from each opening then stops

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from pinakes_core.markup import shown_attributes
+from pinakes_core.markup import CODE_ELEMENT, CODE_ELEMENT_END, shown_attributes
 
 __all__ = ["is_mdx", "markdown_of"]
 
@@ -46,9 +46,6 @@ _TAG = re.compile(r"</?[A-Z][\w.:-]*(?:\s+[^<>]*?)?/?>")
 _OPENS_TAG = re.compile(r"^\s*</?[A-Z][\w.:-]*(?=[\s/>]|$)")
 _FRAGMENT = re.compile(r"^\s*</?>\s*$")
 _COMMENT = re.compile(r"\{/\*.*?\*/\}")
-# An HTML <script> or <style> element (CommonMark's raw HTML block kind 1) and its end tag.
-_CODE_ELEMENT = re.compile(r"^ {0,3}<(script|style)(?=[\s>]|$)", re.IGNORECASE)
-_CODE_ELEMENT_END = re.compile(r"</(?:script|style)\s*>", re.IGNORECASE)
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 
 
@@ -136,7 +133,7 @@ def markdown_of(text: str) -> str:
                 fence = ""
             continue
         if block == "element":
-            end = _CODE_ELEMENT_END.search(line)
+            end = CODE_ELEMENT_END.search(line)
             lines[i] = line[end.end() :] if end else ""
             block = "" if end else block
             continue
@@ -158,8 +155,8 @@ def markdown_of(text: str) -> str:
         tag = _OPENS_TAG.match(line)
         if opened:
             fence = opened.group(1)
-        elif _CODE_ELEMENT.match(line):
-            end = _CODE_ELEMENT_END.search(line)
+        elif CODE_ELEMENT.match(line):
+            end = CODE_ELEMENT_END.search(line)
             block, opened_at, lines[i] = ("", i, line[end.end() :]) if end else ("element", i, "")
         elif _IMPORT.match(line) or _EXPORT.match(line):
             block, opened_at, lines[i] = "esm", i, ""

@@ -77,8 +77,15 @@ def named_documents(ctx: QueryContext) -> list[str]:
     <pinakes_core.kb.KB.document_names>`), so a lookup is one dictionary read.
     """
     key = name_key(ctx.query)
-    if not key or key.count(" ") >= NAME_WORDS:
-        return []
+    return _documents_named(ctx, key) if _may_name(key) else []
+
+
+def _may_name(key: str) -> bool:
+    """Whether a query of this :func:`name_key` may be a name: at most :data:`NAME_WORDS` words."""
+    return bool(key) and key.count(" ") < NAME_WORDS
+
+
+def _documents_named(ctx: QueryContext, key: str) -> list[str]:
     table = ctx.kb.document_names() if ctx.kb is not None else document_names(ctx.conn)
     named = sorted(set(table.get(key, ())))
     return named if len(named) <= NAMED_AT_MOST else []
@@ -90,7 +97,7 @@ SECTION_CHUNKS_AT_MOST = 20
 
 
 def _named_sections(
-    ctx: QueryContext, fused: list[tuple[int, float]], doc_of: dict[int, str]
+    ctx: QueryContext, key: str, fused: list[tuple[int, float]], rows: dict[int, tuple[str, str]]
 ) -> dict[str, int]:
     """The best candidate of each document with a section the whole query names, by document.
 
@@ -101,18 +108,11 @@ def _named_sections(
     :data:`SECTION_CHUNKS_AT_MOST` chunks in the KB, or by candidates of more than
     :data:`NAMED_AT_MOST` documents.
     """
-    key = name_key(ctx.query)
-    marks = ",".join("?" * len(fused))
-    paths = ctx.conn.execute(
-        f"SELECT chunk_id, heading_path FROM chunks WHERE chunk_id IN ({marks})",
-        [c for c, _ in fused],
-    )
-    heads = {c: json.loads(p or "[]") for c, p in paths}
     best: dict[str, int] = {}
     for chunk, _ in fused:
-        path = heads.get(chunk) or [""]
-        doc = doc_of.get(chunk)
-        if doc is not None and doc not in best and name_key(str(path[-1])) == key:
+        doc, path = rows.get(chunk, ("", "[]"))
+        heading = (json.loads(path or "[]") or [""])[-1]
+        if doc and doc not in best and name_key(str(heading)) == key:
             best[doc] = chunk
     if not best or len(best) > NAMED_AT_MOST:
         return {}
@@ -140,22 +140,26 @@ def lift_named(
     move: filters hold. Returns the ranking and what ``explain`` shows.
     """
     key = name_key(ctx.query)
-    if not fused or not key or key.count(" ") >= NAME_WORDS:
+    if not fused or not _may_name(key):
         return fused, "skipped: the query is too long to be a name"
-    named = set(named_documents(ctx))
+    named = set(_documents_named(ctx, key))
     ids = [c for c, _ in fused]
     marks = ",".join("?" * len(ids))
-    doc_of = dict(
-        ctx.conn.execute(f"SELECT chunk_id, doc_id FROM chunks WHERE chunk_id IN ({marks})", ids)
-    )
+    # Each candidate's document and heading path, in one read (the path only for a section).
+    rows = {
+        chunk: (doc, path)
+        for chunk, doc, path in ctx.conn.execute(
+            f"SELECT chunk_id, doc_id, heading_path FROM chunks WHERE chunk_id IN ({marks})", ids
+        )
+    }
     best: dict[str, int] = {}
     for chunk, _ in fused:
-        doc = doc_of.get(chunk)
+        doc = rows.get(chunk, ("", ""))[0]
         if doc in named and doc not in best:
             best[doc] = chunk
     what = f"the title or an alias of {len(best)} document(s)"
     if not named:
-        best = _named_sections(ctx, fused, doc_of)
+        best = _named_sections(ctx, key, fused, rows)
         if not best:
             return fused, "skipped: the query is no document's title or alias, nor a heading"
         what = f"the heading of a section in {len(best)} document(s)"
