@@ -18,6 +18,7 @@ COUNTS = (
     "foreign_exceptions",
     "escapes",
     "changed_bytes",
+    "outside_changed",
 )
 
 

@@ -31,6 +31,7 @@ COLUMNS = [
     ("foreign_exceptions", "foreign exceptions"),
     ("escapes", "escapes"),
     ("changed_bytes", "user files changed"),
+    ("outside_changed", "files changed outside the KB"),
 ]
 
 

@@ -11,7 +11,6 @@ citations of passages the model was never given are removed and reported.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pinakes_core.budget import Budget
+from pinakes_core.derived import replace_file, store_dir
 from pinakes_core.errors import BudgetExceededError, PinakesError, PluginMissingError
 from pinakes_core.ledger import Clock, money, money_up, utc_now
 from pinakes_core.llm import INSTALL_HINT, LiteLLMClient, paid_extra_installed, price_of
@@ -33,7 +33,6 @@ from pinakes_core.paid import (
     uncited_sentences,
     unique,
 )
-from pinakes_core.store import STORE_DIR
 from pinakes_core.uri import new_ulid
 from pinakes_core.writeback import LinkSuggestion, propose, stage
 
@@ -445,14 +444,10 @@ def _suggestions(
 
 def _write_transcript(kb: KB, result: AskResult) -> AskResult:
     """Write ``.pinakes/deep/<operation_id>.json`` (atomically) and name it in the result."""
-    folder = kb.root / STORE_DIR / DEEP_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = store_dir(kb.root, create=True) / DEEP_DIR
+    folder.mkdir(exist_ok=True)
     target = folder / f"{result.operation_id}.json"
     result = result.model_copy(update={"transcript_file": str(target.relative_to(kb.root))})
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(
-        json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
-    )
-    os.replace(tmp, target)
+    text = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    replace_file(target, text.encode("utf-8"))
     return result

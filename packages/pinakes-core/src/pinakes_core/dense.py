@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.derived import store_dir
 from pinakes_core.store import (
-    STORE_DIR,
     Store,
     VectorMatrix,
     chunk_count,
@@ -57,7 +57,7 @@ _SNAPSHOT_PREFIX = "vectors-"
 
 
 def _snapshot_paths(root: Path, token: str, generation: int) -> tuple[Path, Path]:
-    base = root / STORE_DIR / f"{_SNAPSHOT_PREFIX}{token}-{generation}"
+    base = store_dir(root) / f"{_SNAPSHOT_PREFIX}{token}-{generation}"
     return Path(f"{base}.ids.npy"), Path(f"{base}.f32.npy")
 
 
@@ -127,7 +127,7 @@ def _write_snapshot(root: Path, store: Store, dim: int) -> int | None:
         if own:
             conn.execute("COMMIT")
     keep = {ids_path.name, matrix_path.name}
-    for old in (root / STORE_DIR).glob(f"{_SNAPSHOT_PREFIX}*.npy"):
+    for old in store_dir(root).glob(f"{_SNAPSHOT_PREFIX}*.npy"):
         if old.name not in keep:
             # A process still mapping it keeps its pages (POSIX); elsewhere the next writer retries.
             with contextlib.suppress(OSError):
@@ -209,7 +209,7 @@ def _hash_keys(hashes: list[str]) -> npt.NDArray[np.uint64]:
 
 
 def _ann_paths(root: Path) -> tuple[Path, Path, Path]:
-    folder = root / STORE_DIR
+    folder = store_dir(root)
     return folder / _ANN_FILE, folder / _ANN_META, folder / _ANN_KEYS
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pinakes_core.crosskb import cross_rows, doctor_findings
+from pinakes_core.derived import STORE_DIR, store_problems
 from pinakes_core.documents import MAX_DEPTH, never_indexed, not_included_hint, scan
 from pinakes_core.errors import SidecarError
 from pinakes_core.hooks import hook_findings
@@ -74,6 +75,20 @@ def run_doctor(
     from pinakes_core.sync import model_id_for
 
     root = kb.root
+    unsafe = store_problems(root)
+    if unsafe:  # every other check reads or writes the index: this comes first, alone
+        return DoctorReport(
+            findings=[
+                DoctorFinding(
+                    check="unsafe-index-folder",
+                    severity="error",
+                    message=f"{root / STORE_DIR} could lead Pinakes to write outside the KB, so "
+                    "nothing is synced or searched until it is fixed: remove it (a link is "
+                    "removed, not what it points at), or take it out of git, then sync again.",
+                    items=unsafe[:_LIST_CAP],
+                )
+            ]
+        )
     real_root = root.resolve()
     findings: list[DoctorFinding] = []
     fixed: list[str] = []

@@ -19,6 +19,7 @@ from typing import Any
 import pathspec
 
 from pinakes_core.config import FrontmatterConfig, SyncConfig, gitignore_line
+from pinakes_core.derived import STORE_DIR
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import (
     MAX_GITIGNORE_BYTES,
@@ -32,7 +33,7 @@ from pinakes_core.intake import (
     yaml_loader,
 )
 from pinakes_core.sections import frontmatter_block
-from pinakes_core.sidecar import SIDECAR_SUFFIX, LinkSpec, parse_links
+from pinakes_core.sidecar import SIDECAR_SUFFIX, TEMP_PREFIX, LinkSpec, parse_links
 from pinakes_core.sources import source_type
 
 __all__ = [
@@ -51,10 +52,13 @@ __all__ = [
     "utf8_name",
 ]
 
-_STORE_DIR = ".pinakes"
 _NOT_UTF8 = "name is not valid UTF-8; rename it to index it"
-# The temp files sidecar writes make (tempfile.mkstemp: prefix ".<name>.", suffix ".tmp").
-_SIDECAR_TEMP = re.compile(r"^\..+" + re.escape(SIDECAR_SUFFIX) + r"\.[A-Za-z0-9_]{6,}\.tmp$")
+# The temp files atomic writes make (`sidecar.TEMP_PREFIX`, tempfile.mkstemp's random part),
+# and those sidecar writes made before (".<name>.pnk.yaml.<random>.tmp").
+_SIDECAR_TEMP = re.compile(
+    rf"^{re.escape(TEMP_PREFIX)}[A-Za-z0-9_]{{6,}}\.tmp$"
+    rf"|^\..+{re.escape(SIDECAR_SUFFIX)}\.[A-Za-z0-9_]{{6,}}\.tmp$"
+)
 
 #: A Logseq page property (or an Obsidian Dataview field): ``key:: value``, the value may be empty.
 PAGE_PROPERTY = re.compile(r"([A-Za-z][\w-]*)::(?: (.*))?")
@@ -295,7 +299,7 @@ def scan(
                 skips.append(Skip(display_name(rel), "symlink loops"))
                 continue
             if is_dir:
-                if child.name == _STORE_DIR or ignored(rel, True, ignores):
+                if child.name == STORE_DIR or ignored(rel, True, ignores):
                     continue
                 if not utf8_name(child.name):
                     skips.append(Skip(display_name(rel), _NOT_UTF8 + "; nothing in it is indexed"))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import select
 import subprocess
 import sys
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 #: The cache folder, relative to the store folder ``.pinakes/``.
 CACHE_DIR = Path("cache") / "extract"
+#: The names :meth:`Extractor.key` makes (and a clock-stopped ``.once``), the only ones
+#: :meth:`Extractor.collect` deletes.
+_ENTRY = re.compile(r"[0-9a-f]{16,128}-[\w.-]{1,200}-p\d+\.jsonl(?:\.once)?")
 # Seconds the worker may overrun ``max_seconds`` (the page in hand finishing) before it is killed.
 _GRACE_SECONDS = 15.0
 # Seconds to wait for a new worker to say it is ready.
@@ -288,8 +292,12 @@ class Extractor:
             return 0
         wanted = {self.key(h) for h in keep}
         removed = 0
+        # Only names this cache makes, and never through a link (the folder is checked by
+        # `derived.store_dir`; a link that is the folder itself is refused here too).
+        if self.folder.is_symlink():
+            return 0
         for entry in self.folder.iterdir():
-            if entry.name not in wanted:
+            if entry.name not in wanted and _ENTRY.fullmatch(entry.name):
                 with contextlib.suppress(OSError):
                     entry.unlink()
                     removed += 1

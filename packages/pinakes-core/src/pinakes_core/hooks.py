@@ -30,12 +30,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import HookError, LockError, PinakesError, UnsafeFileError
 from pinakes_core.intake import read_limited
 from pinakes_core.lock import _alive
 from pinakes_core.models import DoctorFinding
 from pinakes_core.sidecar import _atomic_write
-from pinakes_core.store import STORE_DIR
 
 __all__ = [
     "HOOKS",
@@ -215,7 +215,7 @@ def _state(name: str, path: Path, rel: str) -> HookState:
 
 def _last_sync(root: Path) -> dict[str, object] | None:
     try:
-        data = json.loads((root / STORE_DIR / STATUS_FILE).read_text(encoding="utf-8"))
+        data = json.loads((store_dir(root) / STATUS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -347,7 +347,7 @@ def _claim_pending(store: Path) -> bool:
     marker = store / _PENDING
     for _ in range(2):
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = open_nofollow(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             if _waiting(store):
                 return False
@@ -374,10 +374,13 @@ def run_hook_sync(root: Path, *, wait_s: float = 600.0, poll_s: float = 0.5) -> 
     """
     from pinakes_core.kb import KB
 
-    store = root / STORE_DIR
-    store.mkdir(parents=True, exist_ok=True)
     started = time.time()
     outcome: dict[str, object] = {"started": started, "pid": os.getpid()}
+    try:
+        store = store_dir(root, create=True)
+    except PinakesError as exc:  # nowhere safe to record it: the next command says it again
+        outcome.update(ok=False, error=str(exc))
+        return outcome
     if _waiting(store):  # it syncs after the running sync, so it will see this change too
         outcome.update(ok=True, error=None, skipped="another hook sync is waiting")
         return outcome

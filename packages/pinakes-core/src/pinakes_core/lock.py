@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from pinakes_core.derived import open_nofollow
 from pinakes_core.errors import LockError, PinakesError
 
 __all__ = ["sync_lock", "sync_running"]
@@ -61,7 +62,8 @@ def sync_lock(store_dir: Path) -> Iterator[None]:
             "Move that file away and sync again.",
         ) from None
     path = store_dir / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    # Never through a link: a committed `sync.lock` link would truncate the file it names.
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -88,7 +90,7 @@ def sync_running(store_dir: Path) -> bool:
     the OS lock itself (a shared, non-blocking try), never the pid in the file.
     """
     try:
-        fd = os.open(store_dir / LOCK_FILE, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = open_nofollow(store_dir / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return False
     try:

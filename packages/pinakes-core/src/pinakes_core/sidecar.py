@@ -12,16 +12,18 @@ fails to parse is never overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.errors import PinakesError, SidecarError, UnsafeFileError
 from pinakes_core.intake import (
     MAX_YAML_BYTES,
     YamlLimitError,
@@ -209,14 +211,58 @@ def _yaml() -> YAML:
     return yaml
 
 
-def _locked_temp(directory: Path, name: str) -> tuple[int, str]:
-    """Create a temp file for ``name`` in ``directory`` and hold an exclusive lock on it.
+#: Every temp file an atomic write makes is ``.pnk-<random>.tmp``: short, so a document name
+#: of up to 255 bytes still gets one (issue 34), and one pattern for the sync to clean.
+TEMP_PREFIX = ".pnk-"
+
+#: How long a writer waits for another Pinakes process editing the same file.
+LOCK_WAIT_S = 30.0
+
+
+@contextlib.contextmanager
+def locked(path: Path, what: str) -> Iterator[os.stat_result]:
+    """Hold an exclusive ``flock`` on the file ``path`` for a read-modify-write; yields its stat.
+
+    Every Pinakes process editing the file (a sidecar's links, a note's section) takes this
+    lock, so their edits queue instead of overwriting each other (issue 34). An atomic write
+    replaces the file, so a waiter checks, once it holds the lock, that it locked the file now
+    at ``path`` and otherwise locks the new one.
+
+    Raises:
+        PinakesError: if another process kept the file locked for :data:`LOCK_WAIT_S`.
+        FileNotFoundError: if ``path`` does not exist.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise PinakesError(
+                            f"{what} is being edited by another process; it was not changed.",
+                            "Try again in a moment.",
+                        ) from None
+                    time.sleep(0.005)
+            now = os.stat(path)
+            if now.st_ino == os.fstat(fd).st_ino and now.st_dev == os.fstat(fd).st_dev:
+                yield now
+                return
+        finally:
+            os.close(fd)
+
+
+def _locked_temp(directory: Path) -> tuple[int, str]:
+    """Create a temp file in ``directory`` and hold an exclusive lock on it.
 
     The lock tells :func:`remove_leftover` that the file belongs to a live writer. A cleaner
     may delete the file between its creation and the lock; then a new one is made.
     """
     for _ in range(10):
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".tmp", dir=directory)
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
@@ -227,8 +273,13 @@ def _locked_temp(directory: Path, name: str) -> tuple[int, str]:
     raise OSError(f"could not create a temp file in {directory}")
 
 
-def _atomic_write(path: Path, text: str, *, mode: int | None = None) -> None:
+def _atomic_write(
+    path: Path, text: str, *, mode: int | None = None, exclusive: bool = False
+) -> None:
     """Replace ``path`` with ``text`` atomically (temp file, fsync, rename).
+
+    With ``exclusive``, create ``path`` only if nothing is there (``FileExistsError``
+    otherwise), still whole or not at all.
 
     A symlink at ``path`` is replaced, never followed: a link planted in a KB between a check
     and the rename cannot send the write outside it. Callers that mean to write through a
@@ -237,7 +288,7 @@ def _atomic_write(path: Path, text: str, *, mode: int | None = None) -> None:
     ``mode``: the permission bits to give the file (default: the replaced file's, or what a
     new file gets).
     """
-    fd, tmp = _locked_temp(path.parent, path.name)
+    fd, tmp = _locked_temp(path.parent)
     try:
         if mode is None:
             try:  # keep the replaced file's mode (mkstemp makes 0600), else a new file's
@@ -251,7 +302,13 @@ def _atomic_write(path: Path, text: str, *, mode: int | None = None) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-            os.replace(tmp, path)  # still locked: a cleaner never sees it unlocked
+            if exclusive:
+                # A hard link fails if anything is at `path` already, so of several writers
+                # creating one new note exactly one succeeds, with its whole text.
+                os.link(tmp, path, follow_symlinks=False)
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, path)  # still locked: a cleaner never sees it unlocked
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -324,13 +381,25 @@ def _rewrite(
     The file is read once and validated; a malformed sidecar is never overwritten. ``edit``
     makes a minimal textual edit (or returns ``None`` for a layout it does not handle, when the
     file is re-dumped round-trip with ``change`` instead). Either result must parse to exactly
-    the data ``change`` makes of the original, or nothing is written.
+    the data ``change`` makes of the original, or nothing is written. Other processes editing
+    the same sidecar wait for this one (:func:`locked`), so no edit is lost.
     """
+    target = _target(path, root)
+    with locked(target, str(path)):
+        return _rewrite_locked(path, target, edit, change, root)
+
+
+def _rewrite_locked(
+    path: Path,
+    target: Path,
+    edit: Callable[[str], str | None],
+    change: Callable[[Any], Any],
+    root: Path | None,
+) -> tuple[str, str]:
     from ruamel.yaml.error import YAMLError
 
     from pinakes_core._yamledit import plain_data, redump
 
-    target = _target(path, root)
     original = _read_text(target, root)
     read_sidecar(path, original.encode("utf-8"))
     expected = plain_data(change(_load(path, original)))

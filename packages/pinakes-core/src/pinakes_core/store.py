@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.derived import STORE_DIR, open_nofollow, replace_file, store_dir
 from pinakes_core.errors import IndexMissingError
 
 __all__ = [
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 # 6: PDF and code sources (issue 18): documents.source_type/pages/line_count,
 #    chunks.page_start/page_end, chunks_fts.idents.
 SCHEMA_VERSION = 6
-STORE_DIR = ".pinakes"
 DB_FILE = "index.db"
 #: The tantivy BM25 index (:mod:`pinakes_core.lexical`) and its stamp, in :data:`STORE_DIR`.
 LEXICAL_DIR = "bm25-tantivy"
@@ -220,8 +220,13 @@ class Store:
 
     @staticmethod
     def location(root: Path) -> Path:
-        """Return the path of the KB's database (a symlink to the current generation's file)."""
-        return root / STORE_DIR / DB_FILE
+        """Return the path of the KB's database (a symlink to the current generation's file).
+
+        Raises:
+            UnsafeStoreError: ``.pinakes/`` could lead a write outside the KB (see
+                :mod:`pinakes_core.derived`).
+        """
+        return store_dir(root) / DB_FILE
 
     @classmethod
     def current(cls, root: Path) -> bool:
@@ -258,8 +263,7 @@ class Store:
             IndexMissingError: (without ``create``) if the store has another schema version.
             FileNotFoundError: (without ``create``) if there is no store.
         """
-        pointer = cls.location(root)
-        pointer.parent.mkdir(parents=True, exist_ok=True)
+        pointer = store_dir(root, create=True) / DB_FILE
         if not create:
             return cls._attach(root)
         collect_garbage(pointer.parent)
@@ -423,7 +427,7 @@ class Store:
 
 def lexical_paths(root: Path) -> tuple[Path, Path]:
     """The folder of the KB's tantivy BM25 index and its stamp (here: no tantivy import)."""
-    folder = root / STORE_DIR
+    folder = store_dir(root)
     return folder / LEXICAL_DIR, folder / LEXICAL_STAMP
 
 
@@ -441,9 +445,7 @@ def read_stamp(path: Path) -> dict[str, Any] | None:
 
 def write_stamp(path: Path, stamp: dict[str, Any]) -> None:
     """Write an index's stamp atomically (a temp file renamed over it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(stamp))
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(stamp).encode("utf-8"))
 
 
 def chunk_count(conn: sqlite3.Connection) -> int:
@@ -503,7 +505,7 @@ def _lock_readers(database: Path, operation: int) -> int:
         BlockingIOError: with ``LOCK_NB`` when the lock is held.
     """
     path = database.with_suffix(".readers")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, operation)
     except BaseException:

@@ -26,10 +26,10 @@ from tomlkit.toml_document import TOMLDocument
 
 from pinakes_core._toml import edit_config, set_path, unified_diff
 from pinakes_core.config import CONFIG_FILE, SchemaConfig, load_config
+from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import PinakesError
 from pinakes_core.schema import embed_labels, relation_label, relation_vocabulary
 from pinakes_core.sidecar import normalise_rel
-from pinakes_core.store import STORE_DIR
 from pinakes_core.uri import new_ulid
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _type_name(text: str) -> str:
 
 def suggestions_path(root: Path) -> Path:
     """The suggestions log of the KB at ``root`` (derived, disposable, like all of ``.pinakes``)."""
-    return root / STORE_DIR / SUGGESTIONS_FILE
+    return store_dir(root) / SUGGESTIONS_FILE
 
 
 def record_schema_suggestion(
@@ -146,11 +146,10 @@ def record_schema_suggestion(
             f"{problem['msg']}.",
             "Use a short name, a kind of relation/entity/attribute and a confidence in [0, 1].",
         ) from None
-    path = suggestions_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = store_dir(root, create=True) / SUGGESTIONS_FILE
     line = (suggestion.model_dump_json() + "\n").encode("utf-8")
     # One write of one short line with O_APPEND: concurrent writers never interleave a line.
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, line)
     finally:

@@ -26,6 +26,7 @@ import numpy as np
 from pinakes_core import meta
 from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
+from pinakes_core.derived import store_dir
 from pinakes_core.documents import (
     FileEntry,
     Frontmatter,
@@ -280,7 +281,7 @@ class _Syncer:
         if self._extractor is None:
             pdf = self.config.pdf
             self._extractor = Extractor(
-                Store.location(self.root).parent,
+                store_dir(self.root),
                 PdfLimits(pdf.max_pages, pdf.max_seconds, pdf.max_memory_mb),
             )
         return self._extractor
@@ -292,7 +293,7 @@ class _Syncer:
 
     def collect_cache(self) -> None:
         """Drop extraction-cache entries of PDFs that are neither indexed nor seen this sync."""
-        if not (Store.location(self.root).parent / CACHE_DIR).is_dir():
+        if not (store_dir(self.root) / CACHE_DIR).is_dir():
             return
         keep = {
             str(r[0])
@@ -1042,8 +1043,7 @@ def run_sync(
         LockError: if another sync of this KB is running.
     """
     started = time.perf_counter()
-    store_dir = Store.location(root).parent
-    with sync_lock(store_dir):
+    with sync_lock(store_dir(root, create=True)):
         store = Store.open(root, rebuild=rebuild)
         syncer: _Syncer | None = None
         syncer_warnings: list[str] = []

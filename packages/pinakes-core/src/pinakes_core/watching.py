@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pinakes_core.derived import STORE_DIR
 from pinakes_core.documents import MAX_DEPTH, never_indexed, utf8_name
-from pinakes_core.store import STORE_DIR
 
 __all__ = ["DEFAULT_DEBOUNCE_MS", "change_filter", "folders_changed", "watch", "watched_folders"]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pinakes_core.documents import never_indexed
 from pinakes_core.errors import PinakesError
 from pinakes_core.sections import section_span
-from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write
+from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write, locked
 from pinakes_core.sources import source_type
 
 if TYPE_CHECKING:
@@ -169,34 +170,51 @@ def _check_text(text: str) -> None:
 def write_note(kb: KB, path: str, text: str, *, overwrite: bool = False) -> WriteResult:
     """Create the Markdown note ``path`` (folders made as needed) holding ``text``.
 
+    Without ``overwrite`` the note is created exclusively: of several calls creating one new
+    path at once, exactly one succeeds and the others are told it exists.
+
     Raises:
         PathError: if ``path`` is not a confined document path.
-        PinakesError: if the file exists and ``overwrite`` is false, or the text is too big.
+        PinakesError: if the file exists and ``overwrite`` is false, it is read-only, or the
+            text is too big.
     """
     rel, target = _document_path(kb, path)
     _check_text(text)
+    body = text if text.endswith("\n") else text + "\n"
+    exists = PinakesError(
+        f"{rel} already exists; it was not changed.",
+        "Pass overwrite=true to replace it, or append to it instead.",
+    )
     with _os_errors(rel):
         existed = target.exists()
         if existed and not overwrite:
-            raise PinakesError(
-                f"{rel} already exists; it was not changed.",
-                "Pass overwrite=true to replace it, or append to it instead.",
-            )
+            raise exists
         if existed and not target.is_file():
             raise PathError(f"{rel} is a folder, not a note.", _HINT)
+        if existed:
+            _check_writable(rel, os.stat(target))
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, text if text.endswith("\n") else text + "\n")
+        try:
+            atomic_write(target, body, exclusive=not existed)
+        except FileExistsError:
+            if not overwrite:
+                raise exists from None
+            atomic_write(target, body)  # made meanwhile: overwriting was asked for
     return WriteResult(path=rel, action="overwritten" if existed else "created", chars=len(text))
 
 
 def append(kb: KB, path: str, text: str, *, section: str | None = None) -> WriteResult:
     """Append ``text`` to the existing note ``path``, or to the end of its ``section``.
 
-    A blank line separates the new text from what was there.
+    A blank line separates the new text from what was there. Appending to the end writes in
+    place (``O_APPEND``), so it never drops bytes another writer (``>>``, an editor) added;
+    appending to a section rewrites the note, under a lock other Pinakes writers take too, and
+    only if the note did not change since it was read (otherwise it is read again).
 
     Raises:
         PathError: if ``path`` is not a confined document path.
-        PinakesError: if the note does not exist, the section is unknown, or the text is too big.
+        PinakesError: if the note does not exist or is read-only, the section is unknown, the
+            note is too big to edit a section of, or the text is too big.
     """
     rel, target = _document_path(kb, path)
     _check_text(text)
@@ -204,30 +222,117 @@ def append(kb: KB, path: str, text: str, *, section: str | None = None) -> Write
         raise PinakesError(
             f"{rel} does not exist.", "Create it with pinakes_write_note, or check the path."
         )
+    with _os_errors(rel), locked(target, rel) as before:
+        _check_writable(rel, before)
+        if section is None:
+            _append_in_place(rel, target, text)
+            return WriteResult(path=rel, action="appended", chars=len(text))
+        limit = kb.config.sync.max_file_mb * 1024 * 1024
+        if before.st_size > limit:
+            raise PinakesError(
+                f"{rel} is {before.st_size / 1048576:.0f} MB, over [sync] max_file_mb = "
+                f"{kb.config.sync.max_file_mb:g}; a section of it is not edited.",
+                "Append to the end of the note instead (no section).",
+            )
+        for _ in range(_RETRIES):
+            raw = _utf8(rel, target.read_bytes())
+            new, chosen = _with_section(rel, raw, text, section)
+            now = os.stat(target)
+            if (now.st_size, now.st_mtime_ns) == (len(raw.encode("utf-8")), before.st_mtime_ns):
+                atomic_write(target, new)
+                return WriteResult(path=rel, action="appended", section=chosen, chars=len(text))
+            before = now  # another writer (not Pinakes: it holds no lock) added to it: again
+    raise PinakesError(
+        f"{rel} kept changing while the section was edited; it was not changed.",
+        "Try again once the other writer is done.",
+    )
+
+
+#: How often a section append re-reads a note another (non-Pinakes) writer keeps changing.
+_RETRIES = 5
+
+
+def _check_writable(rel: str, info: os.stat_result) -> None:
+    """Refuse a note the user made read-only (no write bit at all), even for root."""
+    if not info.st_mode & 0o222:
+        raise PinakesError(
+            f"{rel} is read-only (mode {stat.S_IMODE(info.st_mode):o}); it was not changed.",
+            "Make it writable (chmod u+w) if agents may change it.",
+        )
+
+
+def _utf8(rel: str, data: bytes) -> str:
     try:
-        raw = target.read_bytes().decode("utf-8")  # line ends as they are
+        return data.decode("utf-8")  # line ends as they are
     except UnicodeDecodeError:
         raise PinakesError(
             f"{rel} is not valid UTF-8; it was not changed.", "Fix its encoding first."
         ) from None
+
+
+def _line_end(rows: list[str]) -> str:
+    """The note's own line end (that of its first line), a newline when it has none."""
+    return next(
+        (row[len(row.rstrip("\r\n")) :] for row in rows if row.endswith(("\r", "\n"))), "\n"
+    )
+
+
+def _addition(text: str, nl: str) -> str:
+    return _NEWLINES.sub("\n", text).strip("\n").replace("\n", nl) + nl
+
+
+def _append_in_place(rel: str, target: Path, text: str) -> None:
+    """Add ``text`` at the end of the note without rewriting a byte of it.
+
+    Only the note's head (for its line-end style) and tail (for the blank line before the new
+    text) are read, so a note of any size costs the same.
+    """
+    fd = os.open(target, os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, min(size, _PROBE), 0)
+        tail = os.pread(fd, min(size, 8), max(0, size - 8))
+        try:
+            head_text = head.decode("utf-8", "strict" if size <= _PROBE else "ignore")
+        except UnicodeDecodeError:
+            raise PinakesError(
+                f"{rel} is not valid UTF-8; it was not changed.", "Fix its encoding first."
+            ) from None
+        nl = _line_end(_LINE.findall(head_text))
+        ends = tail.decode("utf-8", "ignore")
+        if not head_text.strip() and size <= _PROBE:
+            sep = ""  # nothing but blank lines yet: the text is the note's first line
+        elif ends.endswith(nl + nl):
+            sep = ""
+        elif ends.endswith(("\n", "\r")):
+            sep = nl
+        else:
+            sep = nl + nl
+        data = (sep + _addition(text, nl)).encode("utf-8")
+        written = os.write(fd, data)  # one write with O_APPEND: never interleaved, never lost
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+#: Bytes of a note's head read to learn its line-end style (and its encoding, when it is small).
+_PROBE = 65536
+
+
+def _with_section(rel: str, raw: str, text: str, section: str) -> tuple[str, str]:
+    """The note with ``text`` added at the end of ``section``, and the section's path."""
     # The file keeps its own bytes and line ends (CRLF, CR): only the new lines are added, in
     # the style of its first line end.
     rows = _LINE.findall(raw)
-    nl = next((row[len(row.rstrip("\r\n")) :] for row in rows if row.endswith(("\r", "\n"))), "\n")
-    addition = _NEWLINES.sub("\n", text).strip("\n").replace("\n", nl) + nl
-    chosen: str | None = None
-    if section:
-        # Lines are counted as the reader counts them: any line end, no BOM.
-        span = section_span(_NEWLINES.sub("\n", raw.removeprefix("\ufeff")), section)
-        if span is None:
-            raise PinakesError(f"{rel} has no heading {section!r}.", "Read it to see its headings.")
-        heading, _, end = span
-        chosen = " › ".join(heading.path)
-        head = "".join(rows[:end]).rstrip("\r\n")
-        tail = "".join(rows[end:]).lstrip("\r\n")
-        new = head + nl + nl + addition + (nl + tail if tail else "")
-    else:
-        new = (raw.rstrip("\r\n") + nl + nl if raw.strip() else "") + addition
-    with _os_errors(rel):
-        atomic_write(target, new)
-    return WriteResult(path=rel, action="appended", section=chosen, chars=len(text))
+    nl = _line_end(rows)
+    # Lines are counted as the reader counts them: any line end, no BOM.
+    span = section_span(_NEWLINES.sub("\n", raw.removeprefix("\ufeff")), section)
+    if span is None:
+        raise PinakesError(f"{rel} has no heading {section!r}.", "Read it to see its headings.")
+    heading, _, end = span
+    head = "".join(rows[:end]).rstrip("\r\n")
+    tail = "".join(rows[end:]).lstrip("\r\n")
+    new = head + nl + nl + _addition(text, nl) + (nl + tail if tail else "")
+    return new, " › ".join(heading.path)
