@@ -145,8 +145,15 @@ def run_doctor(
                         for p in paths
                         if owner and str(p.relative_to(root)) == owner + SIDECAR_SUFFIX
                     ),
-                    paths[0],
+                    None,
                 )
+                if keep is None:  # no index says whose it is: path order must not decide
+                    fixed.append(
+                        f"left {doc_id} alone: no index says which of "
+                        f"{', '.join(str(p.relative_to(root)) for p in paths[:3])} had it first; "
+                        "keep it in one sidecar and write a new id into the others"
+                    )
+                    continue
                 for copy in paths:
                     if copy != keep:
                         fresh = new_ulid()

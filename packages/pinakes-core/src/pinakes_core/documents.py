@@ -18,7 +18,7 @@ from typing import Any
 
 import pathspec
 
-from pinakes_core.config import FrontmatterConfig, SyncConfig, gitignore_line
+from pinakes_core.config import FrontmatterConfig, SyncConfig, bounded_pattern, gitignore_line
 from pinakes_core.derived import STORE_DIR
 from pinakes_core.errors import SidecarError, UnsafeFileError
 from pinakes_core.intake import (
@@ -48,6 +48,7 @@ __all__ = [
     "never_indexed",
     "not_included_hint",
     "parse_frontmatter",
+    "path_spec",
     "scan",
     "utf8_name",
 ]
@@ -147,8 +148,9 @@ class Frontmatter:
     fields: dict[str, Any] = field(default_factory=dict)  # the whole mapping (field filters)
 
 
-def _spec(lines: list[str]) -> pathspec.PathSpec[Any]:
-    return pathspec.PathSpec.from_lines("gitignore", lines)
+def path_spec(lines: list[str]) -> pathspec.PathSpec[Any]:
+    """The gitignore-style matcher of ``[sync] include``/``exclude`` (patterns bounded)."""
+    return pathspec.PathSpec.from_lines("gitignore", [bounded_pattern(p) for p in lines])
 
 
 def _matcher(spec: pathspec.PathSpec[Any]) -> Callable[[str], bool]:
@@ -177,7 +179,7 @@ def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
         data = read_limited(path, limit=MAX_GITIGNORE_BYTES)
     except (OSError, UnsafeFileError):
         return None
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = [bounded_pattern(p) for p in data.decode("utf-8", errors="replace").splitlines()]
     try:
         return pathspec.GitIgnoreSpec.from_lines(lines)
     except ValueError:  # a line git cannot read either (Windows' 'build\'): git skips it
@@ -232,8 +234,8 @@ def scan(
             ``include`` does not select (and nothing excludes or ignores).
     """
     root = root.resolve()
-    include = _matcher(_spec(config.include))
-    exclude = _matcher(_spec([*config.exclude, *_APP_COPIES]))
+    include = _matcher(path_spec(config.include))
+    exclude = _matcher(path_spec([*config.exclude, *_APP_COPIES]))
     max_bytes = int(config.max_file_mb * 1024 * 1024)
     entries: list[FileEntry] = []
     skips: list[Skip] = []

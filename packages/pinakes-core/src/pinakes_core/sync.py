@@ -13,9 +13,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from pinakes_core.documents import (
     parse_frontmatter,
     scan,
 )
-from pinakes_core.errors import SidecarError, UnsafeFileError
+from pinakes_core.errors import PinakesError, SidecarError, UnsafeFileError
 from pinakes_core.extraction import CACHE_DIR, Extraction, ExtractionError, Extractor, PdfLimits
 from pinakes_core.forge import repository_pages
 from pinakes_core.identity import (
@@ -130,6 +131,9 @@ def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
 # Documents are embedded and written in groups of about this many new chunks: large enough
 # for length-sorted batching to pay off, small enough that a crash loses little work.
 _GROUP_CHUNKS = 512
+#: A sidecar's top-level ``id:`` line, read without YAML to find disputed ids before the
+#: sidecars are parsed (an id written another way is simply not seen here).
+_SIDECAR_ID = re.compile(rb"(?m)^id:[ \t]*[\"']?([0-9A-Za-z]{26})[\"']?[ \t]*(?:#.*)?\r?$")
 
 
 class _Embedder(Protocol):
@@ -242,9 +246,12 @@ class _Syncer:
         store: Store,
         embedder_factory: Callable[[], _Embedder],
         progress: ProgressFn | None,
+        history: dict[str, str] | None = None,
     ) -> None:
         self.root = root
         self.real_root = root.resolve()
+        #: doc id -> path in the generation a rebuild replaces: who held an id first.
+        self.history = history or {}
         self.pages = repository_pages(root)  # the KB's own files' forge addresses
         self.max_bytes = int(config.sync.max_file_mb * 1024 * 1024)
         self.config = config
@@ -397,17 +404,64 @@ class _Syncer:
         present = {e.rel for e in entries}
         missing = {p: r for p, r in rows.items() if p not in present}
         missing_by_hash = {r["content_hash"]: r for r in missing.values()}
-        # Files already in the store at their own path claim their ids first, so a copied
-        # sidecar is the one reported as the duplicate.
-        candidates.sort(key=lambda e: (e.rel not in rows, e.rel))
+        # Sidecar ids first (a note that moved with its sidecar keeps its id even when a new
+        # note took its old path), and of those the files already in the store at their own
+        # path, so a copied sidecar is the one reported as the duplicate.
+        held = set(rows) | set(self.history.values())
+        candidates.sort(key=lambda e: (e.sidecar_size is None, e.rel not in held, e.rel))
+        disputed = self._disputed(candidates, by_id, claimed, plan)
         for done, entry in enumerate(candidates, 1):
             self.progress("read", done, len(candidates))
-            prepared = self._prepare(entry, rows, by_id, missing, missing_by_hash, claimed, plan)
+            prepared = self._prepare(
+                entry, rows, by_id, missing, missing_by_hash, claimed, plan, disputed
+            )
             if prepared is not None:
                 plan.prepared.append(prepared)
         if plan.repeated_ids:
             plan.warnings.append(repeated_ids_warning(plan.repeated_ids))
         return plan, missing, unchanged
+
+    def _disputed(
+        self,
+        candidates: list[FileEntry],
+        by_id: dict[str, Any],
+        claimed: dict[str, str],
+        plan: _Plan,
+    ) -> set[str]:
+        """Ids several sidecars claim with nothing to say whose each is (issue 34).
+
+        The store's row decides who holds an id (on a rebuild, the replaced generation's row);
+        where neither knows it (a fresh clone), path order must not: every claimant is indexed
+        under a stand-in id, and a warning asks the user to choose.
+        """
+        seen: defaultdict[str, list[str]] = defaultdict(list)
+        for entry in candidates:
+            if entry.sidecar_size is None:
+                continue
+            try:
+                with entry.sidecar.open("rb") as handle:
+                    head = handle.read(4096)
+            except OSError:
+                continue
+            found = _SIDECAR_ID.search(head)
+            if found is not None:
+                seen[found[1].decode().upper()].append(entry.rel)
+        disputed = {
+            doc_id
+            for doc_id, paths in seen.items()
+            if len(paths) > 1
+            and doc_id not in by_id
+            and doc_id not in self.history
+            and doc_id not in claimed
+        }
+        for doc_id in sorted(disputed):
+            shown = ", ".join(seen[doc_id][:3])
+            plan.warnings.append(
+                f"the sidecars of {shown} all claim the id {doc_id}, and no index says which "
+                "had it first; each is indexed under a stand-in id until you keep the id in one "
+                "sidecar and give the others a new one (`pnk doctor` lists them)"
+            )
+        return disputed
 
     def _prepare(
         self,
@@ -418,6 +472,7 @@ class _Syncer:
         missing_by_hash: dict[str, Any],
         claimed: dict[str, str],
         plan: _Plan,
+        disputed: set[str],
     ) -> _Prepared | None:
         from pinakes_core.chunking import (
             embed_text,
@@ -453,7 +508,10 @@ class _Syncer:
         kind = "changed" if row is not None else "added"
         old_path: str | None = None
         doc_id = sidecar.id if sidecar is not None else None
-        if doc_id is not None:
+        if doc_id in disputed:  # nobody's until the user says whose: a stand-in meanwhile
+            doc_id = stand_in_id(self.config.kb.id, entry.rel, front.id)
+            claimed[doc_id] = entry.rel
+        elif doc_id is not None:
             other = claimed.get(doc_id)
             if other is not None and other != entry.rel:
                 if row is not None:
@@ -470,6 +528,11 @@ class _Syncer:
             if row is None and owner is not None and owner["path"] in missing:
                 kind, old_path = "renamed", owner["path"]
                 missing.pop(owner["path"])
+            elif row is None and owner is not None and owner["path"] in rows:
+                # Moved with its sidecar while a new file took the old path (a daily note
+                # rolled over): the id goes with the sidecar, the file at the old path is new.
+                kind, old_path = "renamed", owner["path"]
+                rows.pop(owner["path"])
             elif row is not None and row["doc_id"] != doc_id:
                 kind = "changed"  # the sidecar now names another id: the document takes it
         else:
@@ -1013,6 +1076,22 @@ def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
     return resolve(conn, kb_id, kb_name)
 
 
+def _id_history(root: Path) -> dict[str, str]:
+    """Doc id -> path in the store a rebuild is about to replace (empty when there is none)."""
+    try:
+        old = Store.open(root, create=False)
+    except (FileNotFoundError, PinakesError, sqlite3.Error):
+        return {}
+    try:
+        return {
+            str(r[0]): str(r[1]) for r in old.conn.execute("SELECT doc_id, path FROM documents")
+        }
+    except sqlite3.Error:
+        return {}
+    finally:
+        old.close()
+
+
 def run_sync(
     root: Path,
     config: Config,
@@ -1044,6 +1123,7 @@ def run_sync(
     """
     started = time.perf_counter()
     with sync_lock(store_dir(root, create=True)):
+        history = _id_history(root) if rebuild else {}
         store = Store.open(root, rebuild=rebuild)
         syncer: _Syncer | None = None
         syncer_warnings: list[str] = []
@@ -1054,7 +1134,7 @@ def run_sync(
                 log.warning("Pinakes: %s.", rebuilt)
             elif rebuild:
                 rebuilt = "rebuild requested"
-            syncer = _Syncer(root, config, store, embedder_factory, progress)
+            syncer = _Syncer(root, config, store, embedder_factory, progress, history)
             model_id = model_id or model_id_for(config)
             # Whether the last sync ran to its end: if not, chunks may lack vectors.
             finished = float(store.get_meta("last_sync") or -1) >= float(

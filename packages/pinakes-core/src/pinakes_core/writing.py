@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
-from pinakes_core.documents import never_indexed
+from pinakes_core.documents import never_indexed, path_spec
 from pinakes_core.errors import PinakesError
 from pinakes_core.sections import section_span
 from pinakes_core.sidecar import SIDECAR_SUFFIX, atomic_write, locked
@@ -134,8 +133,8 @@ def _check_document(kb: KB, rel: str, via: str | None = None) -> None:
             "notes go in visible folders.",
             _HINT,
         )
-    include = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.include)
-    exclude = pathspec.PathSpec.from_lines("gitignore", kb.config.sync.exclude)
+    include = path_spec(kb.config.sync.include)
+    exclude = path_spec(kb.config.sync.exclude)
     if source_type(rel) in ("pdf", "code"):  # never write text over a PDF or a source file
         raise PathError(f"{shown} is a {source_type(rel)} file, not a note.", _HINT)
     if not include.match_file(rel) or exclude.match_file(rel):
