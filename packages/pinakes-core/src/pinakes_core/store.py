@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.derived import STORE_DIR, open_nofollow, replace_file, store_dir
+from pinakes_core.derived import (
+    STORE_DIR,
+    UnsafeStoreError,
+    open_nofollow,
+    replace_file,
+    store_dir,
+)
 from pinakes_core.errors import IndexMissingError
 
 __all__ = [
@@ -230,14 +236,23 @@ class Store:
 
     @classmethod
     def current(cls, root: Path) -> bool:
-        """Return whether the KB at ``root`` has a store of this schema version."""
-        path = cls.location(root)
+        """Return whether the KB at ``root`` has a usable store of this schema version.
+
+        ``False`` for an unsafe ``.pinakes/``: opening or syncing the store then says why.
+        """
+        try:
+            path = cls.location(root)
+        except UnsafeStoreError:
+            return False
         return path.exists() and cls._read_version(path) == str(SCHEMA_VERSION)
 
     @classmethod
     def exists(cls, root: Path) -> bool:
-        """Return whether the KB at ``root`` has a store file."""
-        return cls.location(root).exists()
+        """Return whether the KB at ``root`` has a usable store file (``False`` if unsafe)."""
+        try:
+            return cls.location(root).exists()
+        except UnsafeStoreError:
+            return False
 
     @classmethod
     def files(cls, root: Path) -> list[Path]:

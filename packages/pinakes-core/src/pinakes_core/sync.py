@@ -438,10 +438,9 @@ class _Syncer:
         for entry in candidates:
             if entry.sidecar_size is None:
                 continue
-            try:
-                with entry.sidecar.open("rb") as handle:
-                    head = handle.read(4096)
-            except OSError:
+            try:  # never blocks on a FIFO, never follows a link out of the KB
+                head = read_limited(entry.sidecar, limit=MAX_YAML_BYTES, root=self.real_root)
+            except (OSError, UnsafeFileError):
                 continue
             found = _SIDECAR_ID.search(head)
             if found is not None:
