@@ -1,0 +1,87 @@
+"""Precision of what search returns (issue 35): quoted phrases, a relevance floor for lists
+of matches, and titles that only repeat a file name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb
+from pinakes_core import KB
+from pinakes_core.query import build_fts_query, fts_phrases, quoted_phrases
+from pinakes_core.retrieval import lift_quoted
+
+PHRASE_KB: dict[str, str | bytes] = {
+    "sre/slo.md": (
+        "# Service level objectives\n\nWe track availability for every service we run. When "
+        "the error budget is spent, feature work stops until reliability recovers and the "
+        "incident reviews are done.\n"
+    ),
+    "finance/budget.md": (
+        "# Budget\n\nThe budget covers hardware. Budget errors in expense reports are an error "
+        "the budget office fixes.\n"
+    ),
+    "sre/oncall.md": "# On-call\n\nAn error pages the primary; the secondary handles escalation.\n",
+}
+
+
+@pytest.fixture
+def phrase_kb(tmp_path: Path):
+    handle = KB.open(make_kb(tmp_path / "kb", PHRASE_KB), embedder=FakeHashEmbedder())
+    handle.sync()
+    yield handle
+    handle.close()
+
+
+def test_a_quoted_span_is_one_phrase_of_its_words_in_order() -> None:
+    assert quoted_phrases('"Error Budget" policy “burn rate” "one"') == [
+        '"error budget"',
+        '"burn rate"',
+    ]
+    # Backticks mark code, quoted with other spacing or parts left out: no phrase.
+    assert quoted_phrases("why does `echo .. | ls` list the folder?") == []
+    phrases = fts_phrases('how do we spend the "error budget"?')
+    assert phrases[0] == '"error budget"'
+    # The words still count on their own, for passages holding them apart.
+    assert '"error"' in phrases and '"budget"' in phrases
+    assert build_fts_query('"error budget"') == '"error budget" OR "error" OR "budget"'
+    # An unclosed quote or a pasted paragraph is no phrase.
+    assert quoted_phrases('"error budget') == []
+    assert quoted_phrases('"' + "word " * 60 + '"') == []
+
+
+def test_the_passage_holding_a_quoted_phrase_ranks_first(phrase_kb: KB) -> None:
+    # finance/budget.md names "budget" in its title and says "error" and "budget" often, apart;
+    # only sre/slo.md has the phrase.
+    hits = phrase_kb.search('"error budget"', k=3).hits
+    assert hits[0].path == "sre/slo.md"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # Unquoted, the same words are no phrase: the page saying them most often may lead.
+    unquoted = phrase_kb.search("error budget", k=3).hits
+    assert {h.path for h in unquoted} >= {"sre/slo.md", "finance/budget.md"}
+
+
+def test_lift_quoted_moves_holders_up_and_scores_never_rise(phrase_kb: KB) -> None:
+    ctx = phrase_kb.query_context('"error budget"', candidates=50)
+    ids = {
+        path: chunk
+        for chunk, path in ctx.conn.execute(
+            "SELECT c.chunk_id, d.path FROM chunks c JOIN documents d USING (doc_id)"
+        )
+    }
+    fused = [(ids["finance/budget.md"], 0.9), (ids["sre/oncall.md"], 0.5), (ids["sre/slo.md"], 0.4)]
+    ranked, why = lift_quoted(ctx, fused)
+    assert ranked == [
+        (ids["sre/slo.md"], 0.4),
+        (ids["finance/budget.md"], 0.4),
+        (ids["sre/oncall.md"], 0.4),
+    ]
+    assert why.startswith("ran: 1 candidate")
+    # No quoted phrase, or no holder among the candidates: nothing moves.
+    plain = phrase_kb.query_context("error budget", candidates=50)
+    assert lift_quoted(plain, fused) == (fused, "skipped: the query quotes no phrase")
+    absent = phrase_kb.query_context('"budget office error"', candidates=50)
+    assert lift_quoted(absent, fused)[0] == fused
+    explained = phrase_kb.search('"error budget"', k=3, explain=True).ranking
+    assert explained is not None and explained.stages["phrases"].startswith("ran:")
