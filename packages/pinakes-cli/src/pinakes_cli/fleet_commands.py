@@ -251,7 +251,7 @@ def fleet_search(
     **filters: Any,
 ) -> None:
     """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
-    from pinakes_cli.main import _first_sync, _out
+    from pinakes_cli.main import _first_sync, _out, end_list, floor_list
     from pinakes_core.fleet import Fleet
 
     if use_fleet and refs:
@@ -261,7 +261,9 @@ def fleet_search(
     for _, kb in members:
         _first_sync(kb, quiet=fmt != "table")
     result = members.search(query, doc_ids=[_doc_id(d) for d in docs], explain=explain, **filters)
+    result = floor_list(result, fmt, filters.get("min_score"))
     render_fleet_search(_out(), result, explain=explain, fmt=fmt)
+    end_list(ctx, result.hits, fmt)
 
 
 @click.command("adopt")

@@ -1,0 +1,85 @@
+"""`pnk search` lists that claim to be matches (issue 35): the relevance floor of
+``--format files`` and ``md``, its ``--min-score`` override, and grep's exit status."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import make_kb
+from pinakes_cli.main import cli
+from pinakes_core.hits import LIST_FLOOR, LIST_FLOOR_SHARE, list_floor
+
+NOTES = {
+    "zoo/animals.md": "# Animals\n\nThe giraffe is the tallest land animal.\n",
+    "zoo/hours.md": "# Zoo visit\n\nThe zoo opens at nine; the elephants are fed at noon.\n",
+    "travel/kenya.md": "# Kenya trip\n\nTwo days on the savanna watching lions and zebras.\n",
+    "notes/buildings.md": "# Tall buildings\n\nA list of the tallest towers we visited.\n",
+    "notes/meeting.md": "# Planning\n\nMeeting about hiring and the roadmap.\n",
+    "notes/recipes.md": "# Recipes\n\nBake the bread at 220 degrees for forty minutes.\n",
+}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), obj={})
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> str:
+    # The real model: the notes near "giraffe" in meaning are what a files list must leave out.
+    root = make_kb(tmp_path_factory.mktemp("floor") / "kb", NOTES)
+    assert run("--kb", str(root), "sync")[0] == 0
+    return str(root)
+
+
+def test_the_floor_is_the_larger_of_its_two_parts() -> None:
+    assert list_floor([]) == LIST_FLOOR
+    assert list_floor([0.2]) == LIST_FLOOR
+    assert list_floor([0.9, 0.1]) == round(LIST_FLOOR_SHARE * 0.9, 4)
+
+
+@pytest.mark.model
+def test_files_lists_only_matches_and_says_what_it_left_out(kb: str) -> None:
+    code, everything, _ = run(
+        "--kb", kb, "search", "giraffe", "--format", "files", "--min-score", "0"
+    )
+    assert code == 0
+    listed = everything.split()
+    assert listed[0] == "zoo/animals.md" and len(listed) > 1, "weak matches exist"
+    code, out, err = run("--kb", kb, "search", "giraffe", "--format", "files")
+    assert code == 0
+    assert out.split() == ["zoo/animals.md"]
+    match = re.search(r"left out (\d+) of (\d+) hits scoring below the relevance floor", err)
+    assert match is not None, err
+    assert (int(match[1]), int(match[2])) == (len(listed) - 1, len(listed))
+    assert "--min-score 0" in err
+    code, out, err = run("--kb", kb, "search", "giraffe", "--format", "md")
+    assert code == 0 and out.count("\n## ") == 1 and "zoo/animals.md" in out and "left out" in err
+    # The table is a ranking, not a list of matches: no floor there.
+    code, out, err = run("--kb", kb, "search", "giraffe")
+    assert code == 0 and "travel/kenya.md" in out and "left out" not in err
+
+
+@pytest.mark.model
+def test_files_exits_1_when_nothing_matches(kb: str) -> None:
+    code, out, _ = run(
+        "--kb",
+        kb,
+        "search",
+        "giraffe",
+        "--format",
+        "files",
+        "--channel",
+        "bm25",
+        "--path",
+        "notes/",
+    )
+    assert (code, out) == (1, "")
+    # Other formats report an empty result and succeed.
+    code, out, _ = run(
+        "--kb", kb, "search", "giraffe", "--format", "md", "--channel", "bm25", "--path", "notes/"
+    )
+    assert code == 0 and "No hits." in out
