@@ -85,3 +85,43 @@ def test_lift_quoted_moves_holders_up_and_scores_never_rise(phrase_kb: KB) -> No
     assert lift_quoted(absent, fused)[0] == fused
     explained = phrase_kb.search('"error budget"', k=3, explain=True).ranking
     assert explained is not None and explained.stages["phrases"].startswith("ran:")
+
+
+def _pages(count: int) -> str:
+    return "\n\n".join(
+        f"Section {i}. Tail latency grows with fan-out across {i + 3} replicas. Queueing delay "
+        "dominates at high load, and hedged requests cut the p99 of every read path. " * 3
+        for i in range(count)
+    )
+
+
+FILE_NAMED_KB: dict[str, str | bytes] = {
+    # No title but its file name, twelve chunks none of which says "budget".
+    "papers/latency-budget.txt": _pages(12),
+    "notes/planning.md": (
+        "# Quarterly planning\n\nWe agreed the travel budget for the offsite and moved two hires "
+        "to the next quarter. The hardware order waits for the new fiscal year.\n"
+    ),
+    "notes/ops.md": "# Operations review\n\nThe error budget of the ledger was spent in March.\n",
+}
+
+
+def test_a_title_that_is_only_a_file_name_does_not_outweigh_text(tmp_path: Path) -> None:
+    with KB.open(make_kb(tmp_path / "kb", FILE_NAMED_KB), embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        hits = kb.search("budget", k=20, channels=["bm25"], group_by="chunk").hits
+        paths = [h.path for h in hits]
+        # The notes that use the word come first; the paper is found once, by its name.
+        assert paths[:2] in (
+            ["notes/ops.md", "notes/planning.md"],
+            ["notes/planning.md", "notes/ops.md"],
+        )
+        assert paths.count("papers/latency-budget.txt") == 1
+        # Twelve chunks holding "budget" in their title made it common, so a note's evidence
+        # for it vanished: the planning note matched "error budget" with a score of 0.
+        hits = kb.search("error budget", k=5, channels=["bm25"], group_by="chunk").hits
+        planning = next(h for h in hits if h.path == "notes/planning.md")
+        assert planning.score > 0.1
+        # The document keeps its title, and its name still finds it.
+        named = kb.search("latency budget", k=3).hits[0]
+        assert named.path == "papers/latency-budget.txt" and named.title == "latency-budget"
