@@ -83,3 +83,69 @@ def test_files_exits_1_when_nothing_matches(kb: str) -> None:
         "--kb", kb, "search", "giraffe", "--format", "md", "--channel", "bm25", "--path", "notes/"
     )
     assert code == 0 and "No hits." in out
+
+
+def test_a_pdf_hits_further_passages_show_pages_not_lines() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pinakes_cli import render
+    from pinakes_core.models import Hit, Passage, SearchResult
+
+    hit = Hit(
+        doc_id="d",
+        chunk=0,
+        path="repair.pdf",
+        title="Repair",
+        heading_path=[],
+        text="The budgeted Merkle schedule finished in eleven minutes.",
+        score=0.5,
+        lines=(1, 9),
+        source_type="pdf",
+        page_start=2,
+        page_end=2,
+        ranks={},
+        passages=[
+            Passage(chunk=1, heading_path=[], text="x", lines=(10, 30), score=0.4, page_start=3),
+            Passage(chunk=2, heading_path=["Notes"], text="y", lines=(31, 40), score=0.3),
+        ],
+    )
+    console = Console(file=io.StringIO(), width=200)
+    render.render_search(console, SearchResult(query="merkle", hits=[hit], timings_ms={}))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "repair.pdf p. 2" in out
+    assert "+ (top)  p. 3  score 0.4000" in out
+    assert "+ Notes  lines 31-40  score 0.3000" in out
+
+
+ADR = (
+    "---\naliases: [Retry ADR]\n---\n# Retry policy\n\nRetries back off exponentially, at most "
+    "five times.\n"
+)
+
+
+def test_show_takes_a_note_name_or_alias_suggests_near_ones_and_prints_the_body(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import FakeHashEmbedder
+
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    files = {
+        "decisions/0002-retry-policy.md": ADR,
+        "index.md": "# Index\n\nSee [[0002-retry-policy]] and [[Retry ADR]].\n",
+    }
+    root = str(make_kb(tmp_path_factory.mktemp("names") / "kb", files))
+    assert run("--kb", root, "sync")[0] == 0
+    for name in ("0002-retry-policy", "Retry ADR", "retry policy"):
+        code, out, err = run("--kb", root, "show", name)
+        assert code == 0, err
+        assert "decisions/0002-retry-policy.md" in out and "Retries back off" in out
+    code, out, err = run("--kb", root, "show", "0002-retry-polcy")
+    assert code == 1
+    assert "Did you mean 'decisions/0002-retry-policy.md'?" in err
+    code, out, err = run("--kb", root, "show", "0002-retry-policy", "--body")
+    assert code == 0, err
+    assert out == ADR
+    code, out, _ = run("--kb", root, "show", "Retry ADR", "--body", "--section", "Retry policy")
+    assert code == 0 and out.startswith("# Retry policy") and "aliases" not in out

@@ -125,3 +125,18 @@ def test_a_title_that_is_only_a_file_name_does_not_outweigh_text(tmp_path: Path)
         # The document keeps its title, and its name still finds it.
         named = kb.search("latency budget", k=3).hits[0]
         assert named.path == "papers/latency-budget.txt" and named.title == "latency-budget"
+
+
+PDF = Path(__file__).resolve().parents[1] / "fixtures" / "pdf" / "two-column-interleaved.pdf"
+
+
+def test_a_pdf_hits_further_passages_carry_their_pages(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", {"repair.pdf": PDF.read_bytes()})
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        hits = kb.search("Merkle full scan schedule", k=1, group_by="document").hits
+    assert hits and hits[0].passages, "both pages match: one hit, one further passage"
+    hit, passage = hits[0], hits[0].passages[0]
+    assert {hit.page_start, passage.page_start} == {1, 2}
+    assert passage.page_end == passage.page_start
+    assert passage.model_dump(mode="json")["page_start"] == passage.page_start

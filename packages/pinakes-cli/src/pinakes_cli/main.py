@@ -490,6 +490,9 @@ class _LineRange(click.ParamType[tuple[int, int]]):
     type=click.IntRange(1, None),
     help="Cut the text to about N tokens (characters / 4) at a paragraph break.",
 )
+@click.option(
+    "--body", is_flag=True, help="Print only the text (or the slice asked for), for piping."
+)
 @json_option("Print the document as JSON.")
 @click.pass_context
 def show(
@@ -499,12 +502,18 @@ def show(
     section: str | None,
     pages: tuple[int, int] | None,
     max_tokens: int | None,
+    body: bool,
     as_json: bool,
 ) -> None:
-    """Print a document with its metadata. DOC is a ULID, a pnk:// URI or a path."""
+    """Print a document with its metadata.
+
+    DOC is a ULID, a pnk:// URI, a path, or a note's name as its wikilinks write it.
+    """
     view = _kb(ctx).read(doc, lines=lines, section=section, pages=pages, max_tokens=max_tokens)
     if as_json:
         render.print_json(_out(), view)
+    elif body:
+        render.render_body(_out(), view)
     else:
         render.render_document(_out(), view)
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
     from pinakes_core.eval import CalibrationReport, EvalReport
-    from pinakes_core.models import DoctorReport, LinksResult
+    from pinakes_core.models import DoctorReport, LinksResult, Passage
 
 # rich is imported only when something is drawn: ``--json`` output goes straight to the stream
 # (issue 14, start-up cost). Functions that build Text or Table import them locally.
@@ -287,13 +287,23 @@ def _snippet(text: str) -> str:
     return textwrap.shorten(" ".join(text.split()), _SNIPPET_CHARS, placeholder=" …")
 
 
+def _pages(start: int, end: int | None) -> str:
+    end = end or start
+    return f"p. {start}" if end == start else f"pp. {start}-{end}"
+
+
 def cite(hit: Hit) -> str:
     """Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``)."""
     if hit.page_start is not None:
-        end = hit.page_end or hit.page_start
-        pages = f"p. {hit.page_start}" if end == hit.page_start else f"pp. {hit.page_start}-{end}"
-        return f"{hit.path} {pages}"
+        return f"{hit.path} {_pages(hit.page_start, hit.page_end)}"
     return f"{hit.path}:{hit.lines[0]}-{hit.lines[1]}"
+
+
+def _where(passage: Passage) -> str:
+    """Where a further passage of a hit is: ``lines 10-20``, or for a PDF ``p. 3``."""
+    if passage.page_start is not None:
+        return _pages(passage.page_start, passage.page_end)
+    return f"lines {passage.lines[0]}-{passage.lines[1]}"
 
 
 def render_search(
@@ -349,8 +359,8 @@ def render_search(
             _say(
                 console,
                 (
-                    f"     + {' › '.join(passage.heading_path) or '(top)'}  lines "
-                    f"{passage.lines[0]}-{passage.lines[1]}  score {passage.score:.4f}",
+                    f"     + {' › '.join(passage.heading_path) or '(top)'}  "
+                    f"{_where(passage)}  score {passage.score:.4f}",
                     "dim",
                 ),
             )
@@ -405,6 +415,11 @@ def render_document(console: Console, doc: DocumentView) -> None:
     console.print(_grid(rows))
     console.rule()
     console.print(doc.text, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+def render_body(console: Console, doc: DocumentView) -> None:
+    """The document text (or the slice asked for) alone, as the file holds it: for a pipe."""
+    console.out(doc.text.rstrip("\n"), highlight=False)
 
 
 def render_status(console: Console, status: Status) -> None:

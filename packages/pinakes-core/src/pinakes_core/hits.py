@@ -342,6 +342,8 @@ def build_hits(
                     text=p.text,
                     lines=p.lines,
                     score=round(p.score, 6),
+                    page_start=p.page_start,
+                    page_end=p.page_end,
                 )
                 for p in extra.get(row.doc_id, [])
             ]

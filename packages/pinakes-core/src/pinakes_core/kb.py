@@ -727,10 +727,14 @@ class KB:
         return tuple(dict.fromkeys(names))
 
     def resolve(self, ref: str) -> str:
-        """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path or frontmatter id.
+        """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
+
+        A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
+        :func:`~pinakes_core.links.resolver`).
 
         Raises:
-            DocumentNotFoundError: if nothing matches.
+            DocumentNotFoundError: if nothing matches; its hint names up to three documents
+                whose names are close to ``ref`` (:func:`~pinakes_core.links.near_names`).
         """
         given = clean_text(ref, "The document reference")
         ref = given.strip()
@@ -770,9 +774,20 @@ class KB:
             and conn.execute("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
         ):
             return doc_id
+        from pinakes_core.links import near_names, resolver
+
+        if not ref.startswith(SCHEME):
+            # A note's name, as its wikilinks write it (issue 35): from the KB's root.
+            named = resolver(conn, self.config.kb.id, self.config.kb.name)("", ref)
+            if named is not None:
+                return named
+        near = near_names(conn, ref)
         raise DocumentNotFoundError(
             f"No document {ref!r} in KB {self.config.kb.name!r}.",
-            "Use a ULID, a pnk:// URI or a path relative to the KB root; run `pnk sync` if it is new.",
+            (f"Did you mean {', '.join(map(repr, near))}? " if near else "")
+            + "Use a ULID, a pnk:// URI, a path relative to the KB root or a note's name; "
+            "run `pnk sync` if it is new.",
+            near=near,
         )
 
     def read(

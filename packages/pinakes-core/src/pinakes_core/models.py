@@ -45,6 +45,16 @@ class Passage(_Model):
     text: str
     lines: tuple[int, int]
     score: float = Field(description="relevance in [0, 1], as Hit.score")
+    page_start: int | None = Field(
+        default=None,
+        description="first page of the passage (PDFs only; cite it as the page)",
+        exclude_if=lambda v: v is None,
+    )
+    page_end: int | None = Field(
+        default=None,
+        description="last page of the passage, inclusive (PDFs only)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class Hit(_Model):
