@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -149,3 +150,62 @@ def test_show_takes_a_note_name_or_alias_suggests_near_ones_and_prints_the_body(
     assert out == ADR
     code, out, _ = run("--kb", root, "show", "Retry ADR", "--body", "--section", "Retry policy")
     assert code == 0 and out.startswith("# Retry policy") and "aliases" not in out
+
+
+def test_init_writes_sidecars_only_when_needed_and_a_rename_keeps_its_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import FakeHashEmbedder, doc_ids
+
+    monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: FakeHashEmbedder())
+    root = tmp_path / "notes"
+    root.mkdir()
+    for i in range(5):
+        (root / f"note-{i}.md").write_text(f"# Note {i}\n\nText {i}.\n", encoding="utf-8")
+    assert run("init", str(root))[0] == 0
+    assert 'write = "when-needed"' in (root / "pinakes.toml").read_text(encoding="utf-8")
+    assert run("--kb", str(root), "sync")[0] == 0
+    # Each note gained a sidecar holding only its id (32 new files in a 32-note folder)...
+    assert list(root.rglob("*.pnk.yaml")) == []
+    before = doc_ids(root)["note-1.md"]
+    (root / "note-1.md").rename(root / "renamed.md")
+    assert run("--kb", str(root), "sync")[0] == 0
+    assert doc_ids(root)["renamed.md"] == before
+    # The kept id now lives in a sidecar beside the note: a rebuild keeps it too.
+    assert [p.name for p in root.rglob("*.pnk.yaml")] == ["renamed.md.pnk.yaml"]
+    assert run("--kb", str(root), "sync", "--rebuild")[0] == 0
+    assert doc_ids(root)["renamed.md"] == before
+
+
+def test_init_from_a_template_also_writes_when_needed(tmp_path: Path) -> None:
+    assert run("init", str(tmp_path / "kb"), "--template", "general")[0] == 0
+    config = (tmp_path / "kb" / "pinakes.toml").read_text(encoding="utf-8")
+    assert config.count("[sidecars]") == 1 and 'write = "when-needed"' in config
+
+
+def test_mcp_config_refuses_a_kb_that_does_not_exist(tmp_path: Path) -> None:
+    # A typo wrote a host config that could never start the server.
+    code, out, err = run(
+        "mcp", "config", "--host", "cursor", "--kb", str(tmp_path / "notse"), "--json"
+    )
+    assert code == 1 and out == "" and "does not exist" in err and "notse" in err
+    (tmp_path / "plain").mkdir()
+    code, _, err = run("mcp", "config", "--host", "cursor", "--kb", str(tmp_path / "plain"))
+    assert code == 1 and "is not a KB" in err and "pnk init" in err
+    # A folder inside a KB is a KB folder (the server finds pinakes.toml above it).
+    kb = make_kb(tmp_path / "notes", {"sub/a.md": "# A\n"})
+    code, _, err = run("mcp", "config", "--host", "cursor", "--kb", str(kb / "sub"), "--json")
+    assert code == 0, err
+
+
+def test_an_empty_xdg_config_home_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pinakes_mcp import hosts
+
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "")
+    assert hosts.default_file("claude-desktop") == (
+        tmp_path / ".config" / "Claude" / "claude_desktop_config.json"
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    assert hosts.default_file("claude-desktop").parent == tmp_path / "cfg" / "Claude"

@@ -219,7 +219,9 @@ def init(
     if template:
         init_with_template(path or ctx.obj["kb"], template, name, as_json)
         return
-    kb = KB.init(path or ctx.obj["kb"], name=name)
+    from pinakes_core.config import NEW_KB_SIDECARS
+
+    kb = KB.init(path or ctx.obj["kb"], name=name, sidecars=NEW_KB_SIDECARS)
     if as_json:
         render.print_data(
             _out(), {"root": str(kb.root), "name": kb.config.kb.name, "id": kb.config.kb.id}

@@ -106,9 +106,10 @@ def relation_note(kb: KB, rel: str) -> None:
 
 def init_with_template(path: Path, template: str, name: str | None, as_json: bool) -> StampReport:
     """``pnk init PATH --template T``: stamp the template and say what was written."""
+    from pinakes_core.config import NEW_KB_SIDECARS
     from pinakes_core.templates import init_from_template
 
-    report = init_from_template(path, template, name=name)
+    report = init_from_template(path, template, name=name, sidecars=NEW_KB_SIDECARS)
     if as_json:
         print_json(_out(), report)
         return report

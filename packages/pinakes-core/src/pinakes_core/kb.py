@@ -33,6 +33,7 @@ from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import (
     CONFIG_FILE,
     Config,
+    SidecarPolicy,
     default_kb_name,
     load_config,
     render_config,
@@ -192,8 +193,17 @@ class KB:
     # -- construction ---------------------------------------------------------------------
 
     @classmethod
-    def init(cls, path: str | os.PathLike[str], name: str | None = None) -> KB:
+    def init(
+        cls,
+        path: str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        sidecars: SidecarPolicy | None = None,
+    ) -> KB:
         """Make ``path`` a KB: write ``pinakes.toml`` and add ``.pinakes/`` to ``.gitignore``.
+
+        ``sidecars`` is written as ``[sidecars] write`` (``pnk init``: ``"when-needed"``);
+        ``None`` writes no ``[sidecars]`` table, which means ``"always"``.
 
         Raises:
             ConfigError: if ``path`` already holds a ``pinakes.toml`` or the name is invalid.
@@ -207,7 +217,7 @@ class KB:
             )
         name = name or default_kb_name(root)  # "My Notes (2024)" -> "My-Notes-2024"
         ignored = _read_gitignore(root)  # before anything is written: a refusal leaves no trace
-        config_path.write_text(render_config(name), encoding="utf-8")
+        config_path.write_text(render_config(name, sidecars=sidecars), encoding="utf-8")
         try:
             config = load_config(root)
         except ConfigError:
