@@ -314,6 +314,17 @@ def _render_hooks(report: git_hooks.HooksReport) -> None:
     for hook in report.hooks:
         extra = " (runs the previous hook first)" if hook.chained else ""
         _say(out, f"  {hook.name:<14} {hook.state}{extra}")
+    gone = sorted({h.command[0] for h in report.hooks if h.command and not h.command_ok})
+    if gone:
+        # The hook's sync starts in the background with its output discarded: without this
+        # line a moved or deleted environment leaves every hook syncing nothing, silently.
+        _say(
+            out,
+            f"broken: the hooks run {gone[0]}, which no longer exists; until you run `pnk hooks "
+            "install` again from the Pinakes you use now, they sync only through a `pnk` on "
+            "git's PATH, if there is one.",
+            "red",
+        )
     last = report.last_sync
     if last:
         verdict = "ok" if last.get("ok") else f"failed: {last.get('error')}"
