@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -209,3 +210,17 @@ def test_an_empty_xdg_config_home_is_unset(tmp_path: Path, monkeypatch: pytest.M
     )
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     assert hosts.default_file("claude-desktop").parent == tmp_path / "cfg" / "Claude"
+
+
+def test_fleet_add_says_when_it_renames_a_registered_kb(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "garden", {"a.md": "# A\n"}, name="garden")
+    assert run("fleet", "add", str(kb))[0] == 0
+    code, out, err = run("fleet", "add", str(kb), "--name", "veg")
+    assert code == 0 and "veg" in out
+    assert "Renamed the fleet's KB 'garden' to 'veg'" in err and "--kb garden" in err
+    code, out, _ = run("fleet", "add", str(kb), "--name", "herbs", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["name"], data["previous_name"], data["action"]) == ("herbs", "veg", "renamed")
+    code, _, err = run("fleet", "add", str(kb))
+    assert code == 0 and "Renamed" not in err
