@@ -224,3 +224,26 @@ def test_fleet_add_says_when_it_renames_a_registered_kb(tmp_path: Path) -> None:
     assert (data["name"], data["previous_name"], data["action"]) == ("herbs", "veg", "renamed")
     code, _, err = run("fleet", "add", str(kb))
     assert code == 0 and "Renamed" not in err
+
+
+def test_only_the_words_search_matches_are_highlighted() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pinakes_cli import render
+    from pinakes_core.models import Hit, SearchResult
+
+    text = "We should use retries: use them when you should."
+    hit = Hit(
+        doc_id="d", chunk=0, path="a.md", title="A", heading_path=[], text=text,
+        score=0.5, lines=(1, 2), ranks={},
+    )  # fmt: skip
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=300)
+    render.render_search(
+        console, SearchResult(query="should we use retries", hits=[hit], timings_ms={})
+    )
+    styled = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "\x1b[1;33mretries" in styled
+    for stopword in ("should", "use", "We"):
+        assert f"\x1b[1;33m{stopword}" not in styled

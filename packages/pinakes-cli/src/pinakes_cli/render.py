@@ -62,41 +62,6 @@ FORMATS = ("table", "json", "files", "md")
 Part = str | tuple[str, str]
 
 _SNIPPET_CHARS = 220
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "was",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-    ]
-)
 
 
 # C0 controls but tab and newline, DEL and C1: a terminal acts on them (ESC starts a
@@ -273,8 +238,11 @@ def render_sync(console: Console, report: SyncReport) -> None:
 
 
 def _terms(query: str) -> re.Pattern[str] | None:
+    # The words search itself drops (issue 35: "should", "we", "use" were highlighted).
+    from pinakes_core.query import STOPWORDS
+
     words = sorted(
-        {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in _STOPWORDS},
+        {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in STOPWORDS},
         key=len,
         reverse=True,
     )
