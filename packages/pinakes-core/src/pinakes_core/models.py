@@ -208,7 +208,13 @@ class SyncReport(_Model):
     chunks_reused: int
     embed_seconds: float
     chunks_per_second: float | None
-    seconds: float
+    seconds: float = Field(description="the whole sync's wall time, every part below included")
+    parts_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds of the sync's parts (index: reading, embedding and writing the "
+        "store; self-calibration; vector snapshot), when KB.sync measured them",
+        exclude_if=lambda v: not v,
+    )
     rebuilt: str | None = Field(default=None, description="why the store was rebuilt, if it was")
     pdfs_extracted: int = Field(default=0, description="PDFs whose text was extracted")
     pdfs_from_cache: int = Field(
