@@ -247,3 +247,23 @@ def test_only_the_words_search_matches_are_highlighted() -> None:
     assert "\x1b[1;33mretries" in styled
     for stopword in ("should", "use", "We"):
         assert f"\x1b[1;33m{stopword}" not in styled
+
+
+def test_status_says_why_vectors_are_not_chunks() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pinakes_cli import render
+    from pinakes_core.models import Status
+
+    fields = {name: None for name in Status.model_fields}
+    fields.update(
+        name="t", kb_id="k", root="/r", synced=True, documents=2, chunks=5, vectors=9,
+        store_bytes=0, stale={"new": 0, "changed": 0, "removed": 0},
+    )  # fmt: skip
+    status = Status.model_validate(fields)
+    console = Console(file=io.StringIO(), width=200)
+    render.render_status(console, status)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "9 (one per distinct chunk text, and per graph label)" in out

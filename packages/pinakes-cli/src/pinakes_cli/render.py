@@ -405,7 +405,9 @@ def render_status(console: Console, status: Status) -> None:
         ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
         ("documents", str(status.documents)),
         ("chunks", str(status.chunks)),
-        ("vectors", str(status.vectors)),
+        # Not one per chunk (issue 35): chunks of the same text share one, and the graph
+        # plugin embeds its tag and heading labels beside them.
+        ("vectors", f"{status.vectors} (one per distinct chunk text, and per graph label)"),
         ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
         ("schema", str(status.schema_version or "-")),
         ("store", f"{status.store_bytes / 1048576:.1f} MB"),
