@@ -267,3 +267,16 @@ def test_status_says_why_vectors_are_not_chunks() -> None:
     render.render_status(console, status)
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "9 (one per distinct chunk text, and per graph label)" in out
+
+
+def test_upgrade_to_another_template_names_the_one_the_kb_has(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    assert run("init", str(kb), "--template", "general")[0] == 0
+    code, out, err = run("upgrade", "--kb", str(kb), "--template", "engineering-docs", "--dry-run")
+    assert code == 0, err
+    # It said "Upgrade engineering-docs: no template -> 1.0" for a KB made from general.
+    assert "no template" not in out
+    assert re.search(r"Switch template: general \S+ -> engineering-docs \S+", out), out
+    assert "from None" not in out
+    code, out, _ = run("upgrade", "--kb", str(kb), "--template", "engineering-docs", "--json")
+    assert json.loads(out)["from_template"].startswith("general ")

@@ -165,8 +165,12 @@ def _render_plan(console: Console, plan: UpgradePlan) -> None:
     if plan.up_to_date:
         _say(console, f"Up to date: template {plan.template} {plan.to_version}; nothing to do.")
         return
-    start = plan.from_version or "no template"
-    _say(console, f"Upgrade {plan.template}: {start} -> {plan.to_version}")
+    if plan.from_template is not None:
+        # The KB has a template; it adopts another (it said "no template -> 1.0").
+        _say(console, f"Switch template: {plan.from_template} -> {plan.template} {plan.to_version}")
+    else:
+        start = plan.from_version or "no template"
+        _say(console, f"Upgrade {plan.template}: {start} -> {plan.to_version}")
     if plan.config_diff:
         _print_diff(console, plan.config_diff)
     for folder in plan.folders:
