@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -260,3 +261,43 @@ def test_the_hook_sync_command_is_quiet(repo: Path) -> None:
     assert (code, out, err) == (0, "", "")
     outcome = json.loads((root / ".pinakes" / "hook-sync.json").read_text())
     assert outcome["ok"] is True and outcome["added"] == 0
+
+
+def test_status_says_when_the_hooks_interpreter_is_gone(repo: Path) -> None:
+    # A hook pinned to an environment that was moved or deleted synced nothing, and
+    # `pnk hooks status` still listed every hook as installed (issue 35).
+    root = _kb(repo)
+    gone = repo / "old-venv" / "bin" / "python"
+    install_hooks(root, [str(gone), "-m", "pinakes_cli"])
+    code, out, err = run("hooks", "status", "--kb", str(root))
+    assert code == 0, err
+    assert f"the hooks run {gone}, which no longer exists" in out
+    assert "pnk hooks install" in out
+    code, out, _ = run("hooks", "status", "--kb", str(root), "--json")
+    assert {h["command_ok"] for h in json.loads(out)["hooks"]} == {False}
+    install_hooks(root, [sys.executable, "-m", "pinakes_cli"])
+    code, out, _ = run("hooks", "status", "--kb", str(root))
+    assert code == 0 and "no longer exists" not in out
+
+
+def test_a_hook_whose_interpreter_is_gone_runs_the_pnk_on_path(repo: Path) -> None:
+    root = _kb(repo)
+    install_hooks(root, [str(repo / "old-venv" / "bin" / "python"), "-m", "pinakes_cli"])
+    bin_dir = repo.parent / "bin"
+    bin_dir.mkdir()
+    marker = repo.parent / "pnk-ran"
+    launcher = bin_dir / "pnk"
+    launcher.write_text(f'#!/bin/sh\necho "$@" > {marker}\n')
+    launcher.chmod(0o755)
+    hook = repo / ".git" / "hooks" / "post-commit"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["sh", str(hook)], cwd=repo, env=env, check=True)
+    assert _wait_for(marker.exists, timeout=30)
+    assert marker.read_text().split() == ["hooks", "sync", "--kb", f"{repo}/docs/kb"]
+    # A hook an earlier install wrote (no fallback) is still this KB's installed hook.
+    from pinakes_core.hooks import render_hook
+
+    hook.write_text(render_hook("post-commit", ["docs/kb"], ["/x/python"], fallback=False))
+    assert next(h for h in hooks_status(root).hooks if h.name == "post-commit").state == (
+        "installed"
+    )

@@ -59,3 +59,13 @@ def test_pnk_mcp_reports_startup_errors(tmp_path: Path) -> None:
     result = CliRunner().invoke(mcp, ["--kb", str(first), "--kb", str(second)], obj={})
     assert result.exit_code == 1
     assert "Two KBs have the same name 'same'" in str(result.exception)
+
+
+def test_version_prints_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    # `pinakes-mcp --version` was an unknown argument (exit 2), though `pnk --version` works.
+    from pinakes_mcp import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"pinakes-mcp {__version__}"

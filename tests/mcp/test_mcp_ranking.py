@@ -77,6 +77,23 @@ async def test_an_unrelated_kb_cannot_take_second_place(kbs: list[KB]) -> None:
     assert all(hit["title"] for hit in merged["hits"])
 
 
+async def test_documents_by_default_as_the_cli_lists_them(kbs: list[KB]) -> None:
+    # k=3 returned three passages of raft.md, hiding the other notes the CLI shows (issue 35).
+    async with Client(create_server(kbs[:1])) as client:
+        default = structured(
+            await client.call_tool("pinakes_search", {"query": "leader elected by votes", "k": 3})
+        )
+        passages = structured(
+            await client.call_tool(
+                "pinakes_search", {"query": "leader elected by votes", "k": 3, "per_doc": False}
+            )
+        )
+    paths = [hit["path"] for hit in default["hits"]]
+    assert len(paths) == len(set(paths)) == 3
+    assert [hit["path"] for hit in passages["hits"]].count("raft.md") >= 2
+    assert all("passages" not in hit or not hit["passages"] for hit in passages["hits"])
+
+
 async def test_per_doc_min_score_and_titles(kbs: list[KB]) -> None:
     async with Client(create_server(kbs[:1])) as client:
         per_doc = structured(

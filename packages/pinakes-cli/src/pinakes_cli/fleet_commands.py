@@ -57,15 +57,28 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     from pinakes_core.registry import FleetRegistry
 
     registry = FleetRegistry.load()
+    before = {e.kb_id: e.name for e in registry.entries}
     entry, action = registry.add(path, name=name)
     registry.save()
-    out, _ = _consoles()
+    previous = before.get(entry.kb_id)
+    renamed = previous is not None and previous != entry.name
+    out, err = _consoles()
     if as_json:
-        render.print_data(
-            out,
-            {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path), "action": action},
-        )
+        data = {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path), "action": action}
+        if renamed and previous is not None:
+            data["previous_name"] = previous
+        render.print_data(out, data)
         return
+    if renamed:
+        # A KB registered already is renamed, not added twice (issue 35: it said only "renamed").
+        _say(
+            err,
+            (
+                f"Renamed the fleet's KB {previous!r} to {entry.name!r}: `--kb {previous}` and "
+                f"links through pnk://{previous}/… no longer name it.",
+                "yellow",
+            ),
+        )
     verbs = {
         "added": "added",
         "moved": "found again at its new folder",
@@ -251,7 +264,7 @@ def fleet_search(
     **filters: Any,
 ) -> None:
     """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
-    from pinakes_cli.main import _first_sync, _out
+    from pinakes_cli.main import _first_sync, _out, end_list, floor_list
     from pinakes_core.fleet import Fleet
 
     if use_fleet and refs:
@@ -261,7 +274,9 @@ def fleet_search(
     for _, kb in members:
         _first_sync(kb, quiet=fmt != "table")
     result = members.search(query, doc_ids=[_doc_id(d) for d in docs], explain=explain, **filters)
+    result = floor_list(result, fmt, filters.get("min_score"))
     render_fleet_search(_out(), result, explain=explain, fmt=fmt)
+    end_list(ctx, result.hits, fmt)
 
 
 @click.command("adopt")

@@ -219,7 +219,9 @@ def init(
     if template:
         init_with_template(path or ctx.obj["kb"], template, name, as_json)
         return
-    kb = KB.init(path or ctx.obj["kb"], name=name)
+    from pinakes_core.config import NEW_KB_SIDECARS
+
+    kb = KB.init(path or ctx.obj["kb"], name=name, sidecars=NEW_KB_SIDECARS)
     if as_json:
         render.print_data(
             _out(), {"root": str(kb.root), "name": kb.config.kb.name, "id": kb.config.kb.id}
@@ -352,7 +354,9 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     type=click.Choice(render.FORMATS),
     default="table",
     show_default=True,
-    help="table: ranked passages; json: the result JSON; files: matching paths; md: Markdown.",
+    help="table: ranked passages; json: the result JSON; files: matching paths (exit 1 when "
+    "none); md: Markdown. files and md leave out hits below a relevance floor (--min-score "
+    "replaces it).",
 )
 @json_option("Print the result as JSON (same as --format json).")
 @click.pass_context
@@ -410,7 +414,44 @@ def search(
     kb = _kb(ctx)
     _first_sync(kb, quiet=fmt != "table")
     result = kb.search(query, doc_ids=[kb.resolve(doc) for doc in docs], explain=explain, **filters)
+    result = floor_list(result, fmt, min_score)
     render.render_search(_out(), result, explain=explain, fmt=fmt)
+    end_list(ctx, result.hits, fmt)
+
+
+#: The outputs that claim to list matches: a relevance floor applies (docs/cli.md).
+LIST_FORMATS = ("files", "md")
+
+
+def floor_list(result: Any, fmt: str, min_score: float | None) -> Any:
+    """``result`` without the hits below the list floor, for ``--format files|md`` (issue 35).
+
+    Only when ``--min-score`` was not given (it replaces the floor); says on stderr how many
+    hits it left out and how to see them.
+    """
+    hits = list(result.hits)
+    if fmt not in LIST_FORMATS or min_score is not None or not hits:
+        return result
+    from pinakes_core.hits import list_floor
+
+    floor = list_floor([hit.score for hit in hits])
+    kept = [hit for hit in hits if hit.score >= floor]
+    if len(kept) < len(hits):
+        _say_err(
+            f"pnk: left out {len(hits) - len(kept)} of {len(hits)} hits scoring below the "
+            f"relevance floor {floor:g}; --min-score 0 lists them."
+        )
+    return result.model_copy(update={"hits": kept})
+
+
+def end_list(ctx: click.Context, hits: list[Any], fmt: str) -> None:
+    """Exit 1 when ``--format files`` lists nothing, as grep and ripgrep do."""
+    if fmt == "files" and not hits:
+        ctx.exit(1)
+
+
+def _say_err(message: str) -> None:
+    _err().print(render.line(message), soft_wrap=True)
 
 
 class _LineRange(click.ParamType[tuple[int, int]]):
@@ -451,6 +492,9 @@ class _LineRange(click.ParamType[tuple[int, int]]):
     type=click.IntRange(1, None),
     help="Cut the text to about N tokens (characters / 4) at a paragraph break.",
 )
+@click.option(
+    "--body", is_flag=True, help="Print only the text (or the slice asked for), for piping."
+)
 @json_option("Print the document as JSON.")
 @click.pass_context
 def show(
@@ -460,12 +504,18 @@ def show(
     section: str | None,
     pages: tuple[int, int] | None,
     max_tokens: int | None,
+    body: bool,
     as_json: bool,
 ) -> None:
-    """Print a document with its metadata. DOC is a ULID, a pnk:// URI or a path."""
+    """Print a document with its metadata.
+
+    DOC is a ULID, a pnk:// URI, a path, or a note's name as its wikilinks write it.
+    """
     view = _kb(ctx).read(doc, lines=lines, section=section, pages=pages, max_tokens=max_tokens)
     if as_json:
         render.print_json(_out(), view)
+    elif body:
+        render.render_body(_out(), view)
     else:
         render.render_document(_out(), view)
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
     from pinakes_core.eval import CalibrationReport, EvalReport
-    from pinakes_core.models import DoctorReport, LinksResult
+    from pinakes_core.models import DoctorReport, LinksResult, Passage
 
 # rich is imported only when something is drawn: ``--json`` output goes straight to the stream
 # (issue 14, start-up cost). Functions that build Text or Table import them locally.
@@ -62,41 +62,6 @@ FORMATS = ("table", "json", "files", "md")
 Part = str | tuple[str, str]
 
 _SNIPPET_CHARS = 220
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "was",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-    ]
-)
 
 
 # C0 controls but tab and newline, DEL and C1: a terminal acts on them (ESC starts a
@@ -262,7 +227,7 @@ def render_sync(console: Console, report: SyncReport) -> None:
     rate = f", {report.chunks_per_second:g} chunks/s" if report.chunks_per_second else ""
     _say(
         console,
-        f"synced in {report.seconds:.1f}s: {len(report.added)} added, {len(report.changed)} changed, "
+        f"synced in {report.seconds:.1f}s{_parts(report.parts_s)}: {len(report.added)} added, {len(report.changed)} changed, "
         f"{len(report.removed)} removed, {len(report.renamed)} renamed, {report.unchanged} unchanged; "
         f"{report.chunks_embedded} chunks embedded{rate}, {report.chunks_reused} reused",
     )
@@ -272,9 +237,18 @@ def render_sync(console: Console, report: SyncReport) -> None:
         _say(console, ("warning", "yellow"), f" {warning}")
 
 
+def _parts(parts: dict[str, float]) -> str:
+    """`` (index 6.1s, self-calibration 5.3s, …)``: the parts of a sync that took a tenth or more."""
+    shown = [f"{name} {secs:.1f}s" for name, secs in parts.items() if secs >= 0.05]
+    return f" ({', '.join(shown)})" if len(shown) > 1 else ""
+
+
 def _terms(query: str) -> re.Pattern[str] | None:
+    # The words search itself drops (issue 35: "should", "we", "use" were highlighted).
+    from pinakes_core.query import STOPWORDS
+
     words = sorted(
-        {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in _STOPWORDS},
+        {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in STOPWORDS},
         key=len,
         reverse=True,
     )
@@ -287,13 +261,23 @@ def _snippet(text: str) -> str:
     return textwrap.shorten(" ".join(text.split()), _SNIPPET_CHARS, placeholder=" …")
 
 
+def _pages(start: int, end: int | None) -> str:
+    end = end or start
+    return f"p. {start}" if end == start else f"pp. {start}-{end}"
+
+
 def cite(hit: Hit) -> str:
     """Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``)."""
     if hit.page_start is not None:
-        end = hit.page_end or hit.page_start
-        pages = f"p. {hit.page_start}" if end == hit.page_start else f"pp. {hit.page_start}-{end}"
-        return f"{hit.path} {pages}"
+        return f"{hit.path} {_pages(hit.page_start, hit.page_end)}"
     return f"{hit.path}:{hit.lines[0]}-{hit.lines[1]}"
+
+
+def _where(passage: Passage) -> str:
+    """Where a further passage of a hit is: ``lines 10-20``, or for a PDF ``p. 3``."""
+    if passage.page_start is not None:
+        return _pages(passage.page_start, passage.page_end)
+    return f"lines {passage.lines[0]}-{passage.lines[1]}"
 
 
 def render_search(
@@ -349,8 +333,8 @@ def render_search(
             _say(
                 console,
                 (
-                    f"     + {' › '.join(passage.heading_path) or '(top)'}  lines "
-                    f"{passage.lines[0]}-{passage.lines[1]}  score {passage.score:.4f}",
+                    f"     + {' › '.join(passage.heading_path) or '(top)'}  "
+                    f"{_where(passage)}  score {passage.score:.4f}",
                     "dim",
                 ),
             )
@@ -407,6 +391,11 @@ def render_document(console: Console, doc: DocumentView) -> None:
     console.print(doc.text, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
+def render_body(console: Console, doc: DocumentView) -> None:
+    """The document text (or the slice asked for) alone, as the file holds it: for a pipe."""
+    console.out(doc.text.rstrip("\n"), highlight=False)
+
+
 def render_status(console: Console, status: Status) -> None:
     """Key facts about the KB and its index."""
     stale = status.stale
@@ -416,7 +405,9 @@ def render_status(console: Console, status: Status) -> None:
         ("synced", _when(status.last_sync) if status.synced else "never (run `pnk sync`)"),
         ("documents", str(status.documents)),
         ("chunks", str(status.chunks)),
-        ("vectors", str(status.vectors)),
+        # Not one per chunk (issue 35): chunks of the same text share one, and the graph
+        # plugin embeds its tag and heading labels beside them.
+        ("vectors", f"{status.vectors} (one per distinct chunk text, and per graph label)"),
         ("model", f"{status.model} ({status.dim} dims)" if status.model else "-"),
         ("schema", str(status.schema_version or "-")),
         ("store", f"{status.store_bytes / 1048576:.1f} MB"),

@@ -106,9 +106,10 @@ def relation_note(kb: KB, rel: str) -> None:
 
 def init_with_template(path: Path, template: str, name: str | None, as_json: bool) -> StampReport:
     """``pnk init PATH --template T``: stamp the template and say what was written."""
+    from pinakes_core.config import NEW_KB_SIDECARS
     from pinakes_core.templates import init_from_template
 
-    report = init_from_template(path, template, name=name)
+    report = init_from_template(path, template, name=name, sidecars=NEW_KB_SIDECARS)
     if as_json:
         print_json(_out(), report)
         return report
@@ -164,8 +165,12 @@ def _render_plan(console: Console, plan: UpgradePlan) -> None:
     if plan.up_to_date:
         _say(console, f"Up to date: template {plan.template} {plan.to_version}; nothing to do.")
         return
-    start = plan.from_version or "no template"
-    _say(console, f"Upgrade {plan.template}: {start} -> {plan.to_version}")
+    if plan.from_template is not None:
+        # The KB has a template; it adopts another (it said "no template -> 1.0").
+        _say(console, f"Switch template: {plan.from_template} -> {plan.template} {plan.to_version}")
+    else:
+        start = plan.from_version or "no template"
+        _say(console, f"Upgrade {plan.template}: {start} -> {plan.to_version}")
     if plan.config_diff:
         _print_diff(console, plan.config_diff)
     for folder in plan.folders:
@@ -313,6 +318,17 @@ def _render_hooks(report: git_hooks.HooksReport) -> None:
     for hook in report.hooks:
         extra = " (runs the previous hook first)" if hook.chained else ""
         _say(out, f"  {hook.name:<14} {hook.state}{extra}")
+    gone = sorted({h.command[0] for h in report.hooks if h.command and not h.command_ok})
+    if gone:
+        # The hook's sync starts in the background with its output discarded: without this
+        # line a moved or deleted environment leaves every hook syncing nothing, silently.
+        _say(
+            out,
+            f"broken: the hooks run {gone[0]}, which no longer exists; until you run `pnk hooks "
+            "install` again from the Pinakes you use now, they sync only through a `pnk` on "
+            "git's PATH, if there is one.",
+            "red",
+        )
     last = report.last_sync
     if last:
         verdict = "ok" if last.get("ok") else f"failed: {last.get('error')}"

@@ -179,6 +179,10 @@ def gitignore_line(line: str) -> bool:
     return True
 
 
+#: When sync writes a sidecar for a document without one (``[sidecars] write``).
+SidecarPolicy = Literal["always", "when-needed", "never"]
+
+
 class SidecarsConfig(_Section):
     """``[sidecars]``: when sync writes a sidecar for a document that has none (docs/fleet.md).
 
@@ -187,7 +191,7 @@ class SidecarsConfig(_Section):
     1,000 notes does not gain 1,000 files); ``"never"`` writes none.
     """
 
-    write: Literal["always", "when-needed", "never"] = "always"
+    write: SidecarPolicy = "always"
 
 
 class FrontmatterConfig(_Section):
@@ -647,9 +651,30 @@ def _check_sidecars(path: Path, config: Config) -> None:
         )
 
 
-def render_config(name: str, kb_id: str | None = None) -> str:
-    """Return the text of a fresh ``pinakes.toml`` for a KB called ``name``."""
+#: What ``[sidecars] write`` a KB made by ``pnk init`` says (issue 35): a sidecar per note only
+#: where the files cannot give its id again. A KB without the key keeps ``"always"``.
+NEW_KB_SIDECARS: SidecarPolicy = "when-needed"
+
+
+def render_config(
+    name: str, kb_id: str | None = None, sidecars: SidecarPolicy | None = None
+) -> str:
+    """Return the text of a fresh ``pinakes.toml`` for a KB called ``name``.
+
+    ``sidecars``: a ``[sidecars] write`` value to write (``None``: no ``[sidecars]`` table, so
+    the setting's default, ``"always"``, holds).
+    """
     kb_id = kb_id or new_ulid()
+    policy = (
+        (
+            "\n[sidecars]\n"
+            '# when sync writes NOTE.pnk.yaml for a note without one: "when-needed" (only where\n'
+            '# the files cannot give its id again, e.g. a renamed note), "always", "never"\n'
+            f'write = "{sidecars}"\n'
+        )
+        if sidecars is not None
+        else ""
+    )
     return (
         "# Pinakes knowledge-base configuration (committed; see the Pinakes guide).\n"
         "[kb]\n"
@@ -666,4 +691,4 @@ def render_config(name: str, kb_id: str | None = None) -> str:
         "\n"
         "[retrieval]\n"
         "# k = 8\n"
-    )
+    ) + policy

@@ -57,7 +57,17 @@ class UriError(PinakesError):
 
 
 class DocumentNotFoundError(PinakesError):
-    """No document in the KB matches the given id, URI or path."""
+    """No document in the KB matches the given id, URI, path or name.
+
+    Attributes:
+        near: paths of documents whose names are close to the reference (a suggestion).
+    """
+
+    def __init__(
+        self, message: str, hint: str | None = None, near: list[str] | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.near = near or []
 
 
 class IndexMissingError(PinakesError):

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pinakes_core.query import CJK_RUN, symbol_words
+from pinakes_core.query import CJK_RUN, quoted_spans, symbol_words
 
 __all__ = [
     "BM25_K1",
@@ -64,7 +64,6 @@ _EXACT_SHARE = 0.4
 
 _TOKEN = re.compile(r"\S+")
 _WORD = re.compile(r"\w+", re.UNICODE)
-_QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|`([^`]+)`")
 _PUNCT = "\"'`“”‘’()[]{}<>,;!?"
 _JOINED = re.compile(r"\w[._/:]\w|\w_\w|[a-z][A-Z]")
 _QUESTION = re.compile(
@@ -182,7 +181,7 @@ def _relation(name: str, pattern: re.Pattern[str], query: str) -> bool:
 def query_shape(query: str) -> QueryShape:
     """Describe the query's shape (see :class:`QueryShape`); never raises."""
     words = _WORD.findall(query)
-    quoted = tuple(next(g for g in m.groups() if g) for m in _QUOTED.finditer(query))
+    quoted = tuple(quoted_spans(query))
     identifiers = tuple(
         t.strip(_PUNCT).rstrip(".:") for t in _TOKEN.findall(query) if _identifier(t)
     )

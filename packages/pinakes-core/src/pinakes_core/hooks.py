@@ -5,7 +5,8 @@ before — it is renamed ``<hook>.pinakes-chained`` and called with the same arg
 standard input, and its exit status is the hook's — and then start a quiet incremental sync of
 each registered KB in the background, so git never waits. The sync command is the absolute
 path of the interpreter running now, so a hook works from any shell, outside the clone's
-virtualenv too. KBs are recorded relative to the repository's top, so one set of hooks serves
+virtualenv too; when that interpreter is gone (its environment moved or was deleted) the hook
+runs the ``pnk`` on git's ``PATH`` instead, and ``pnk hooks status`` and ``pnk doctor`` say so. KBs are recorded relative to the repository's top, so one set of hooks serves
 every worktree and several KBs in one repository; ``core.hooksPath`` is honoured (git tells
 where hooks live). Uninstall removes this KB; when no KB is left it puts the previous hook back
 byte for byte (a rename), or removes the file when there was none.
@@ -133,10 +134,29 @@ def _locate(root: Path) -> tuple[Path, Path, str]:
 _MAX_HOOK_BYTES = 1 << 20
 
 
-def render_hook(name: str, kbs: Sequence[str], command: Sequence[str]) -> str:
-    """The text of a Pinakes hook ``name`` syncing ``kbs`` (paths relative to the repo top)."""
+def render_hook(
+    name: str, kbs: Sequence[str], command: Sequence[str], *, fallback: bool = True
+) -> str:
+    """The text of a Pinakes hook ``name`` syncing ``kbs`` (paths relative to the repo top).
+
+    With ``fallback`` (what install writes since issue 35), a hook whose interpreter is gone
+    (its environment was moved or deleted) runs the ``pnk`` on git's ``PATH`` instead of
+    nothing; ``fallback=False`` is the text earlier installs wrote, still read as installed.
+    """
     cmd = shlex.join(command)
     listed = " ".join(shlex.quote(kb) for kb in kbs)
+    sync = ' hooks sync --kb "$top/$kb" </dev/null >/dev/null 2>&1 &)'
+    launch = (
+        [
+            f"        if [ -x {shlex.quote(command[0] if command else '')} ]; then",
+            f"            ({cmd}{sync}",
+            "        elif command -v pnk >/dev/null 2>&1; then  # its environment is gone",
+            f"            (pnk{sync}",
+            "        fi",
+        ]
+        if fallback
+        else [f"        ({cmd}{sync}"]
+    )
     lines = [
         "#!/bin/sh",
         f"{_MARKER} written by `pnk hooks install`; `pnk hooks uninstall` puts back what was here.",
@@ -152,7 +172,7 @@ def render_hook(name: str, kbs: Sequence[str], command: Sequence[str]) -> str:
         "top=$(pwd)  # git runs hooks from the top of the work tree",
         f"for kb in {listed}; do",
         '    if [ -f "$top/$kb/pinakes.toml" ]; then',
-        f'        ({cmd} hooks sync --kb "$top/$kb" </dev/null >/dev/null 2>&1 &)',
+        *launch,
         "    fi",
         "done",
         'exit "$status"',
@@ -203,7 +223,10 @@ def _state(name: str, path: Path, rel: str) -> HookState:
         return HookState(name=name, path=str(path), state="foreign", chained=chained)
     kbs, command = parsed
     state: State
-    if text != render_hook(name, kbs, command):
+    if text not in (
+        render_hook(name, kbs, command),
+        render_hook(name, kbs, command, fallback=False),
+    ):
         state = "modified"
     else:
         state = "installed" if rel in kbs else "other-kbs"

@@ -35,6 +35,7 @@ __all__ = [
     "TextLink",
     "extract_links",
     "link_kind",
+    "near_names",
     "read_text",
     "resolve_all",
     "resolver",
@@ -655,3 +656,29 @@ def resolver(
         return doc if reason is None else None
 
     return resolve
+
+
+#: How close (difflib's ratio, 0-1) a name must be to what was typed to be suggested.
+NEAR_NAME_RATIO = 0.6
+
+
+def near_names(conn: sqlite3.Connection, ref: str, limit: int = 3) -> list[str]:
+    """Paths of the documents a mistyped reference may mean, closest first (at most ``limit``).
+
+    Compared, case aside, with every document's path, file name without its suffix, title and
+    aliases (difflib's ratio at least :data:`NEAR_NAME_RATIO`): ``0002-retry-polcy`` suggests
+    ``decisions/0002-retry-policy.md``. For an error's hint; reads every document's names.
+    """
+    import difflib
+
+    wanted = _nfc(ref.strip()).lower()
+    if not wanted or len(wanted) > 300:
+        return []
+    owners: dict[str, list[str]] = {}
+    for path, title, aliases in conn.execute("SELECT path, title, aliases FROM documents"):
+        stem = posixpath.splitext(posixpath.basename(path))[0]
+        for name in {path, stem, title, *json.loads(aliases or "[]")}:
+            owners.setdefault(_nfc(str(name)).lower(), []).append(path)
+    close = difflib.get_close_matches(wanted, list(owners), n=limit * 2, cutoff=NEAR_NAME_RATIO)
+    found = dict.fromkeys(path for name in close for path in sorted(owners[name]))
+    return list(found)[:limit]

@@ -45,6 +45,16 @@ class Passage(_Model):
     text: str
     lines: tuple[int, int]
     score: float = Field(description="relevance in [0, 1], as Hit.score")
+    page_start: int | None = Field(
+        default=None,
+        description="first page of the passage (PDFs only; cite it as the page)",
+        exclude_if=lambda v: v is None,
+    )
+    page_end: int | None = Field(
+        default=None,
+        description="last page of the passage, inclusive (PDFs only)",
+        exclude_if=lambda v: v is None,
+    )
 
 
 class Hit(_Model):
@@ -198,7 +208,13 @@ class SyncReport(_Model):
     chunks_reused: int
     embed_seconds: float
     chunks_per_second: float | None
-    seconds: float
+    seconds: float = Field(description="the whole sync's wall time, every part below included")
+    parts_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds of the sync's parts (index: reading, embedding and writing the "
+        "store; self-calibration; vector snapshot), when KB.sync measured them",
+        exclude_if=lambda v: not v,
+    )
     rebuilt: str | None = Field(default=None, description="why the store was rebuilt, if it was")
     pdfs_extracted: int = Field(default=0, description="PDFs whose text was extracted")
     pdfs_from_cache: int = Field(

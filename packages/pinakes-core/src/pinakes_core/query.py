@@ -14,6 +14,11 @@ bigrams, the classic way to index these scripts without a dictionary (Lucene's C
 the same); the index and every query go through it, so ``项目计划`` is found inside
 ``我们的项目计划很好``.
 
+A span the user put in double quotes (``"error budget"`` or ``“error budget”``) is a phrase:
+:func:`quoted_phrases` writes it as one FTS5 phrase of its words in order, which matches only
+where they stand together, ahead of the query's single words; retrieval then ranks the
+candidates holding every quoted phrase first (:func:`pinakes_core.retrieval.lift_quoted`).
+
 Operators are not words: the tokenizer drops ``=~``, ``|>`` or ``&&`` whole, so a question about
 one found nothing. :func:`symbol_words` writes an operator that stands alone (between spaces or
 backticks, ``a =~ b``, `` `?.` ``) as one index word, ``zzsym`` and its characters' hex codes,
@@ -27,10 +32,13 @@ import re
 
 __all__ = [
     "CJK_RUN",
+    "QUOTED",
     "STOPWORDS",
     "build_fts_query",
     "fts_phrases",
     "query_terms",
+    "quoted_phrases",
+    "quoted_spans",
     "split_cjk",
     "symbol_words",
     "words",
@@ -46,6 +54,14 @@ CJK_RUN = re.compile(
     "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0003134f]+"
 )
+#: A span in straight or curly double quotes, or in backticks (the text is in the one group set).
+QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”|`([^`]+)`")
+#: The spans among them that are phrases: double quotes only. Backticks mark code, whose words
+#: a question often quotes with other spacing or a part left out (``echo .. | ls``); the query's
+#: shape counts them as exact words (:func:`pinakes_core.fusion.query_shape`), no more.
+_PHRASE_QUOTE = ('"', "“")
+#: A quoted span longer than this is pasted text, not a phrase to match word for word.
+_MAX_PHRASE_CHARS = 200
 _HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 _MAX_TERMS = 32
 #: ... plus this many CJK bigrams (a question of about 60 characters), which a question in
@@ -291,14 +307,40 @@ def symbol_words(text: str) -> list[str]:
     return list(found)
 
 
+def quoted_spans(text: str) -> list[str]:
+    """The spans of ``text`` the user put in quotes or backticks (:data:`QUOTED`), in order."""
+    return [next(g for g in m.groups() if g) for m in QUOTED.finditer(text)]
+
+
+def quoted_phrases(text: str) -> list[str]:
+    """The FTS5 phrases of the double-quoted spans of ``text`` that hold two words or more.
+
+    ``'"error budget" policy'`` gives ``['"error budget"']``: the span's words, lower-cased, in
+    order, which FTS5 (and the tantivy index) match only as adjacent tokens. A span of one word
+    is that word's phrase already; a span over 200 characters (pasted text) is not a phrase.
+    No repeats.
+    """
+    found: dict[str, None] = {}
+    for match in QUOTED.finditer(text):
+        if not match.group().startswith(_PHRASE_QUOTE):
+            continue
+        span = next(g for g in match.groups() if g)
+        pieces = _WORD.findall(split_cjk(span))
+        if len(pieces) > 1 and len(span) <= _MAX_PHRASE_CHARS:
+            found.setdefault('"' + " ".join(p.lower() for p in pieces) + '"', None)
+    return list(found)
+
+
 def fts_phrases(text: str) -> list[str]:
     """Return the phrases :func:`build_fts_query` ORs together, each a double-quoted string.
 
-    Identifier-like tokens (``E-4012``) become one phrase of their words, then every content
+    Quoted spans of several words come first, each one phrase (:func:`quoted_phrases`); then
+    identifier-like tokens (``E-4012``) become one phrase of their words, then every content
     word is a phrase of its own; at most 32, plus at most 64 CJK bigrams, no repeats. An
     operator standing alone (``=~``) is the phrase of its index word (:func:`symbol_words`).
     """
-    parts = [f'"{word}"' for word in symbol_words(text)[:_MAX_QUERY_SYMBOLS]]
+    parts = quoted_phrases(text)
+    parts += [f'"{word}"' for word in symbol_words(text)[:_MAX_QUERY_SYMBOLS]]
     for raw in split_cjk(text).split():
         pieces = _WORD.findall(raw)
         if len(pieces) > 1 and len(raw) <= 64:

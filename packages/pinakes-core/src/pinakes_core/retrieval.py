@@ -25,7 +25,7 @@ from pinakes_core.fusion import QueryShape, combine, lexical_share, rank_evidenc
 from pinakes_core.hits import GroupBy, build_hits
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
-from pinakes_core.query import split_cjk, words
+from pinakes_core.query import quoted_phrases, split_cjk, words
 
 __all__ = [
     "AUTO_GRAPH_CHANNEL",
@@ -33,6 +33,7 @@ __all__ = [
     "channel_weights",
     "default_channels",
     "fuse_and_build",
+    "lift_quoted",
 ]
 
 
@@ -169,6 +170,44 @@ def lift_named(
     lifted = set(best.values())
     head = [(chunk, top) for chunk, _ in fused if chunk in lifted]
     return head + [(c, s) for c, s in fused if c not in lifted], f"ran: the query is {what}"
+
+
+def lift_quoted(
+    ctx: QueryContext, fused: list[tuple[int, float]]
+) -> tuple[list[tuple[int, float]], str]:
+    """Rank the candidates holding every quoted phrase of the query before the others.
+
+    Quotes ask for the words together (``"error budget"``): a passage holding the phrase must
+    not fall below one holding neither word because its title or its meaning is close (issue
+    35). The lexical channel already scores the phrase (:func:`~pinakes_core.query.fts_phrases`);
+    here the holders keep their fused order and scores, and every other candidate follows in
+    its own order with its score capped at the last holder's, so scores never rise with rank.
+    FTS5 decides what holds a phrase (its tokenizer and stemmer: ``"error budgets"`` holds
+    ``"error budget"``). Nothing moves when the query quotes no span of two words or more, or
+    when no candidate holds the phrases. Returns the ranking and what ``explain`` shows.
+    """
+    phrases = quoted_phrases(ctx.query)
+    if not fused or not phrases:
+        return fused, "skipped: the query quotes no phrase"
+    ids = [c for c, _ in fused]
+    try:
+        # ``+rowid``: FTS5 reads the phrases' doclists once and the ids filter its rows.
+        held = {
+            int(r[0])
+            for r in ctx.conn.execute(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
+                f"AND +rowid IN ({','.join('?' * len(ids))})",
+                [" AND ".join(phrases), *ids],
+            )
+        }
+    except sqlite3.Error:  # a phrase FTS cannot read holds nowhere
+        held = set()
+    if not held:
+        return fused, "skipped: no candidate holds the quoted phrase(s)"
+    head = [(c, s) for c, s in fused if c in held]
+    last = head[-1][1]
+    tail = [(c, min(s, last)) for c, s in fused if c not in held]
+    return head + tail, f"ran: {len(head)} candidate(s) hold the quoted phrase(s)"
 
 
 def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
@@ -349,6 +388,7 @@ def fuse_and_build(
         fused = reranker.rerank(ctx, fused)
         timings[name] = round((time.perf_counter() - t1) * 1000, 3)
     t0 = time.perf_counter()
+    fused, stages["phrases"] = lift_quoted(ctx, fused)
     fused, stages["names"] = lift_named(ctx, fused)
     timings["names"] = round((time.perf_counter() - t0) * 1000, 3)
     t0 = time.perf_counter()

@@ -110,8 +110,17 @@ MAX_TARGET_CHARS = 2_000
 #: names nothing: a template note is named by the next source, its file name at the latest.
 #: 9: operators standing alone (``=~``, ``&&``) are index words in the ``idents`` column
 #: (:func:`~pinakes_core.query.symbol_words`). 10: a MyST ``{doc}`` role
-#: (``{doc}`intro/setup```) is a link to that document.
-FTS_ROWS = "10"
+#: (``{doc}`intro/setup```) is a link to that document. 11: a PDF's or text file's title that
+#: is only its file name is running text of its first chunk, not every chunk's title
+#: (:data:`FILE_NAMED_TYPES`).
+FTS_ROWS = "11"
+#: Source types whose title, when only their file name gives one, is indexed as running text of
+#: the first chunk instead of the title of every chunk (issue 35): ``latency-budget.pdf``'s 40
+#: pages each held "budget" at title weight, outranking notes whose text uses the word, and made
+#: it so common that its IDF, and every note's evidence for it, fell to nothing. A Markdown
+#: note's file name is its name (Obsidian shows it as the title), and a code file's names its
+#: module: both stay titles. The document keeps the title everywhere else (hits, names).
+FILE_NAMED_TYPES = frozenset({"pdf", "text"})
 
 
 def reading_id(config: Config, pages: tuple[tuple[str, str], ...] = ()) -> str:
@@ -164,6 +173,7 @@ class _Prepared:
     source_type: str = "markdown"
     idents: list[str] = field(default_factory=list)  # per chunk: operators, code identifiers
     pdf: PdfText | None = None
+    file_named: bool = False  # the title is only the file name (FILE_NAMED_TYPES)
 
 
 @dataclass
@@ -555,7 +565,7 @@ class _Syncer:
         if pdf is not None:
             text = pdf.text
             lines = text.split("\n")
-        title = _clip_title(
+        named = (
             (sidecar.title if sidecar else None)
             or _named(front.title)
             or (
@@ -564,6 +574,9 @@ class _Syncer:
                 else None
             )
             or (extraction.title if extraction is not None else None)
+        )
+        title = _clip_title(
+            named
             or (
                 entry.path.name
                 if entry.source_type == "code"
@@ -616,6 +629,7 @@ class _Syncer:
             source_type=entry.source_type,
             idents=[_index_idents(c.text, code=entry.source_type == "code") for c in chunks],
             pdf=pdf,
+            file_named=not named and entry.source_type in FILE_NAMED_TYPES,
         )
 
     def _chunks(self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None) -> list[Chunk]:
@@ -864,10 +878,14 @@ class _Syncer:
                 [(p.doc_id, *row) for row in meta.flatten(p.fields)],
             )
             heading_text = [" › ".join(c.heading_path) for c in p.chunks]
-            # A document's aliases are names of it, as its title is (FTS_ROWS).
-            names = "\n".join([p.title, *p.aliases])
+            # A document's aliases are names of it, as its title is (FTS_ROWS); a title that is
+            # only a file name is running text of the first chunk (FILE_NAMED_TYPES).
+            names = "\n".join(p.aliases if p.file_named else [p.title, *p.aliases])
+            idents_of = list(p.idents)
+            if p.file_named and idents_of:
+                idents_of[0] = f"{idents_of[0]}\n{split_cjk(p.title)}".strip()
             for chunk, h, heading, idents in zip(
-                p.chunks, p.embed_hashes, heading_text, p.idents, strict=True
+                p.chunks, p.embed_hashes, heading_text, idents_of, strict=True
             ):
                 cur = conn.execute(
                     "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, "

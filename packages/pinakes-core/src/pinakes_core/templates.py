@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib.resources import files as package_files
@@ -32,7 +33,7 @@ import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pinakes_core._toml import set_path
-from pinakes_core.config import CONFIG_FILE, load_config, validate_config
+from pinakes_core.config import CONFIG_FILE, SidecarPolicy, load_config, validate_config
 from pinakes_core.errors import ConfigError, TemplateError
 from pinakes_core.sidecar import _atomic_write
 from pinakes_core.uri import new_ulid
@@ -417,7 +418,11 @@ def make_folders(root: Path, template: Template) -> list[str]:
 
 
 def init_from_template(
-    path: str | os.PathLike[str], template: str | os.PathLike[str], name: str | None = None
+    path: str | os.PathLike[str],
+    template: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    sidecars: SidecarPolicy | None = None,
 ) -> StampReport:
     """Make ``path`` a KB stamped from ``template`` (``pnk init --template``).
 
@@ -429,11 +434,16 @@ def init_from_template(
     Raises:
         TemplateError: if the template is unknown or malformed.
         ConfigError: if ``path`` is a KB already or the name is invalid.
+
+    ``sidecars`` is passed to ``KB.init`` unless the template's fragment sets ``[sidecars]``
+    itself (the template's word wins).
     """
     from pinakes_core.kb import KB
 
     loaded = load_template(template)
-    kb = KB.init(path, name=name)
+    if re.search(r"(?m)^\s*\[\s*sidecars\s*\]", loaded.fragment):
+        sidecars = None
+    kb = KB.init(path, name=name, sidecars=sidecars)
     root = kb.root
     _stamped_config(root, loaded)
     folders = make_folders(root, loaded)

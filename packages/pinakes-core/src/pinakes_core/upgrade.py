@@ -100,6 +100,8 @@ class UpgradePlan(BaseModel):
     Attributes:
         template: the template's name.
         from_version: the KB's recorded template version (``None`` when adopting one).
+        from_template: the template the KB recorded before, when it adopts another one
+            (``None`` when it had none, or upgrades the one it has).
         to_version: the template's version.
         up_to_date: ``True`` when the KB is at the template's version: nothing to do.
         config_diff: unified diff of ``pinakes.toml`` (config, schema, ``[kb]`` record).
@@ -113,6 +115,7 @@ class UpgradePlan(BaseModel):
     template: str
     from_version: str | None
     to_version: str
+    from_template: str | None = None
     up_to_date: bool = False
     config_diff: str = ""
     config: list[ConfigChange] = []
@@ -237,7 +240,17 @@ def _plan(
     lock = read_lock(kb.root)
     if lock is not None and lock.template != template.name:
         lock = None  # adopting another template: nothing it stamped is known
-    plan = UpgradePlan(template=template.name, from_version=current, to_version=template.version)
+    previous = (
+        f"{record.template} {record.template_version or ''}".strip()
+        if adopting and record.template is not None
+        else None
+    )
+    plan = UpgradePlan(
+        template=template.name,
+        from_version=current,
+        to_version=template.version,
+        from_template=previous,
+    )
     if current == template.version and lock is not None and lock.version == current:
         return plan.model_copy(update={"up_to_date": True}), template, []
     doc = parse((kb.root / CONFIG_FILE).read_text(encoding="utf-8"), CONFIG_FILE)
@@ -263,8 +276,13 @@ def _plan(
         ) from None
     files = _file_changes(kb.root, template, lock.files if lock else {})
     conflicts = [
-        f"{CONFIG_FILE}: {c.key} is {c.yours!r} in yours; the template changed it from "
-        f"{c.base!r} to {c.template!r} (yours kept)"
+        f"{CONFIG_FILE}: {c.key} is {c.yours!r} in yours; the template "
+        + (
+            f"sets it to {c.template!r}"  # it had not stamped it ("from None" read as a value)
+            if c.base is None
+            else f"changed it from {c.base!r} to {c.template!r}"
+        )
+        + " (yours kept)"
         for c in changes
         if c.action == "conflict"
     ]

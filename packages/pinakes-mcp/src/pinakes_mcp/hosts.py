@@ -65,11 +65,38 @@ def executable() -> str:
     return str(Path(found).absolute())
 
 
+def _kb_root(kb: Path) -> Path:
+    """``kb`` made absolute, if it is a KB folder or a folder inside one (issue 35).
+
+    Raises:
+        HostConfigError: if it does not exist or no ``pinakes.toml`` is at or above it: a host
+            started with it could never serve it.
+    """
+    path = kb.expanduser().resolve()
+    if not path.is_dir():
+        raise HostConfigError(
+            f"The KB folder {path} does not exist: a host configured with it could never start "
+            "the server.",
+            "Pass the folder of a KB (`pnk init PATH` makes one).",
+        )
+    if not any((folder / "pinakes.toml").is_file() for folder in (path, *path.parents)):
+        raise HostConfigError(
+            f"{path} is not a KB (no pinakes.toml in it or above it): a host configured with it "
+            "could never start the server.",
+            f"Run `pnk init {path}` first, or pass a KB's folder.",
+        )
+    return path
+
+
 def server_entry(host: str, kbs: list[Path], extra: list[str]) -> dict[str, Any]:
-    """Return the server entry for ``host``: absolute command, absolute ``--kb`` paths."""
+    """Return the server entry for ``host``: absolute command, absolute ``--kb`` paths.
+
+    Raises:
+        HostConfigError: for a ``--kb`` that is no KB folder, or no pinakes-mcp executable.
+    """
     args: list[str] = []
     for kb in kbs:
-        args += ["--kb", str(kb.expanduser().resolve())]
+        args += ["--kb", str(_kb_root(kb))]
     entry: dict[str, Any] = {"command": executable(), "args": [*args, *extra]}
     if host in ("vscode", "claude-code"):
         entry = {"type": "stdio", **entry}
@@ -90,7 +117,9 @@ def default_file(host: str) -> Path:
         elif sys.platform == "win32":
             base = Path(os.environ.get("APPDATA", home / "AppData" / "Roaming"))
         else:
-            base = Path(os.environ.get("XDG_CONFIG_HOME", home / ".config"))
+            # An empty XDG_CONFIG_HOME is unset (the XDG spec; the fleet registry reads it so):
+            # Path("") would put the file in the current folder.
+            base = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
         return base / "Claude" / "claude_desktop_config.json"
     if host == "claude-code":
         return Path.cwd() / ".mcp.json"

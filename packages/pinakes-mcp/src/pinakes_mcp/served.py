@@ -35,7 +35,8 @@ __all__ = ["ArgumentError", "Registry", "ServedKB"]
 log = logging.getLogger(__name__)
 
 _ID_HINT = (
-    "Pass a doc_id (ULID) from pinakes_search, a pnk:// URI, or a path relative to the KB root."
+    "Pass a doc_id (ULID) from pinakes_search, a pnk:// URI, a path relative to the KB root, or "
+    "a note's name as its wikilinks write it."
 )
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -250,9 +251,10 @@ class Registry:
     def locate(self, ref: str, kb: str | None = None) -> tuple[ServedKB, str]:
         """Return the served KB and document ULID a client's document reference names.
 
-        ``ref`` is a ULID, a ``pnk://`` URI (whose KB part, if any, must be served), or a
-        KB-relative path of an indexed document. Paths that are absolute, contain ``..`` or
-        resolve outside the KB root (a symlink) are refused before anything is looked up.
+        ``ref`` is a ULID, a ``pnk://`` URI (whose KB part, if any, must be served), a
+        KB-relative path of an indexed document, or a note's name (as a wikilink resolves it).
+        Paths that are absolute, contain ``..`` or resolve outside the KB root (a symlink) are
+        refused before anything is looked up.
 
         Raises:
             ArgumentError: for an unserved KB, a non-``pnk`` URI or an unsafe path.
@@ -280,15 +282,18 @@ class Registry:
         else:
             key = self._safe_path(ref, candidates)
         found: list[tuple[ServedKB, str]] = []
+        near: list[str] = []
         for served in candidates:
             with self.using(served) as handle:
                 try:
                     found.append((served, handle.resolve(key)))
-                except DocumentNotFoundError:
+                except DocumentNotFoundError as exc:
+                    near += exc.near
                     continue
         if not found:
             where = f"KB {candidates[0].name!r}" if len(candidates) == 1 else "any served KB"
-            raise DocumentNotFoundError(f"No document {ref!r} in {where}.", _ID_HINT)
+            maybe = f"Did you mean {', '.join(map(repr, near[:3]))}? " if near else ""
+            raise DocumentNotFoundError(f"No document {ref!r} in {where}.", maybe + _ID_HINT, near)
         if len(found) > 1:
             names = ", ".join(served.name for served, _ in found)
             raise DocumentNotFoundError(

@@ -299,6 +299,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="pinakes-mcp",
         description="Serve Pinakes knowledge bases to agents over MCP.",
     )
+    from importlib.metadata import version  # light: --version must not load the server
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('pinakes-mcp')}")
     parser.add_argument(
         "--kb",
         dest="kbs",

@@ -98,8 +98,9 @@ _Doc = Annotated[
         min_length=1,
         max_length=1_000,
         description=(
-            "The document: its doc_id (ULID) from a search hit or link, a pnk:// URI, or a path "
-            "relative to the KB root of an indexed document (no '..', not absolute)."
+            "The document: its doc_id (ULID) from a search hit or link, a pnk:// URI, a path "
+            "relative to the KB root of an indexed document (no '..', not absolute), or a "
+            "note's name, title or alias as its wikilinks write it ('0002-retry-policy')."
         ),
     ),
 ]
@@ -249,25 +250,26 @@ def pinakes_search(
     per_doc: Annotated[
         bool,
         Field(
-            description="One hit per document: k distinct documents, each with its best "
-            "passage and up to two more in `passages`."
+            description="true (default): k distinct documents, each hit its best passage with "
+            "up to two more in `passages`; false: k passages, several of one document possible."
         ),
-    ] = False,
+    ] = True,
     min_score: Annotated[
         float | None,
         Field(ge=0.0, le=1.0, description="Leave out hits whose score is below this (0-1)."),
     ] = None,
 ) -> SearchOutput:
-    """Search the knowledge bases (keywords + meaning, fused) and get ranked passages.
+    """Search the knowledge bases (keywords + meaning, fused) and get ranked documents.
 
-    Use it first for anything the user's notes might answer. Each hit is one passage (a chunk
-    under one heading) with `doc_id`, `path`, `title`, `heading_path`, `text`, `lines`,
+    Use it first for anything the user's notes might answer. Each hit is one document's best
+    passage (a chunk under one heading), with up to two more of its passages in `passages`:
+    `doc_id`, `path`, `title`, `heading_path`, `text`, `lines`,
     `source_type` (markdown, text, pdf, code) and its `score`: its relevance in [0, 1] (the
     weighted mean of keyword and meaning evidence, comparable across queries and KBs; around
     0.5 and above is a strong match); a PDF hit also has `page_start`/`page_end` (cite the
     page); `kb` names the KB when several are served. Omitting `kb` searches every served KB
-    and merges their hits by score. `per_doc: true` returns k distinct documents instead of k
-    passages; `min_score` drops weak hits.
+    and merges their hits by score. `per_doc: false` returns k passages instead of k distinct
+    documents (the same as `pnk search --per-chunk`); `min_score` drops weak hits.
 
     Reading the reply:
     - `confidence` is a calibrated probability (0-1) that the top hit answers the query;
