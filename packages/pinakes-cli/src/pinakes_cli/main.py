@@ -94,8 +94,15 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-#: Commands whose argument is free text, and what the text is for (the ``--`` hint below).
-_TEXT_ARGUMENTS = {"search": "search for text", "ask": "ask a question"}
+#: Commands whose argument may start with ``-``: what it is for, and an example of one
+#: (the ``--`` hint below).
+_TEXT_ARGUMENTS = {
+    "search": ("search for text", "'-your text'"),
+    "ask": ("ask a question", "'-your text'"),
+    "show": ("name a document", "-notes.md"),
+    "links": ("name a document", "-notes.md"),
+    "link": ("name a document", "-notes.md"),
+}
 
 
 def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
@@ -107,11 +114,12 @@ def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
     (``-foo`` is ``-f``) is not echoed, since the query was more than the option named.
     """
     command = exc.ctx.command.name if exc.ctx is not None else None
-    purpose = _TEXT_ARGUMENTS.get(command or "")
-    if purpose is None:
+    known = _TEXT_ARGUMENTS.get(command or "")
+    if known is None:
         return exc
+    purpose, example = known
     name = exc.option_name
-    example = shlex.quote(name) if name.startswith("--") else "'-your text'"
+    example = shlex.quote(name) if name.startswith("--") else example
     message = (
         f"{exc.message} To {purpose} that starts with '-', put -- before it: "
         f"pnk {command} -- {example}"
