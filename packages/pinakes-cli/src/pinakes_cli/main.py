@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import gc
 import re
 import shlex
@@ -93,8 +94,15 @@ def _progress(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-#: Commands whose argument is free text, and what the text is for (the ``--`` hint below).
-_TEXT_ARGUMENTS = {"search": "search for text", "ask": "ask a question"}
+#: Commands whose argument may start with ``-``: what it is for, and an example of one
+#: (the ``--`` hint below).
+_TEXT_ARGUMENTS = {
+    "search": ("search for text", "'-your text'"),
+    "ask": ("ask a question", "'-your text'"),
+    "show": ("name a document", "-notes.md"),
+    "links": ("name a document", "-notes.md"),
+    "link": ("name a document", "-notes.md"),
+}
 
 
 def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
@@ -106,11 +114,12 @@ def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
     (``-foo`` is ``-f``) is not echoed, since the query was more than the option named.
     """
     command = exc.ctx.command.name if exc.ctx is not None else None
-    purpose = _TEXT_ARGUMENTS.get(command or "")
-    if purpose is None:
+    known = _TEXT_ARGUMENTS.get(command or "")
+    if known is None:
         return exc
+    purpose, example = known
     name = exc.option_name
-    example = shlex.quote(name) if name.startswith("--") else "'-your text'"
+    example = shlex.quote(name) if name.startswith("--") else example
     message = (
         f"{exc.message} To {purpose} that starts with '-', put -- before it: "
         f"pnk {command} -- {example}"
@@ -119,20 +128,63 @@ def _dash_hint(exc: click.NoSuchOption) -> click.NoSuchOption:
 
 
 class _Group(click.Group):
-    """Maps every :class:`PinakesError` to one clean message (JSON with ``--json``) and exit 1."""
+    """Maps every :class:`PinakesError` to one clean message (JSON with ``--json``) and exit 1.
+
+    An OS error the user can fix (permission denied, a read-only mount, a full disk) that no
+    library code explained gets one sentence too, never a traceback.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
             raise _dash_hint(exc) from None
+        except OSError as exc:
+            error = _os_error(exc)
+            if error is None:
+                raise
+            self._fail(ctx, error)
         except PinakesError as exc:
-            if ctx.meta.get(JSON_META):
-                error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
-                render.print_data(_out(), {"error": error})
-            else:
-                render.render_error(_err(), exc.message, exc.hint)
-            sys.exit(1)
+            self._fail(ctx, exc)
+
+    @staticmethod
+    def _fail(ctx: click.Context, exc: PinakesError) -> None:
+        if ctx.meta.get(JSON_META):
+            error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
+            render.print_data(_out(), {"error": error})
+        else:
+            render.render_error(_err(), exc.message, exc.hint)
+        sys.exit(1)
+
+
+#: What an OS error the user can fix means, for :func:`_os_error`.
+_OS_ERRORS = {
+    errno.EACCES: ("cannot be read or written by this user (permission denied)", "permissions"),
+    errno.EPERM: (
+        "cannot be read or written by this user (operation not permitted)",
+        "permissions",
+    ),
+    errno.EROFS: ("is on a read-only file system", "mount"),
+    errno.ENOSPC: ("cannot be written: the disk is full", "space"),
+    errno.EDQUOT: ("cannot be written: the disk quota is used up", "space"),
+}
+_OS_HINTS = {
+    "permissions": "Check the permissions of that path, or run the command as its owner.",
+    "mount": "Use a KB on a writable file system for commands that write.",
+    "space": "Free some space and run the command again.",
+}
+
+
+def _os_error(exc: OSError) -> PinakesError | None:
+    """One sentence for an OS error the user can fix (permissions, a full disk), else ``None``.
+
+    A last resort: the library raises its own errors where it can say more.
+    """
+    known = _OS_ERRORS.get(exc.errno or 0)
+    if known is None:
+        return None
+    what = f"{exc.filename}" if exc.filename else "A file Pinakes needs"
+    return PinakesError(f"{what} {known[0]}.", _OS_HINTS[known[1]])
 
 
 def _set_kb(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:

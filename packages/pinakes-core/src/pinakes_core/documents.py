@@ -216,6 +216,7 @@ def scan(
     *,
     leftovers: list[Path] | None = None,
     not_included: Counter[str] | None = None,
+    unreadable: list[str] | None = None,
 ) -> tuple[list[FileEntry], list[Skip]]:
     """Walk ``root`` and return the candidate documents (sorted by path) and the skipped files.
 
@@ -232,6 +233,9 @@ def scan(
             (``.<name>.pnk.yaml.<random>.tmp``) are appended to it, for the sync to remove.
         not_included: when given, counts by suffix the files of :data:`DOCUMENT_FORMATS` that
             ``include`` does not select (and nothing excludes or ignores).
+        unreadable: when given, the relative paths of the folders ("" for the root) and
+            files that could not be read are appended to it: what is indexed from them is
+            not known to be gone, so a sync keeps it.
     """
     root = root.resolve()
     include = _matcher(path_spec(config.include))
@@ -258,6 +262,8 @@ def scan(
             st_dir = os.stat(directory)
         except OSError as exc:
             skips.append(Skip(shown_dir, f"folder cannot be read ({exc.strerror})"))
+            if unreadable is not None:
+                unreadable.append(rel_dir)
             continue
         if (st_dir.st_dev, st_dir.st_ino) in seen_dirs:
             skips.append(
@@ -277,6 +283,8 @@ def scan(
             by_name = {child.name: child for child in children}
         except OSError as exc:
             skips.append(Skip(shown_dir, f"folder cannot be read ({exc.strerror})"))
+            if unreadable is not None:
+                unreadable.append(rel_dir)
             continue
         folders: list[tuple[str, str, Ignores, int]] = []
         for child in children:
@@ -335,6 +343,8 @@ def scan(
                 st = child.stat()
             except OSError as exc:
                 skips.append(Skip(rel, f"file cannot be read ({exc.strerror})"))
+                if unreadable is not None:
+                    unreadable.append(rel)
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue

@@ -13,6 +13,7 @@ __all__ = [
     "DocumentNotFoundError",
     "HookError",
     "IndexMissingError",
+    "IndexWriteError",
     "LockError",
     "PinakesError",
     "PluginMissingError",
@@ -72,6 +73,13 @@ class DocumentNotFoundError(PinakesError):
 
 class IndexMissingError(PinakesError):
     """The derived store does not exist yet (the KB was never synced)."""
+
+
+class IndexWriteError(PinakesError):
+    """The derived store cannot be written: its folder is read-only, or the disk is full.
+
+    Reading it (search, show, status) still works; what was already indexed is unchanged.
+    """
 
 
 class LockError(PinakesError):

@@ -6,6 +6,7 @@ import bisect
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from pinakes_core.errors import (
     ConfigError,
     DocumentNotFoundError,
     IndexMissingError,
+    IndexWriteError,
     PinakesError,
     PluginMissingError,
     UnsafeFileError,
@@ -73,12 +75,18 @@ from pinakes_core.sidecar import (
     write_skeleton,
 )
 from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
-from pinakes_core.store import SCHEMA_VERSION, STORE_DIR, Store, VectorMatrix, lexical_paths
+from pinakes_core.store import (
+    SCHEMA_VERSION,
+    STORE_DIR,
+    Store,
+    VectorMatrix,
+    disk_full,
+    lexical_paths,
+    writable,
+)
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from pinakes_core.crosskb import Peers
     from pinakes_core.dense import AnnIndex
     from pinakes_core.lexical import LexicalIndex
@@ -315,6 +323,22 @@ class KB:
         if self._store is None and not Store.current(self.root):
             self.sync()
 
+    def _check_writable(self) -> None:
+        """Refuse, in one sentence, to sync into a ``.pinakes/`` this process cannot write.
+
+        Raises:
+            IndexWriteError: if the folder (or the KB root, before the first sync) is read-only.
+        """
+        store_dir = Store.location(self.root).parent
+        folder = store_dir if store_dir.is_dir() else self.root
+        if not writable(folder, *Store.files(self.root)):
+            state = "has an index" if Store.current(self.root) else "has no current index"
+            raise IndexWriteError(
+                f"{folder} (or the index in it) is read-only for this user, so the index cannot be written "
+                f"(the KB {state}; search and show read it without writing).",
+                f"Run `pnk sync` as a user who can write {folder}, or make it writable.",
+            )
+
     def calibration(self) -> Calibration | None:
         """Return the confidence calibration in force.
 
@@ -526,6 +550,7 @@ class KB:
 
         started = time.perf_counter()
         require_plugins(self.config, self.root / CONFIG_FILE)
+        self._check_writable()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -549,15 +574,26 @@ class KB:
 
             update_lexical(self.root, store, self.config.scale, changed=changed, removed=removed)
 
-        report = run_sync(
-            self.root,
-            self.config,
-            lambda: self.embedder,
-            rebuild=rebuild,
-            model_id=self._embedder.model_id if self._embedder is not None else None,
-            progress=progress,
-            after_write=after,
-        )
+        try:
+            report = run_sync(
+                self.root,
+                self.config,
+                lambda: self.embedder,
+                rebuild=rebuild,
+                model_id=self._embedder.model_id if self._embedder is not None else None,
+                progress=progress,
+                after_write=after,
+            )
+        except (sqlite3.OperationalError, OSError) as exc:
+            if not disk_full(exc):
+                raise
+            store_dir = Store.location(self.root).parent
+            raise IndexWriteError(
+                f"The disk holding {store_dir} is full, so the sync stopped; the index is "
+                "unchanged but for documents it had finished (each is all old or all new), "
+                "and search keeps working.",
+                "Free some space and run `pnk sync` again; it goes on where this one stopped.",
+            ) from None
         self._vectors = None
         self._ann_checked = False
         self._lexical_checked = False

@@ -9,6 +9,7 @@ Every write that changes what a query can see bumps ``meta.generation``, which l
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -38,7 +39,9 @@ __all__ = [
     "VectorMatrix",
     "chunk_count",
     "collect_garbage",
+    "disk_full",
     "read_stamp",
+    "writable",
     "write_stamp",
 ]
 
@@ -278,9 +281,10 @@ class Store:
             IndexMissingError: (without ``create``) if the store has another schema version.
             FileNotFoundError: (without ``create``) if there is no store.
         """
-        pointer = store_dir(root, create=True) / DB_FILE
+        pointer = cls.location(root)
         if not create:
             return cls._attach(root)
+        store_dir(root, create=True)
         collect_garbage(pointer.parent)
         rebuilt_from: str | None = None
         if pointer.exists() and not rebuild:
@@ -297,17 +301,23 @@ class Store:
 
     @classmethod
     def _attach(cls, root: Path) -> Store:
-        """Open the current generation for reading and writing (holding its readers lock)."""
+        """Open the current generation for reading and writing (holding its readers lock).
+
+        A ``.pinakes/`` this process cannot write (another user's KB, a read-only mount) is
+        opened read-only: search and show work, and nothing is created there.
+        """
         pointer = cls.location(root)
         for _ in range(50):
             try:
                 name = _generation_name(pointer)
             except FileNotFoundError:
                 raise FileNotFoundError(pointer) from None
-            readers = _lock_readers(pointer.parent / name, fcntl.LOCK_SH)
+            read_only = not writable(pointer.parent, pointer.parent / name)
+            readers = _lock_readers(pointer.parent / name, fcntl.LOCK_SH, create=not read_only)
             try:
                 if _generation_name(pointer) != name or not (pointer.parent / name).exists():
-                    os.close(readers)  # swapped meanwhile: look again
+                    if readers >= 0:
+                        os.close(readers)  # swapped meanwhile: look again
                     continue
                 version = cls._read_version(pointer.parent / name)
                 if version != str(SCHEMA_VERSION):
@@ -315,9 +325,10 @@ class Store:
                         f"The index {pointer} has schema {version}, this version uses {SCHEMA_VERSION}.",
                         "Run `pnk sync`; it rebuilds the index from the files.",
                     )
-                conn = _connect(pointer.parent / name, create=False)
+                conn = _connect(pointer.parent / name, create=False, read_only=read_only)
             except BaseException:
-                os.close(readers)
+                if readers >= 0:
+                    os.close(readers)
                 raise
             return cls(conn, pointer.parent / name, rebuilt_from=None, readers=readers)
         raise IndexMissingError(
@@ -370,15 +381,21 @@ class Store:
 
     @staticmethod
     def _read_version(path: Path) -> str | None:
-        try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # A store this process cannot write is read without making a file beside it.
+        modes = ("ro",) if writable(path.parent, path) else (_read_only_mode(path),)
+        for mode in modes:
             try:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError:
-            return None
-        return str(row[0]) if row else None
+                conn = sqlite3.connect(f"file:{path}?mode={mode}", uri=True)
+                try:
+                    row = conn.execute(
+                        "SELECT value FROM meta WHERE key = 'schema_version'"
+                    ).fetchone()
+                finally:
+                    conn.close()
+            except sqlite3.DatabaseError:
+                continue
+            return str(row[0]) if row else None
+        return None
 
     @staticmethod
     @contextlib.contextmanager
@@ -482,8 +499,41 @@ def chunk_count(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
 
-def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or the quota) is full: SQLite's ``SQLITE_FULL`` or ENOSPC."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or (
+            "disk is full" in str(exc)
+        )
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def writable(folder: Path, *files: Path) -> bool:
+    """Whether this process may create files in ``folder`` and write ``files`` that exist.
+
+    Asks the OS (permissions, read-only mounts), so it holds for root without
+    ``CAP_DAC_OVERRIDE`` too.
+    """
+    return os.access(folder, os.W_OK | os.X_OK) and all(
+        os.access(f, os.W_OK) for f in files if os.path.lexists(f)
+    )
+
+
+def _read_only_mode(path: Path) -> str:
+    """The SQLite open mode for a store this process may not write.
+
+    A WAL database is read through its ``-shm``; where none is there to share (nobody has the
+    store open), plain ``ro`` would create ``-shm`` and ``-wal`` files (or fail, in a read-only
+    folder), so the file is read as immutable: as it was last checkpointed.
+    """
+    shm = Path(f"{path}-shm")
+    return "ro" if os.access(shm, os.R_OK | os.W_OK) else "ro&immutable=1"
+
+
+def _connect(path: Path, *, create: bool, read_only: bool = False) -> sqlite3.Connection:
     mode = "rwc" if create else "rw"  # a reader never creates an empty database by accident
+    if read_only:
+        mode = _read_only_mode(path)
     conn = sqlite3.connect(
         f"file:{path}?mode={mode}",
         uri=True,
@@ -492,6 +542,9 @@ def _connect(path: Path, *, create: bool) -> sqlite3.Connection:
         timeout=30.0,
     )
     conn.row_factory = sqlite3.Row
+    if read_only:
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
+        return conn
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -513,14 +566,23 @@ def _generation_name(pointer: Path) -> str:
         raise FileNotFoundError(pointer) from None
 
 
-def _lock_readers(database: Path, operation: int) -> int:
+def _lock_readers(database: Path, operation: int, *, create: bool = True) -> int:
     """Open ``<database stem>.readers`` and ``flock`` it; returns the descriptor.
+
+    Without ``create`` (a read-only store folder) the file is opened for reading if it is
+    there (``flock`` needs no write access), and ``-1`` is returned if it is not.
 
     Raises:
         BlockingIOError: with ``LOCK_NB`` when the lock is held.
     """
     path = database.with_suffix(".readers")
-    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
+    if not create:
+        try:
+            fd = open_nofollow(path, os.O_RDONLY)
+        except OSError:
+            return -1
+    else:
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, operation)
     except BaseException:

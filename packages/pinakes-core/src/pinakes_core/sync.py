@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import re
 import sqlite3
 import time
@@ -961,11 +962,42 @@ class _Syncer:
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
 
 
+def _keep_unreadable(missing: dict[str, Any], unreadable: list[str]) -> list[str]:
+    """Take the documents under folders (or at paths) that could not be read out of ``missing``.
+
+    A folder made unreadable after it was indexed hides its files; they are not known to be
+    gone, so they stay indexed as they were (like a file that cannot be read). Returns one
+    warning per such folder or file.
+    """
+    warnings = []
+    for place in dict.fromkeys(unreadable):
+        kept = [p for p in missing if not place or p == place or p.startswith(f"{place}/")]
+        for path in kept:
+            del missing[path]
+        if kept and kept != [place]:  # a file's own skip line says it already
+            some = (
+                "its indexed document stays"
+                if len(kept) == 1
+                else (f"its {len(kept)} indexed documents stay")
+            )
+            warnings.append(
+                f"folder {place or '.'} cannot be read; {some} as indexed until it can be read again"
+            )
+    return warnings
+
+
 def _drop_skeleton(root: Path, rel: str, doc_id: str) -> None:
     """Delete the sidecar of the gone document ``rel`` if it holds nothing but ``doc_id``."""
     document = root / rel
     side = sidecar_path(document)
-    if not document.exists() and holds_only_id(side, doc_id):
+    try:
+        os.lstat(document)  # a dangling symlink (an unmounted drive) is not a gone document
+        return
+    except FileNotFoundError:
+        pass
+    except OSError:  # the folder cannot be read (any more): leave its files alone
+        return
+    if holds_only_id(side, doc_id):
         side.unlink(missing_ok=True)
         log.info("Pinakes: removed %s (its document is gone and it held only the id).", side)
 
@@ -1173,8 +1205,13 @@ def run_sync(
                 store.set_meta(conn, "sync_serial", str(serial))
             leftovers: list[Path] = []
             not_included: Counter[str] = Counter()
+            unreadable: list[str] = []
             entries, scan_skips = scan(
-                root, config.sync, leftovers=leftovers, not_included=not_included
+                root,
+                config.sync,
+                leftovers=leftovers,
+                not_included=not_included,
+                unreadable=unreadable,
             )
             # A KB's first sync says which document files its include leaves out (a Sphinx
             # tree of .rst files would look empty); later syncs leave it to `pnk doctor`.
@@ -1185,6 +1222,7 @@ def run_sync(
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
             plan, missing, unchanged = syncer.plan(entries)
+            syncer_warnings.extend(_keep_unreadable(missing, unreadable))
             syncer.close()  # every PDF is read by now: the worker's memory goes back
             syncer.write(plan)
             removed = syncer.remove(missing)
