@@ -364,3 +364,44 @@ def test_a_store_url_that_is_not_postgres_is_rejected(tmp_path: Path) -> None:
     set_config(root, "store", 'url = "mysql://x"')
     with pytest.raises(ConfigError, match="must be a postgresql:// URL"):
         KB.open(root)
+
+
+# -- golden, through PostgreSQL -------------------------------------------------------------
+
+#: The issue's target: no class lower on PostgreSQL than on SQLite by more than this (R@5).
+GOLDEN_TOLERANCE = 0.02
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_golden_through_postgres_matches_sqlite_channel_by_channel(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Golden synced (real model), copied into PostgreSQL, every question run on both.
+
+    Measured (benchmarks/pg_golden.py, docs/scaling.md): PostgreSQL's BM25 is at or above
+    FTS5's in every class and pgvector's exact search equals NumPy's.
+    """
+    import shutil
+
+    from conftest import load_benchmark
+    from pinakes_core.pgstore import PostgresStore
+
+    bench = load_benchmark("pg_golden")
+    root = Path(__file__).resolve().parents[2]
+    kb_dir = tmp_path / "kb"
+    shutil.copytree(root / "golden" / "kb", kb_dir, ignore=shutil.ignore_patterns(".pinakes"))
+    kb = KB.open(kb_dir)
+    kb.sync()
+    pg = PostgresStore.open(pg_url, kb.config.kb.id)
+    try:
+        result = bench.compare(kb, pg, root / "golden" / "questions.jsonl")
+        assert result["documents"] == 150 and result["chunks"] == kb.status().chunks
+    finally:
+        pg.drop()
+        pg.close()
+        kb.close()
+    recall = result["recall@5"]
+    for kind in ("bm25", "dense"):
+        for cls, sqlite_r5 in recall[f"sqlite {kind}"].items():
+            assert recall[f"postgres {kind}"][cls] >= sqlite_r5 - GOLDEN_TOLERANCE, (kind, cls)

@@ -8,8 +8,9 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
 
 * ``vectors(embed_hash, vector vector(dim))``: pgvector. Search is exact (a scan) below
   ``ann_min_chunks`` chunks; from there on an HNSW index (cosine) serves it (:meth:`ensure_ann`).
-* ``postings(lexeme, chunk_id, tf)``: lexical ranking. PostgreSQL's text search gives
-  tokenising and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
+* ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
+  side splits it (:func:`~pinakes_core.query.words`); PostgreSQL's text search gives
+  stopwords and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
   has no inverse document frequency: a common word counts as much as a rare one. On that
   tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
   column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
@@ -48,7 +49,7 @@ from pinakes_core.backend import (
 )
 from pinakes_core.errors import LockError
 from pinakes_core.fusion import BM25_K1
-from pinakes_core.query import query_terms
+from pinakes_core.query import query_terms, words
 from pinakes_core.store import SCHEMA_VERSION, VectorMatrix
 
 __all__ = ["CONNECT_TRIES", "PostgresStore", "schema_name"]
@@ -158,6 +159,15 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _words(text: str) -> str:
+    """``text`` as the FTS5 side splits it (:func:`~pinakes_core.query.words`), space-joined.
+
+    PostgreSQL's parser alone reads ``INC-2025-041`` as ``inc``, ``-2025``, ``-041`` (signed
+    numbers), so a query for it found other incidents; split first, then stem.
+    """
+    return " ".join(words(text))
 
 
 def _vector_text(vector: npt.NDArray[np.float32]) -> str:
@@ -409,7 +419,7 @@ class PostgresStore:
                 "(SELECT coalesce(sum(array_length(u.positions, 1)), 0) FROM unnest(t.tsv) u) "
                 "FROM (SELECT setweight(to_tsvector(%(cfg)s, %(names)s), 'A') "
                 "|| setweight(to_tsvector(%(cfg)s, %(heading)s), 'B') "
-                "|| setweight(to_tsvector(%(cfg)s, %(text)s), 'C') "
+                "|| setweight(to_tsvector(%(cfg)s, %(words)s), 'C') "
                 "|| setweight(to_tsvector('simple', %(idents)s), 'D') AS tsv) t",
                 [
                     {
@@ -425,8 +435,9 @@ class PostgresStore:
                         "page_start": c.page_start,
                         "page_end": c.page_end,
                         "cfg": TS_CONFIG,
-                        "names": doc.names,
-                        "heading": " › ".join(c.heading_path),
+                        "names": _words(doc.names),
+                        "heading": _words(" › ".join(c.heading_path)),
+                        "words": _words(c.text),
                     }
                     for c in doc.chunks
                 ],
@@ -650,7 +661,8 @@ class PostgresStore:
         terms = " ".join(query_terms(text))
         if not terms:
             return []
-        weights = "{" + ",".join(str(_WEIGHTS[w]) for w in "DCBA") + "}"
+        # ts_rank_cd takes weights in [0, 1]: the same ratios, halved.
+        weights = "{" + ",".join(str(_WEIGHTS[w] / 2) for w in "DCBA") + "}"
 
         def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
             rows = conn.execute(
