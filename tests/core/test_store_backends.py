@@ -21,6 +21,7 @@ from conftest import make_kb, set_config
 from core.pg_server import PgServer, binaries
 from pinakes_core import KB
 from pinakes_core.backend import (
+    DATABASE_URL_ENV,
     ChunkRecord,
     DocumentRecord,
     IndexBackend,
@@ -29,6 +30,7 @@ from pinakes_core.backend import (
     StoreLifecycle,
     StoreUnavailableError,
     copy_index,
+    database_url,
 )
 from pinakes_core.errors import ConfigError, LockError
 from pinakes_core.store import SCHEMA_VERSION, Store
@@ -112,6 +114,11 @@ DOCS = (
         mtime_ns=2,
         size=20,
         chunks=(_chunk(0, "the ledger service deploys with a blue green rollout"),),
+        sidecar_hash="s2",
+        sidecar_mtime_ns=7,
+        sidecar_size=70,
+        pages=(1, 40),
+        line_count=80,
     ),
 )
 VECTORS = {
@@ -472,3 +479,24 @@ def test_golden_through_postgres_matches_sqlite_channel_by_channel(
     for kind in ("bm25", "dense"):
         for cls, sqlite_r5 in recall[f"sqlite {kind}"].items():
             assert recall[f"postgres {kind}"][cls] >= sqlite_r5 - GOLDEN_TOLERANCE, (kind, cls)
+
+
+def test_the_database_url_comes_from_the_environment_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.config import load_config
+
+    root = make_kb(tmp_path / "kb", {"a.md": "# A\n"})
+    set_config(root, "store", 'url = "postgresql://db/file"')
+    config = load_config(root)
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    assert database_url(config, root) == "postgresql://db/file"
+    monkeypatch.setenv(DATABASE_URL_ENV, "postgresql://team@db/kb")
+    assert database_url(config, root) == "postgresql://team@db/kb"
+    monkeypatch.setenv(DATABASE_URL_ENV, "db:5432")
+    with pytest.raises(ConfigError, match="is 'db:5432', not a postgresql:// URL"):
+        database_url(config, root)
+    monkeypatch.delenv(DATABASE_URL_ENV)
+    bare = make_kb(tmp_path / "bare", {"a.md": "# A\n"})
+    with pytest.raises(ConfigError, match="names no database"):
+        database_url(load_config(bare), bare)

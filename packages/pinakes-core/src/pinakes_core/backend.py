@@ -13,7 +13,8 @@ The derived index sits behind two layers of contract:
   channel search runs (FTS5), so what it returns is what search sees;
   :class:`~pinakes_core.pgstore.PostgresStore` implements it on PostgreSQL + pgvector.
 
-What is not behind the contract yet: sync, search's other channels, the graph, calibration and
+Sync writes and removes documents through :class:`SqliteBackend`. What is not behind the
+contract yet: the rest of sync (its reads, link resolution, the after-sync indexes), search, the graph, calibration and
 the doctor still talk SQLite SQL through ``Store.conn``, so a KB with ``[store] backend =
 "postgres"`` is refused with one sentence (:func:`check_backend`) until they move onto
 :class:`IndexBackend`. Nothing here imports the PostgreSQL driver.
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -49,6 +52,7 @@ __all__ = [
     "StoreUnavailableError",
     "check_backend",
     "copy_index",
+    "database_url",
 ]
 
 #: The environment variable that names the PostgreSQL database (so no secret is committed).
@@ -105,6 +109,8 @@ class DocumentRecord:
     Attributes:
         fields: the flattened frontmatter ``(key, value_text, value_num)`` rows of filters.
         meta: the frontmatter summary shown with a document.
+        pages: a PDF's line of each page's ``[page N]`` marker (else ``None``).
+        line_count: a PDF's lines of extracted text (else ``None``).
     """
 
     doc_id: str
@@ -120,6 +126,12 @@ class DocumentRecord:
     fields: tuple[tuple[str, str, float | None], ...] = ()
     chunks: tuple[ChunkRecord, ...] = ()
     links: tuple[LinkRecord, ...] = ()
+    sidecar_hash: str | None = None
+    sidecar_mtime_ns: int | None = None
+    sidecar_size: int | None = None
+    #: PDFs: the line of each page's "[page N]" marker, and the lines of the extracted text.
+    pages: tuple[int, ...] | None = None
+    line_count: int | None = None
 
     @property
     def names(self) -> str:
@@ -241,6 +253,26 @@ class IndexBackend(StoreLifecycle, Protocol):
         ...
 
 
+def database_url(config: Config, root: Any) -> str:
+    """The PostgreSQL URL of a KB: ``PINAKES_DATABASE_URL`` if set, else ``[store] url``.
+
+    Raises:
+        ConfigError: if neither names a database.
+    """
+    url = os.environ.get(DATABASE_URL_ENV) or config.store.url
+    if not url:
+        raise ConfigError(
+            f"{root}/pinakes.toml: [store] backend = 'postgres' names no database.",
+            f"Set {DATABASE_URL_ENV} (or [store] url) to a postgresql:// URL.",
+        )
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"{DATABASE_URL_ENV} is {url!r}, not a postgresql:// URL.",
+            "Fix the variable or unset it.",
+        )
+    return url
+
+
 def check_backend(config: Config, root: Any) -> None:
     """Refuse, in one sentence, a KB whose ``[store] backend`` the engine cannot serve yet.
 
@@ -262,8 +294,8 @@ def check_backend(config: Config, root: Any) -> None:
 class SqliteBackend:
     """:class:`IndexBackend` over the SQLite :class:`~pinakes_core.store.Store`.
 
-    Writes use the SQL of :mod:`pinakes_core.sync`; :meth:`lexical` is the BM25 channel of
-    search itself (FTS5, :meth:`pinakes_core.channels.QueryContext.bm25`).
+    Sync writes every document through :meth:`put_document`; :meth:`lexical` is the BM25
+    channel of search itself (FTS5, :meth:`pinakes_core.channels.QueryContext.bm25`).
     """
 
     backend = "sqlite"
@@ -335,9 +367,10 @@ class SqliteBackend:
         """See :class:`IndexBackend` (the SQL of ``sync._write_document``)."""
         conn.execute("DELETE FROM documents WHERE doc_id = ? OR path = ?", (doc.doc_id, doc.path))
         conn.execute(
-            "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, mtime_ns, "
-            "size, chunk_count, synced_at, meta, source_type) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%s', 'now'), ?, ?)",
+            "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
+            "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta, "
+            "source_type, pages, line_count) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 doc.doc_id,
                 doc.path,
@@ -345,11 +378,17 @@ class SqliteBackend:
                 json.dumps(list(doc.tags)),
                 json.dumps(list(doc.aliases)),
                 doc.content_hash,
+                doc.sidecar_hash,
                 doc.mtime_ns,
                 doc.size,
+                doc.sidecar_mtime_ns,
+                doc.sidecar_size,
                 len(doc.chunks),
+                time.time(),
                 json.dumps(doc.meta),
                 doc.source_type,
+                None if doc.pages is None else json.dumps(list(doc.pages)),
+                doc.line_count,
             ),
         )
         conn.executemany(
@@ -430,7 +469,8 @@ class SqliteBackend:
         )
         for r in conn.execute(
             "SELECT doc_id, path, title, content_hash, mtime_ns, size, tags, aliases, "
-            "source_type, meta FROM documents ORDER BY path"
+            "source_type, meta, sidecar_hash, sidecar_mtime_ns, sidecar_size, pages, line_count "
+            "FROM documents ORDER BY path"
         ).fetchall():
             doc_id = str(r[0])
             yield DocumentRecord(
@@ -447,6 +487,11 @@ class SqliteBackend:
                 fields=tuple((str(f[0]), str(f[1]), f[2]) for f in fields.get(doc_id, [])),
                 chunks=tuple(_chunk_record(c) for c in chunks.get(doc_id, [])),
                 links=tuple(LinkRecord(*map(str, x)) for x in links.get(doc_id, [])),
+                sidecar_hash=r[10],
+                sidecar_mtime_ns=r[11],
+                sidecar_size=r[12],
+                pages=None if r[13] is None else tuple(json.loads(r[13])),
+                line_count=r[14],
             )
 
     def vectors(self) -> Iterator[tuple[str, npt.NDArray[np.float32]]]:
@@ -562,7 +607,6 @@ def copy_index(
                 batch = {}
         target.put_vectors(conn, batch)
     return written
-
 
 
 def _conforms(store: Store, sqlite: SqliteBackend) -> tuple[StoreLifecycle, IndexBackend]:

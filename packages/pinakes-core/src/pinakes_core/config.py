@@ -326,7 +326,9 @@ class StoreConfig(_Section):
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("postgresql://", "postgres://")):
-            raise ValueError("must be a postgresql:// URL (or leave it out and set PINAKES_DATABASE_URL)")
+            raise ValueError(
+                "must be a postgresql:// URL (or leave it out and set PINAKES_DATABASE_URL)"
+            )
         return value
 
 

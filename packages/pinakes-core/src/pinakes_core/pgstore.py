@@ -107,7 +107,12 @@ CREATE TABLE documents (
     synced_at DOUBLE PRECISION NOT NULL,
     meta JSONB NOT NULL DEFAULT '{}',
     source_type TEXT NOT NULL DEFAULT 'markdown'
-        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code'))
+        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
+    sidecar_hash TEXT,
+    sidecar_mtime_ns BIGINT,
+    sidecar_size BIGINT,
+    pages JSONB,
+    line_count INTEGER
 );
 CREATE TABLE doc_tags (
     doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
@@ -490,8 +495,9 @@ class PostgresStore:
         conn.execute("DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path))
         conn.execute(
             "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, mtime_ns, "
-            "size, chunk_count, synced_at, meta, source_type) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, extract(epoch FROM now()), %s, %s)",
+            "size, chunk_count, synced_at, meta, source_type, sidecar_hash, sidecar_mtime_ns, "
+            "sidecar_size, pages, line_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "extract(epoch FROM now()), %s, %s, %s, %s, %s, %s, %s)",
             (
                 doc.doc_id,
                 doc.path,
@@ -504,6 +510,11 @@ class PostgresStore:
                 len(doc.chunks),
                 json.dumps(doc.meta),
                 doc.source_type,
+                doc.sidecar_hash,
+                doc.sidecar_mtime_ns,
+                doc.sidecar_size,
+                None if doc.pages is None else json.dumps(list(doc.pages)),
+                doc.line_count,
             ),
         )
         with conn.cursor() as cur:
@@ -668,10 +679,16 @@ class PostgresStore:
                         for c in chunks.get(r[0], [])
                     ),
                     links=tuple(LinkRecord(*x) for x in links.get(r[0], [])),
+                    sidecar_hash=r[9],
+                    sidecar_mtime_ns=r[10],
+                    sidecar_size=r[11],
+                    pages=None if r[12] is None else tuple(r[12]),
+                    line_count=r[13],
                 )
                 for r in conn.execute(
                     "SELECT doc_id, path, title, content_hash, mtime_ns, size, aliases, "
-                    "source_type, meta FROM documents ORDER BY path"
+                    "source_type, meta, sidecar_hash, sidecar_mtime_ns, sidecar_size, pages, "
+                    "line_count FROM documents ORDER BY path"
                 )
             ]
 
