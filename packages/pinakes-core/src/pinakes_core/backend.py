@@ -303,6 +303,7 @@ class SqliteBackend:
     def __init__(self, store: Store, *, bm25_max_rows: int = 20_000) -> None:
         self.store = store
         self._bm25_max_rows = bm25_max_rows
+        self._matrix: tuple[int, VectorMatrix] | None = None
 
     # StoreLifecycle: the Store's own.
     @property
@@ -523,9 +524,15 @@ class SqliteBackend:
         return self._hits(ctx.bm25(text))
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
-        """See :class:`IndexBackend`: exact cosine over every chunk vector (the NumPy tier)."""
-        dim = int(self.get_meta("dim") or vector.shape[0])
-        matrix = self.load_vectors(dim)
+        """See :class:`IndexBackend`: exact cosine over every chunk vector (the NumPy tier).
+
+        The matrix is loaded once per store generation, as :class:`~pinakes_core.kb.KB` does.
+        """
+        generation = self.generation()
+        if self._matrix is None or self._matrix[0] != generation:
+            dim = int(self.get_meta("dim") or vector.shape[0])
+            self._matrix = (generation, self.load_vectors(dim))
+        matrix = self._matrix[1]
         if not len(matrix):
             return []
         scores = matrix.matrix @ np.asarray(vector, dtype=np.float32)
