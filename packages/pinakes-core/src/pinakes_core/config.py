@@ -335,6 +335,27 @@ class ScaleConfig(_Section):
     bm25_index_min_chunks: Annotated[int, Field(ge=0)] = 200_000
 
 
+class StoreConfig(_Section):
+    """``[store]``: where the derived index lives (issue 38, docs/scaling.md).
+
+    ``"sqlite"`` (the default) keeps it in ``.pinakes/``. ``"postgres"`` names a PostgreSQL
+    database with pgvector, by ``url`` or, better (no secret in the file), by the environment
+    variable ``PINAKES_DATABASE_URL``; sync and search do not run on it yet.
+    """
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    url: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                "must be a postgresql:// URL (or leave it out and set PINAKES_DATABASE_URL)"
+            )
+        return value
+
+
 class NerConfig(_Section):
     """``[ner]``: the opt-in local NER extra (pinakes-ner, DESIGN §7).
 
@@ -538,6 +559,7 @@ class Config(_Section):
     graph: GraphConfig = GraphConfig()
     ner: NerConfig = NerConfig()
     scale: ScaleConfig = ScaleConfig()
+    store: StoreConfig = StoreConfig()
     ask: AskConfig = AskConfig()
     budget: BudgetConfig = BudgetConfig()
     deep: DeepConfig = DeepConfig()

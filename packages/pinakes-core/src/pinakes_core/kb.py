@@ -29,6 +29,7 @@ from pinakes_core.arguments import (
     clean_text,
     clean_time,
 )
+from pinakes_core.backend import check_backend
 from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import (
@@ -178,6 +179,7 @@ class KB:
     """
 
     def __init__(self, root: Path, config: Config, embedder: Embedder | None = None) -> None:
+        check_backend(config, root)
         self.root = root
         self.config = config
         self._embedder = embedder

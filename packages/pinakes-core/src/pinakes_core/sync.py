@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from pinakes_core import meta
+from pinakes_core.backend import ChunkRecord, DocumentRecord, LinkRecord, SqliteBackend
 from pinakes_core.code import Section, code_sections, identifier_terms
 from pinakes_core.config import Config
 from pinakes_core.derived import store_dir
@@ -186,6 +187,53 @@ class _Plan:
     repeated_ids: list[RepeatedId] = field(default_factory=list)
 
 
+def _record(p: _Prepared) -> DocumentRecord:
+    """A prepared document as the store contract takes it."""
+    return DocumentRecord(
+        doc_id=p.doc_id,
+        path=p.entry.rel,
+        title=p.title,
+        content_hash=p.content_hash,
+        mtime_ns=p.entry.mtime_ns,
+        size=p.entry.size,
+        tags=tuple(p.tags),
+        aliases=tuple(p.aliases),
+        source_type=p.source_type,
+        meta=meta.summary(p.fields),
+        fields=tuple(meta.flatten(p.fields)),
+        chunks=tuple(
+            ChunkRecord(
+                ordinal=chunk.ordinal,
+                heading_path=tuple(chunk.heading_path),
+                text=chunk.text,
+                embed_hash=h,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                tokens=chunk.tokens,
+                idents=idents,
+                page_start=chunk.page_start,
+                page_end=chunk.page_end,
+            )
+            for chunk, h, idents in zip(p.chunks, p.embed_hashes, _idents(p), strict=True)
+        ),
+        links=tuple(LinkRecord(*row) for row in p.links),
+        sidecar_hash=p.sidecar_hash,
+        sidecar_mtime_ns=p.entry.sidecar_mtime_ns,
+        sidecar_size=p.entry.sidecar_size,
+        pages=tuple(p.pdf.page_lines) if p.pdf is not None else None,
+        line_count=p.pdf.text.count("\n") + 1 if p.pdf is not None else None,
+        file_named=p.file_named,
+    )
+
+
+def _idents(p: _Prepared) -> list[str]:
+    """Each chunk's identifier words; a title that is only a file name joins the first's."""
+    idents = list(p.idents)
+    if p.file_named and idents:
+        idents[0] = f"{idents[0]}\n{split_cjk(p.title)}".strip()
+    return idents
+
+
 def _hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -267,6 +315,8 @@ class _Syncer:
         self.max_bytes = int(config.sync.max_file_mb * 1024 * 1024)
         self.config = config
         self.store = store
+        #: the store contract (pinakes_core.backend) that documents are written through.
+        self.backend = SqliteBackend(store)
         self.embedder_factory = embedder_factory
         self._embedder: _Embedder | None = None
         self.progress = progress or (lambda stage, done, total: None)
@@ -830,8 +880,6 @@ class _Syncer:
             self._write_document(p, fresh)
 
     def _write_document(self, p: _Prepared, fresh: dict[str, bytes]) -> None:
-
-        now = time.time()
         with self.store.transaction() as conn:
             # The document's old row (by id or by path) goes, with its chunks, tags and links.
             # An old row of another id at this path is a removed document for the after-write
@@ -843,88 +891,18 @@ class _Syncer:
                     (p.entry.rel, p.doc_id),
                 )
             )
-            conn.execute(
-                "DELETE FROM documents WHERE doc_id = ? OR path = ?", (p.doc_id, p.entry.rel)
-            )
-            conn.execute(
-                "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
-                "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta, "
-                "source_type, pages, line_count) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    p.doc_id,
-                    p.entry.rel,
-                    p.title,
-                    json.dumps(p.tags),
-                    json.dumps(p.aliases),
-                    p.content_hash,
-                    p.sidecar_hash,
-                    p.entry.mtime_ns,
-                    p.entry.size,
-                    p.entry.sidecar_mtime_ns,
-                    p.entry.sidecar_size,
-                    len(p.chunks),
-                    now,
-                    json.dumps(meta.summary(p.fields)),
-                    p.source_type,
-                    json.dumps(list(p.pdf.page_lines)) if p.pdf is not None else None,
-                    p.pdf.text.count("\n") + 1 if p.pdf is not None else None,
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(p.doc_id, t) for t in p.tags]
-            )
-            conn.executemany(
-                "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (?, ?, ?, ?)",
-                [(p.doc_id, *row) for row in meta.flatten(p.fields)],
-            )
-            heading_text = [" › ".join(c.heading_path) for c in p.chunks]
-            # A document's aliases are names of it, as its title is (FTS_ROWS); a title that is
-            # only a file name is running text of the first chunk (FILE_NAMED_TYPES).
-            names = "\n".join(p.aliases if p.file_named else [p.title, *p.aliases])
-            idents_of = list(p.idents)
-            if p.file_named and idents_of:
-                idents_of[0] = f"{idents_of[0]}\n{split_cjk(p.title)}".strip()
-            for chunk, h, heading, idents in zip(
-                p.chunks, p.embed_hashes, heading_text, idents_of, strict=True
-            ):
-                cur = conn.execute(
-                    "INSERT INTO chunks(doc_id, ordinal, heading_path, text, embed_hash, start_line, "
-                    "end_line, tokens, page_start, page_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        p.doc_id,
-                        chunk.ordinal,
-                        json.dumps(list(chunk.heading_path)),
-                        chunk.text,
-                        h,
-                        chunk.start_line,
-                        chunk.end_line,
-                        chunk.tokens,
-                        chunk.page_start,
-                        chunk.page_end,
-                    ),
-                )
-                conn.execute(
-                    "INSERT INTO chunks_fts(rowid, title, heading, text, idents) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        cur.lastrowid,
-                        split_cjk(names),
-                        split_cjk(heading),
-                        split_cjk(chunk.text),
-                        idents,
-                    ),
-                )
-            conn.executemany(
-                "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
-                [(h, fresh[h]) for h in dict.fromkeys(p.embed_hashes) if h in fresh],
+            self.backend.put_document(conn, _record(p))
+            self.backend.put_vectors(
+                conn,
+                {
+                    h: np.frombuffer(fresh[h], dtype=np.float32)
+                    for h in dict.fromkeys(p.embed_hashes)
+                    if h in fresh
+                },
             )
             # Targets are resolved for the whole KB at the end of the sync (resolve_all). The
             # mark that a resolution is due commits with the document, so a sync killed before
             # resolving leaves it for the next one (which may find nothing else changed).
-            conn.executemany(
-                "INSERT INTO links(src_doc, target, kind, rel, origin) VALUES (?, ?, ?, ?, ?)",
-                [(p.doc_id, *row) for row in p.links],
-            )
             self.store.set_meta(conn, "links_resolved", "0")
             if fresh:
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
@@ -934,7 +912,7 @@ class _Syncer:
         removed = []
         for path, row in sorted(missing.items()):
             with self.store.transaction() as conn:
-                conn.execute("DELETE FROM documents WHERE doc_id = ?", (row["doc_id"],))
+                self.backend.delete_document(conn, row["doc_id"])
                 self.store.set_meta(conn, "links_resolved", "0")
             _drop_skeleton(self.root, path, row["doc_id"])
             removed.append((path, row["doc_id"]))
