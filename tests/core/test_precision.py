@@ -177,3 +177,21 @@ def test_adopt_dry_run_shows_no_id_the_real_run_does_not_assign(tmp_path: Path) 
     assert not any(ulid.search(line) for line in preview), preview
     real = lines(adopt(vault))
     assert any(line.startswith("plain.md → ") and ulid.search(line) for line in real)
+
+
+def test_adopt_leaves_out_the_obsidian_templates_folder(tmp_path: Path) -> None:
+    from pinakes_core.adopt import adopt
+    from pinakes_core.config import load_config
+
+    vault = tmp_path / "vault"
+    (vault / ".obsidian" / "plugins" / "templater-obsidian").mkdir(parents=True)
+    (vault / ".obsidian" / "templates.json").write_text('{"folder": "Meta/Templates"}')
+    (vault / ".obsidian" / "plugins" / "templater-obsidian" / "data.json").write_text(
+        '{"templates_folder": "Templater"}'
+    )
+    for rel in ("note.md", "Meta/Templates/daily.md", "Templater/meeting.md"):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text("# {{title}}\n\nMeeting notes for <% tp.date.now() %>.\n")
+    report = adopt(vault)
+    assert report.flavour == "obsidian" and report.documents == 1
+    assert load_config(vault).sync.exclude == ["Meta/Templates/**", "Templater/**"]

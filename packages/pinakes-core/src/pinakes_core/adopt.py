@@ -161,12 +161,40 @@ def _read_small(path: Path) -> str:
         return ""
 
 
+#: Where Obsidian's core Templates plugin and the Templater plugin keep their templates folder.
+_OBSIDIAN_TEMPLATE_SETTINGS = (
+    (".obsidian/templates.json", "folder"),
+    (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"),
+)
+
+
+def _obsidian_templates(root: Path) -> list[str]:
+    """The vault's configured templates folders, as exclude rules (issue 35).
+
+    Template notes are skeletons (``{{title}}``, ``<% tp.date.now() %>``), not content: every
+    search for a common word found them. A folder outside the vault, or naming ``..``, is left
+    alone.
+    """
+    rules: list[str] = []
+    for rel, key in _OBSIDIAN_TEMPLATE_SETTINGS:
+        try:
+            value = json.loads(_read_small(root / rel) or "{}").get(key)
+        except (ValueError, AttributeError):
+            continue
+        folder = str(value).strip().strip("/") if isinstance(value, str) else ""
+        if folder and ".." not in folder.split("/") and not Path(folder).is_absolute():
+            rules.append(f"{folder}/**")
+    return list(dict.fromkeys(rules))
+
+
 def _plan(root: Path, flavour: str, census: Counter[str]) -> _Plan:
     plan = _Plan(flavour)
     if flavour == "logseq":
         plan.exclude = ["logseq/**"]  # config, custom.css and logseq/bak/ copies of pages
     elif flavour == "foam":
         plan.exclude = ["_layouts/**", "_site/**"]
+    elif flavour == "obsidian":
+        plan.exclude = _obsidian_templates(root)
     elif flavour == "hugo":
         plan.include = ["content/**/*.md", "content/**/*.markdown"]
     defaults = FrontmatterConfig()
