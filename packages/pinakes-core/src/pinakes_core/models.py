@@ -57,6 +57,21 @@ class Passage(_Model):
     )
 
 
+def _says(title: str, heading: str) -> bool:
+    """Whether ``title`` holds every word of ``heading``, in order and together.
+
+    A frontmatter title that differs from the H1 yet says it ("ADR 0002: Retry policy" over
+    "# Retry policy") was repeated in every hit's location (issue 35).
+    """
+    import re
+
+    def words(text: str) -> str:
+        return " " + " ".join(re.findall(r"\w+", text)) + " "
+
+    inner = words(heading)
+    return inner.strip() != "" and inner in words(title)
+
+
 class Hit(_Model):
     """One retrieved chunk.
 
@@ -115,7 +130,9 @@ class Hit(_Model):
         trail = heading_trail(self.title, self.heading_path)
         if len(trail) > 1:
             title, first = trail[0].strip().lower(), trail[1].strip().lower()
-            if first and (title.startswith(first) or first.startswith(title)):
+            if first and (
+                title.startswith(first) or first.startswith(title) or _says(title, first)
+            ):
                 del trail[1]
         return " › ".join(trail)
 
