@@ -358,7 +358,10 @@ class Neighbour(_Model):
     title: str
     path: str
     rel: str = Field(description="relation of the last hop, e.g. links-to, depends-on")
-    direction: str = Field(description="'out' (the start links to it) or 'in' (it links back)")
+    direction: str = Field(
+        description="'out' (the start links to it), 'in' (it links back) or 'both' (the two "
+        "link each other with this relation)"
+    )
     distance: int = Field(description="hops from the start document")
     score: float = Field(description="query similarity with a query, else edge weight / distance")
     via: str | None = Field(default=None, description="doc_id of the previous hop")
