@@ -153,7 +153,7 @@ def test_a_sync_reports_its_whole_wall_time_with_its_parts(tmp_path: Path) -> No
     # left out of `seconds`.
     assert set(report.parts_s) == {"index", "self-calibration", "vector snapshot"}
     assert report.seconds >= sum(report.parts_s.values()) - 0.003
-    assert report.seconds <= wall
+    assert report.seconds <= wall + 0.001  # rounded to the millisecond
     assert report.model_dump(mode="json")["parts_s"]["index"] == report.parts_s["index"]
 
 
