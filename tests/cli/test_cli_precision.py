@@ -280,3 +280,10 @@ def test_upgrade_to_another_template_names_the_one_the_kb_has(tmp_path: Path) ->
     assert "from None" not in out
     code, out, _ = run("upgrade", "--kb", str(kb), "--template", "engineering-docs", "--json")
     assert json.loads(out)["from_template"].startswith("general ")
+    # Applied, the header comment names the template the KB now has.
+    code, _, err = run("upgrade", "--kb", str(kb), "--template", "engineering-docs", "--yes")
+    assert code == 0, err
+    config = (kb / "pinakes.toml").read_text(encoding="utf-8")
+    assert 'template = "engineering-docs"' in config
+    assert "From the `general` template" not in config
+    assert config.count("From the `engineering-docs` template") == 1

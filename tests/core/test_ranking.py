@@ -350,6 +350,13 @@ def test_hit_location_puts_the_title_before_the_heading_path() -> None:
         "Postmortem: outage (2025-01-14) › Timeline"
     )
     assert hit("Notes", []).location == "Notes"
+    # A frontmatter title that says the H1 in other words does not repeat it (issue 35)...
+    assert hit("ADR 0002: Retry policy", ["Retry policy", "Backoff"]).location == (
+        "ADR 0002: Retry policy › Backoff"
+    )
+    # ... but an H1 that says something else stays.
+    assert hit("Notes", ["Meeting notes", "Actions"]).location == "Notes › Meeting notes › Actions"
+    assert hit("Policy: retry", ["Retry policy"]).location == "Policy: retry › Retry policy"
 
 
 def test_every_hit_carries_its_document_title(kb: KB) -> None:

@@ -213,3 +213,22 @@ def test_unrelated_verb_raises_listing_the_relations(model_kb: KB) -> None:
     text = f"{info.value} {info.value.hint}"
     for rel in ("cites", "depends-on", "supersedes", "links-to"):
         assert rel in text
+
+
+def test_a_pair_linked_both_ways_is_one_neighbour_shown_both(tmp_path: Path) -> None:
+    # `pnk links` listed such a neighbour by whichever direction ranked first (issue 35).
+    root = make_kb(
+        tmp_path / "kb",
+        {"a.md": "# A\n\nSee [[b]].\n", "b.md": "# B\n\nSee [[a]].\n", "c.md": "# C\n\n[[a]]\n"},
+    )
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        ids = doc_ids(root)
+        both = kb.links("a.md", direction="both")
+        assert {(n.doc_id, n.direction) for n in both.neighbours} == {
+            (ids["b.md"], "both"),
+            (ids["c.md"], "in"),
+        }
+        # Asked one way, it is that way.
+        out = kb.links("a.md", direction="out")
+        assert [(n.doc_id, n.direction) for n in out.neighbours] == [(ids["b.md"], "out")]

@@ -530,12 +530,12 @@ def render_links(console: Console, result: LinksResult) -> None:
     if not result.neighbours:
         _say(console, "no linked documents")
     for n in result.neighbours:
-        arrow = "→" if n.direction == "out" else "←"
+        arrow = {"out": "→", "in": "←", "both": "↔"}.get(n.direction, "←")
         where = f"[{n.kb}] {n.path}" if n.kb else n.path  # a neighbour in another KB
         _say(
             console,
             f"  {n.distance} {arrow} {n.rel:<14} {where}  ",
-            (f"{n.title} · {n.score:g}", "dim"),
+            (f"{n.title} · score {n.score:g}", "dim"),
         )
     if result.frontier:
         _say(
@@ -552,7 +552,7 @@ def render_links(console: Console, result: LinksResult) -> None:
         _say(
             console,
             f"  ≈ {e.path}  ",
-            (f"{e.title} · {e.score:g}", "dim"),
+            (f"{e.title} · score {e.score:g}", "dim"),
             " · ",
             ", ".join(e.entities),
         )

@@ -161,12 +161,40 @@ def _read_small(path: Path) -> str:
         return ""
 
 
+#: Where Obsidian's core Templates plugin and the Templater plugin keep their templates folder.
+_OBSIDIAN_TEMPLATE_SETTINGS = (
+    (".obsidian/templates.json", "folder"),
+    (".obsidian/plugins/templater-obsidian/data.json", "templates_folder"),
+)
+
+
+def _obsidian_templates(root: Path) -> list[str]:
+    """The vault's configured templates folders, as exclude rules (issue 35).
+
+    Template notes are skeletons (``{{title}}``, ``<% tp.date.now() %>``), not content: every
+    search for a common word found them. A folder outside the vault, or naming ``..``, is left
+    alone.
+    """
+    rules: list[str] = []
+    for rel, key in _OBSIDIAN_TEMPLATE_SETTINGS:
+        try:
+            value = json.loads(_read_small(root / rel) or "{}").get(key)
+        except (ValueError, AttributeError):
+            continue
+        folder = str(value).strip().strip("/") if isinstance(value, str) else ""
+        if folder and ".." not in folder.split("/") and not Path(folder).is_absolute():
+            rules.append(f"{folder}/**")
+    return list(dict.fromkeys(rules))
+
+
 def _plan(root: Path, flavour: str, census: Counter[str]) -> _Plan:
     plan = _Plan(flavour)
     if flavour == "logseq":
         plan.exclude = ["logseq/**"]  # config, custom.css and logseq/bak/ copies of pages
     elif flavour == "foam":
         plan.exclude = ["_layouts/**", "_site/**"]
+    elif flavour == "obsidian":
+        plan.exclude = _obsidian_templates(root)
     elif flavour == "hugo":
         plan.include = ["content/**/*.md", "content/**/*.markdown"]
     defaults = FrontmatterConfig()
@@ -304,8 +332,13 @@ def _item(what: str, values: list[str]) -> AdoptItem:
 
 
 def _analyse(
-    root: Path, config: Config, docs: list[_Doc], census: Counter[str]
+    root: Path, config: Config, docs: list[_Doc], census: Counter[str], *, ids_kept: bool = True
 ) -> tuple[list[AdoptItem], list[AdoptItem], Counter[str]]:
+    """What maps and what does not.
+
+    ``ids_kept``: whether ``config``'s KB id is the one the KB will have (not a dry run's
+    stand-in), so ids derived from it can be shown.
+    """
     keys = config.frontmatter
     kb_id = config.kb.id
     ulids: list[str] = []
@@ -335,15 +368,20 @@ def _analyse(
         if front.warning:
             malformed.append(front.warning)
         if front.id is None:
-            no_id.append(f"{doc.rel} → {path_id(kb_id, doc.rel)}")
+            # A dry run's KB id is not the one a real run creates: its derived ids would be
+            # ids no document gets (issue 35).
+            shown = path_id(kb_id, doc.rel) if ids_kept else "an id derived from its path"
+            no_id.append(f"{doc.rel} → {shown}")
         else:
             mapped = frontmatter_id(kb_id, front.id)
             if mapped in owners:
                 duplicates.append(f"{doc.rel} repeats {front.id!r} of {owners[mapped]}")
             else:
                 owners[mapped] = doc.rel
-                target = ulids if is_ulid(front.id.upper()) else derived
-                target.append(f"{doc.rel}: {front.id} → {mapped}")
+                ulid = is_ulid(front.id.upper())
+                target = ulids if ulid else derived
+                shown = mapped if ulid or ids_kept else "an id derived from it"
+                target.append(f"{doc.rel}: {front.id} → {shown}")
         (titles if front.title else no_title).append(
             f"{doc.rel}: {front.title}" if front.title else doc.rel
         )
@@ -485,8 +523,9 @@ def adopt(path: str | Path, *, name: str | None = None, dry_run: bool = False) -
     Args:
         path: the vault folder.
         name: the KB name (default: the folder name, made valid).
-        dry_run: analyse and report only; write nothing (the ids shown are then derived
-            from a KB id that is not kept).
+        dry_run: analyse and report only; write nothing. Ids derived from the KB id (from a
+            path, or a frontmatter id that is not a ULID) are then described, not shown: the
+            real run creates another KB id.
 
     Returns:
         The report: flavour, the chosen settings, what was mapped and what could not be.
@@ -525,7 +564,9 @@ def adopt(path: str | Path, *, name: str | None = None, dry_run: bool = False) -
             wrote = True
         if config.sync != base_sync:  # the vault's own include/exclude rules change the set
             docs = _read_docs(root, scan(root, config.sync)[0])
-    mapped, unmapped, used = _analyse(root, config, docs, census)
+    mapped, unmapped, used = _analyse(
+        root, config, docs, census, ids_kept=existing is not None or not dry_run
+    )
     if flavour == "dendron":
         dotted = [d.rel for d in docs if Path(d.rel).name.count(".") >= 2]
         if dotted:

@@ -57,6 +57,21 @@ class Passage(_Model):
     )
 
 
+def _says(title: str, heading: str) -> bool:
+    """Whether ``title`` holds every word of ``heading``, in order and together.
+
+    A frontmatter title that differs from the H1 yet says it ("ADR 0002: Retry policy" over
+    "# Retry policy") was repeated in every hit's location (issue 35).
+    """
+    import re
+
+    def words(text: str) -> str:
+        return " " + " ".join(re.findall(r"\w+", text)) + " "
+
+    inner = words(heading)
+    return inner.strip() != "" and inner in words(title)
+
+
 class Hit(_Model):
     """One retrieved chunk.
 
@@ -115,7 +130,9 @@ class Hit(_Model):
         trail = heading_trail(self.title, self.heading_path)
         if len(trail) > 1:
             title, first = trail[0].strip().lower(), trail[1].strip().lower()
-            if first and (title.startswith(first) or first.startswith(title)):
+            if first and (
+                title.startswith(first) or first.startswith(title) or _says(title, first)
+            ):
                 del trail[1]
         return " › ".join(trail)
 
@@ -341,7 +358,10 @@ class Neighbour(_Model):
     title: str
     path: str
     rel: str = Field(description="relation of the last hop, e.g. links-to, depends-on")
-    direction: str = Field(description="'out' (the start links to it) or 'in' (it links back)")
+    direction: str = Field(
+        description="'out' (the start links to it), 'in' (it links back) or 'both' (the two "
+        "link each other with this relation)"
+    )
     distance: int = Field(description="hops from the start document")
     score: float = Field(description="query similarity with a query, else edge weight / distance")
     via: str | None = Field(default=None, description="doc_id of the previous hop")

@@ -139,6 +139,35 @@ def _plain(value: Any) -> Any:
     return None if value is MISSING else value
 
 
+def _header(fragment: str) -> str:
+    """The comment lines a template's fragment starts with (what it says about itself)."""
+    lines = []
+    for line in fragment.lstrip("\n").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _switched_header(text: str, old: str | None, new: Template) -> str:
+    """``text`` with the header comment of the template ``old`` replaced by ``new``'s.
+
+    Switching templates rewrote ``template =`` but left "# From the `general` template: …"
+    above the new template's settings (issue 35). Only a header found word for word is
+    replaced: one you edited, or of a template that cannot be loaded, stays as it is.
+    """
+    if old is None or old == new.name:
+        return text
+    try:
+        before = _header(load_template(old).fragment)
+    except TemplateError:
+        return text
+    after = _header(new.fragment)
+    if not before or not after or text.count(before) != 1:
+        return text
+    return text.replace(before, after)
+
+
 def _find_template(kb: KB, spec: str | os.PathLike[str] | None) -> Template:
     if spec is not None:
         return load_template(spec)
@@ -268,6 +297,7 @@ def _plan(
 
     try:
         before, after = edit_config(kb.root, change, write=False)
+        after = _switched_header(after, record.template if adopting else None, template)
     except ConfigError as exc:
         raise TemplateError(
             f"Upgrading to {template.name} {template.version} would make {CONFIG_FILE} "
@@ -339,7 +369,13 @@ def apply_upgrade(kb: KB, template: str | os.PathLike[str] | None = None) -> Upg
         set_path(target, ("kb", "template_version"), loaded.version)
         set_path(target, ("kb", "template_source"), source if source else MISSING)
 
+    previous = kb.config.kb.template
     edit_config(kb.root, change, write=True)
+    path = kb.root / CONFIG_FILE
+    text = path.read_text(encoding="utf-8")
+    switched = _switched_header(text, previous, loaded)
+    if switched != text:  # comments only: the settings are the ones just validated
+        _atomic_write(path, switched)
     make_folders(kb.root, loaded)
     stamp_files(kb.root, loaded, only={f.path for f in plan.files if f.action == "add"})
     for item in plan.files:

@@ -9,7 +9,7 @@ listed on the ``frontier`` with the bound that cut it, so the caller can take th
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -73,12 +73,19 @@ def _neighbours(
             weight = weights.reverse_scan if r[4] == "reverse-scan" else weights.authored
             edges.append(_Edge(r[0], r[1], r[2], name or r[3], way, weight))
     best: dict[str, _Edge] = {}
+    ways: dict[tuple[str, str], set[str]] = {}
     for edge in edges:  # one entry per neighbour: the heaviest link to it
+        ways.setdefault((edge.doc_id, edge.rel), set()).add(edge.direction)
         if edge.doc_id != doc_id and (
             edge.doc_id not in best or edge.weight > best[edge.doc_id].weight
         ):
             best[edge.doc_id] = edge
-    return list(best.values())
+    # A neighbour linked both ways by the kept relation is shown "both" (issue 35: it was
+    # listed by whichever link came first, as if it went one way only).
+    return [
+        replace(edge, direction="both") if len(ways[(edge.doc_id, edge.rel)]) > 1 else edge
+        for edge in best.values()
+    ]
 
 
 def resolve_relation(kb: Any, rel: str) -> RelationMatch:
