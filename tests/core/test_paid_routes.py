@@ -184,6 +184,42 @@ def test_routes_are_local_for_loopback_bases_ollama_defaults_and_declarations(
     assert not route_of("ollama_chat/llama3.2").local
 
 
+def test_local_without_a_server_of_its_own_is_refused(synced: KB) -> None:
+    """`local = true` with a hosted route would price a paid call at zero: refused."""
+    set_config(synced.root, "ask", "local = true")
+    with pytest.raises(ConfigError, match="has no \\[ask\\] api_base"):
+        ask(reopen(synced), QUESTION, client=LiteLLMClient([synthesis("x [P1]")]))
+    assert ledger_lines(synced.root) == []
+    assert route_of("ollama/llama3.2", local=True).local  # Ollama's own server is local
+
+
+def test_a_crashed_local_call_leaves_nothing_for_doctor_to_ask_about(synced: KB) -> None:
+    from pinakes_core.ledger import Reservation, utc_now
+
+    ledger = Ledger.for_kb(synced.root, synced.config.kb.id)
+    dead = 2**22 + 54321
+    assert not os.path.exists(f"/proc/{dead}")
+    for call, eur in (("01JAXR3T5W6Z8Q9N0P1R2S3T4A", "0"), ("01JAXR3T5W6Z8Q9N0P1R2S3T4B", "0.01")):
+        ledger.append(
+            Reservation(
+                call=call,
+                ts=utc_now(),
+                op="01JAXR3T5W6Z8Q9N0P1R2S3T4C",
+                kind="synthesis",
+                model="openai/gemma-local" if eur == "0" else "gpt-4o-mini",
+                input_tokens_max=10,
+                output_tokens_max=10,
+                usd=Decimal(eur),
+                usd_per_eur=Decimal("1.16"),
+                eur=Decimal(eur),
+                pid=dead,
+                host=socket.gethostname(),
+            )
+        )
+    [finding] = [f for f in reopen(synced).doctor().findings if f.check.startswith("ledger")]
+    assert len(finding.items) == 1 and "01JAXR3T5W6Z8Q9N0P1R2S3T4B" in finding.items[0]
+
+
 def test_a_local_model_costs_nothing_needs_no_key_and_is_metered(
     synced: KB, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -324,7 +324,8 @@ def budget_findings(root: Path, config: Config, clock: Clock = utc_now) -> list[
         return []
     status = budget.status()
     findings = []
-    unknown = [c for c in status.open_calls if c.unknown_outcome]
+    # A free (local) call counts nothing whatever its outcome: nothing to settle.
+    unknown = [c for c in status.open_calls if c.unknown_outcome and c.reserved_eur > 0]
     if unknown:
         total = sum((c.reserved_eur for c in unknown), Decimal(0))
         findings.append(

@@ -354,8 +354,8 @@ class AskConfig(_Section):
     api_base: Annotated[str | None, Field(pattern=r"^https?://[^\s/]+", max_length=500)] = None
     #: Whether the model runs on this machine, so its calls cost nothing. Default: true for a
     #: loopback ``api_base`` (``localhost``, 127.0.0.1, ``::1``) and for ``ollama/`` models on
-    #: their local default server; set it for a server on your LAN, or ``false`` to bill a
-    #: loopback proxy at ``price_model``'s prices.
+    #: their local default server; set it for a server on your LAN (it needs ``api_base``), or
+    #: ``false`` to bill a loopback proxy at ``price_model``'s prices.
     local: bool | None = None
     #: Passages given to the synthesis call.
     passages: Annotated[int, Field(ge=1, le=30)] = 8

@@ -221,9 +221,8 @@ class Ledger:
             if not legacy.is_file():
                 return  # another process imported it while this one waited for the lock
             data = legacy.read_bytes()
-            known = {
-                (r.call, r.type) for r in self.records()[0]
-            }  # a crash after the append but before the rename must not double the records
+            # A crash after the appends but before the rename must not double the records.
+            known = {(r.call, r.type) for r in self.records()[0]}
             for line in data.splitlines():
                 try:
                     record = _ANY.validate_python(json.loads(line))

@@ -333,13 +333,26 @@ def route_of(model: str, api_base: str | None = None, local: bool | None = None)
     ``local`` is the declared value, else whether the server is on a loopback address
     (``api_base``, or for ``ollama/`` models ``OLLAMA_API_BASE`` or Ollama's default
     ``http://localhost:11434``). Never imports litellm.
+
+    Raises:
+        ConfigError: ``local = true`` for a model whose calls would go to a hosted service
+            (no ``api_base``, not an Ollama model).
     """
+    prefix = model.split("/", 1)[0] if "/" in model else ""
     if local is None:
         base = api_base
-        prefix = model.split("/", 1)[0] if "/" in model else ""
         if base is None and prefix in _LOCAL_DEFAULTS:
             base = os.environ.get(_LOCAL_DEFAULTS[prefix]) or _OLLAMA_DEFAULT
         local = base is not None and is_loopback(base)
+    elif local and api_base is None and prefix not in _LOCAL_DEFAULTS:
+        # Without a server of its own the call goes to the provider's hosted API: pricing it
+        # at zero would let it spend past every cap.
+        raise ConfigError(
+            f"[ask] local = true, but the model {model!r} has no [ask] api_base, so its calls "
+            "would go to the provider's hosted service.",
+            "Set [ask] api_base to your server's URL (e.g. http://127.0.0.1:8080/v1), or "
+            "remove local = true.",
+        )
     return Route(model=model, api_base=api_base, local=local)
 
 
