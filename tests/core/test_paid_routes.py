@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import socket
 from decimal import Decimal
 from pathlib import Path
@@ -302,10 +303,10 @@ def test_install_hint_names_the_command_for_each_install_route(tmp_path: Path) -
         "/usr/bin/python3 -m pip install --user 'pinakes-cli[ask]'"
     )
     assert install_hint(str(venv), "/usr", python, True, tmp_path / "clone") == (
-        f"cd {tmp_path / 'clone'} && uv sync --all-packages"
+        f"cd {shlex.quote(str(tmp_path / 'clone'))} && uv sync --all-packages"
     )
     # This test runs from the workspace clone (uv run): the hint is the workspace sync.
-    assert install_hint() == f"cd {REPO} && uv sync --all-packages"
+    assert install_hint() == f"cd {shlex.quote(str(REPO))} && uv sync --all-packages"
 
 
 # -- 4. the ledger outside the disposable folder -----------------------------------------
