@@ -150,6 +150,12 @@ def _own_fleet_registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -
     monkeypatch.setenv("PINAKES_FLEET", str(tmp_path_factory.mktemp("fleet") / "fleet.toml"))
 
 
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """Every test gets its own state folder (``XDG_STATE_HOME``: spending ledgers), never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture
 def fake_embedder() -> FakeHashEmbedder:
     return FakeHashEmbedder()

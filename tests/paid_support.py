@@ -162,8 +162,16 @@ def solve(answer: str, summary: str) -> str:
     return json.dumps({"answer": answer, "summary": summary})
 
 
+def ledger_path(root: Path) -> Path:
+    """The KB's ledger file (in the test's own ``XDG_STATE_HOME``, see conftest)."""
+    from pinakes_core.config import load_config
+    from pinakes_core.ledger import LEDGER_FILE, ledger_dir
+
+    return ledger_dir(load_config(root).kb.id) / LEDGER_FILE
+
+
 def ledger_lines(root: Path) -> list[dict[str, Any]]:
-    path = root / ".pinakes" / "ledger.jsonl"
+    path = ledger_path(root)
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -107,12 +107,32 @@ def _check_installed(bin_dir: Path, kb: Path) -> None:
     assert "Serve KBs over MCP" in sh(pnk, "mcp", "--help")
 
 
+def _ask_install_hint(bin_dir: Path, kb: Path, env: dict[str, str] | None = None) -> str:
+    """The install command `pnk ask` prints without the paid-path extra (issue 35.3)."""
+    proc = subprocess.run(
+        [str(bin_dir / "pnk"), "ask", "what is raft", "--kb", str(kb)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**(env or os.environ), "COLUMNS": "500"},
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    match = re.search(r"hint: Install it: (.+)", proc.stderr)
+    assert match, proc.stderr[-2000:]
+    return match.group(1).strip()
+
+
 def test_pip_install_from_the_wheels(dist: Path, kb: Path, tmp_path: Path) -> None:
     env_dir = tmp_path / "pip-venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
     sh(bin_dir / "python", "-m", "pip", "install", "--quiet", *(wheel(dist, n) for n in RUNTIME))
     _check_installed(bin_dir, kb)
+    assert re.fullmatch(
+        re.escape(str(bin_dir)) + r"/python[0-9.]* -m pip install 'pinakes-cli\[ask\]'",
+        _ask_install_hint(bin_dir, kb),
+    )
 
 
 def test_uv_pip_install_from_the_wheels(dist: Path, kb: Path, tmp_path: Path) -> None:
@@ -121,6 +141,12 @@ def test_uv_pip_install_from_the_wheels(dist: Path, kb: Path, tmp_path: Path) ->
     python = env_dir / "bin" / "python"
     sh("uv", "pip", "install", "--quiet", "--python", python, *(wheel(dist, n) for n in RUNTIME))
     _check_installed(env_dir / "bin", kb)
+    # uv's venv has no pip: the hint installs with uv into that interpreter.
+    assert re.fullmatch(
+        r"uv pip install --python " + re.escape(str(env_dir / "bin")) + r"/python[0-9.]* "
+        r"'pinakes-cli\[ask\]'",
+        _ask_install_hint(env_dir / "bin", kb),
+    )
 
 
 def _host_snippet() -> dict[str, object]:
@@ -191,3 +217,21 @@ def test_uv_tool_install_gives_global_commands_and_the_host_snippet_runs(
                 assert not result.is_error, result.content
 
     anyio.run(session)
+
+    # Without the paid-path extra, `pnk ask` names a `uv tool install` that keeps the tool's
+    # other packages; run as printed (the wheels found in dist/, litellm from the index), it
+    # adds the extra and `pnk ask --dry-run` prices a call.
+    hint = _ask_install_hint(bin_dir, kb, env)
+    assert hint.startswith("uv tool install 'pinakes-cli[ask]' "), hint
+    assert "--with pinakes-mcp" in hint and "--with-executables-from pinakes-mcp" in hint
+    sh("bash", "-c", hint, env={**env, "UV_FIND_LINKS": str(dist)})
+    proc = subprocess.run(
+        [str(bin_dir / "pnk"), "ask", "how does raft elect a leader", "--kb", str(kb), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**env, "COLUMNS": "500"},
+        check=False,
+    )
+    assert proc.returncode == 0 and "worst case €" in proc.stderr, proc.stderr[-2000:]
+    assert "--with-executables-from pinakes-mcp" in hint and (bin_dir / "pinakes-mcp").exists()

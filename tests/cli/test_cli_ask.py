@@ -20,6 +20,7 @@ from paid_support import (
     ScriptedProvider,
     constant_calibration,
     ledger_lines,
+    ledger_path,
     plan,
     scripted_config,
     set_budget,
@@ -98,7 +99,7 @@ def test_dry_run_prints_the_estimate_and_spends_nothing(root: Path) -> None:
 
 def test_budget_shows_windows_and_resolves_an_unknown_outcome(root: Path) -> None:
     config = load_config(root).budget
-    ledger = Ledger(root / ".pinakes")
+    ledger = Ledger(ledger_path(root).parent)
     dead = Reservation(
         call="01JAXR3T5W6Z8Q9N0P1R2S3T4V",
         ts=utc_now(),
@@ -130,7 +131,7 @@ def test_budget_shows_windows_and_resolves_an_unknown_outcome(root: Path) -> Non
     status = json.loads(out)
     assert status["open_calls"] == []
     assert Decimal(status["windows"][0]["spent_eur"]) == Decimal("0.004")
-    assert Budget(root, config).status().windows[1].spent_eur == Decimal("0.004")
+    assert Budget(root, load_config(root)).status().windows[1].spent_eur == Decimal("0.004")
 
 
 def test_review_lists_accepts_and_rejects_staged_suggestions(root: Path) -> None:
@@ -174,3 +175,55 @@ def test_help_says_only_ask_spends_money(root: Path) -> None:
     assert code == 0 and "Only `pnk ask` can spend money" in out
     code, out, _ = run(root, "ask", "--help")
     assert "PAID" in out and "only command that can spend money" in out
+
+
+_KEY_VARS = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL")
+
+
+def test_without_an_api_key_ask_refuses_in_one_sentence_and_nothing_is_left_to_settle(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35.1: the default model, the real client, no key: nothing reserved or billed."""
+    for name in _KEY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    text = (root / "pinakes.toml").read_text(encoding="utf-8")
+    (root / "pinakes.toml").write_text(
+        text.replace('model = "scripted/fake"', 'model = "gpt-4o-mini"'), encoding="utf-8"
+    )
+    code, out, err = run(root, "ask", QUESTION, "--yes")
+    assert code == 1 and out == ""
+    first, *rest = [line for line in err.splitlines() if line.strip()]
+    assert first.startswith("error: No API key for gpt-4o-mini: OPENAI_API_KEY is not set")
+    assert first.count(". ") == 0 and "nothing was sent or reserved" in first
+    assert "Traceback" not in err and len(rest) <= 1  # the sentence, then its one-line fix
+    assert ledger_lines(root) == []  # nothing reserved: no reservation, no void
+    code, out, _ = run(root, "budget", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["open_calls"] == []
+    assert all(Decimal(w["spent_eur"]) == 0 == Decimal(w["open_eur"]) for w in status["windows"])
+    code, out, _ = run(root, "doctor", "--json")
+    assert not [f for f in json.loads(out)["findings"] if f["check"].startswith("ledger")]
+
+
+def test_removing_dot_pinakes_keeps_the_spend_and_the_caps(root: Path) -> None:
+    """Issue 35.4: the ledger is in the state folder, so `rm -rf .pinakes` resets no cap."""
+    import shutil
+
+    with ScriptedProvider([synthesis("Raft [P1].")], worst_usage=True):
+        code, _, err = run(root, "ask", QUESTION, "--yes")
+    assert code == 0, err
+    before = json.loads(run(root, "budget", "--json")[1])
+    spent = Decimal(before["windows"][0]["spent_eur"])
+    assert spent > 0 and not ledger_path(root).is_relative_to(root)
+    set_budget(root, f"daily_eur = {spent}")  # the day's cap is now used up exactly
+    shutil.rmtree(root / ".pinakes")
+    code, _, err = run(root, "sync")
+    assert code == 0, err
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    constant_calibration(kb, 6.0)
+    kb.close()
+    after = json.loads(run(root, "budget", "--json")[1])
+    assert Decimal(after["windows"][0]["spent_eur"]) == spent
+    with ScriptedProvider([synthesis("Raft [P1].")]) as provider:
+        code, _, err = run(root, "ask", QUESTION, "--yes")
+    assert code == 1 and "over [budget] daily_eur" in err and provider.calls == []

@@ -18,6 +18,7 @@ from paid_support import (
     ScriptedProvider,
     constant_calibration,
     ledger_lines,
+    ledger_path,
     scripted_config,
     synthesis,
 )
@@ -122,7 +123,7 @@ def test_estimate_bounds_the_actual_cost_and_the_ledger_reconciles_it(synced: KB
 def test_ledger_holds_no_question_passage_or_answer_text(synced: KB) -> None:
     answer = "Leaders come from randomized election timeouts [P1]."
     ask(synced, QUESTION, client=LiteLLMClient([synthesis(answer)]))
-    raw = (synced.root / ".pinakes" / "ledger.jsonl").read_bytes()
+    raw = ledger_path(synced.root).read_bytes()
     for line in raw.splitlines():
         assert len(line) + 1 <= MAX_RECORD_BYTES
         json.loads(line)

@@ -23,6 +23,7 @@ from paid_support import (
     ScriptedProvider,
     constant_calibration,
     ledger_lines,
+    ledger_path,
     scripted_config,
     set_budget,
     synthesis,
@@ -76,7 +77,7 @@ def test_daily_cap_is_hit_across_two_invocations_and_days_follow_the_timezone(kb
     assert len(ledger_lines(kb.root)) == 2  # the refused call left no record
     clock.now = utc(2026, 3, 10, 23, 10)  # still the 10th in UTC, the 11th in Paris
     paid_ask(kb, clock)
-    status = Budget(kb.root, reopen(kb).config.budget, clock).status()
+    status = Budget(kb.root, reopen(kb).config, clock).status()
     day = status.windows[0]
     assert day.label == "2026-03-11 (Europe/Paris)" and day.calls == 1
     assert day.spent_eur == pytest.approx(cost, abs=Decimal("0.00000002"))
@@ -102,7 +103,7 @@ def test_monthly_cap_is_hit_across_days(kb: KB) -> None:
         paid_ask(kb, clock)
     clock.now = utc(2026, 2, 1, 0, 1)
     paid_ask(kb, clock)
-    month = Budget(kb.root, reopen(kb).config.budget, clock).status().windows[1]
+    month = Budget(kb.root, reopen(kb).config, clock).status().windows[1]
     assert month.label == "2026-02 (UTC)" and month.calls == 1
 
 
@@ -115,6 +116,9 @@ CRASH = textwrap.dedent(
     from pinakes_core.ask import ask
 
     class CrashingClient:  # the process dies after the reservation, mid-call
+        def check(self, route):  # the call may leave the machine (it "does", then dies)
+            pass
+
         def complete(self, **kwargs):
             os._exit(9)
 
@@ -135,7 +139,7 @@ def test_a_crash_between_reservation_and_reconciliation_counts_at_the_reserved_a
     records = ledger_lines(kb.root)
     assert [r["type"] for r in records] == ["reservation"]
     reserved = Decimal(records[0]["eur"])
-    budget = Budget(kb.root, kb.config.budget)
+    budget = Budget(kb.root, kb.config)
     status = budget.status()
     [open_call] = status.open_calls
     assert open_call.unknown_outcome and open_call.reserved_eur == reserved
@@ -159,11 +163,16 @@ RESERVER = textwrap.dedent(
     from decimal import Decimal
     from pathlib import Path
     from pinakes_core.budget import Budget
-    from pinakes_core.config import BudgetConfig
+    from pinakes_core.config import BudgetConfig, Config
     from pinakes_core.errors import BudgetExceededError
+    from pinakes_core.ledger import Ledger
 
     root, go = Path(sys.argv[1]), Path(sys.argv[2])
-    budget = Budget(root, BudgetConfig(daily_eur="2.0", per_operation_eur="100", monthly_eur="100"))
+    config = Config.model_validate({
+        "kb": {"name": "kb", "id": "01JAXR3T5W6Z8Q9N0P1R2S3T4V"},
+        "budget": {"daily_eur": "2.0", "per_operation_eur": "100", "monthly_eur": "100"},
+    })
+    budget = Budget(root, config, ledger=Ledger(root / "ledger"))
     while not go.exists():
         time.sleep(0.001)
     made = 0
@@ -201,7 +210,7 @@ def test_concurrent_reservations_never_overspend(tmp_path: Path) -> None:
         made.append(int(out))
     # 0.116 USD = 0.1 EUR at the default rate: exactly 20 fit under 2.0 EUR, never more.
     assert sum(made) == 20
-    calls = Ledger(root / ".pinakes").calls()
+    calls = Ledger(root / "ledger").calls()
     assert len(calls) == 20
     assert sum(c.counted_eur for c in calls.values()) == Decimal("2.0")
 
@@ -262,14 +271,14 @@ def test_concurrent_ask_processes_on_one_kb_never_overspend(kb: KB, tmp_path: Pa
         assert proc.returncode == 0, err[-3000:]
         outcomes.append(out.strip())
     assert sorted(outcomes) == ["refused", "spent", "spent"]
-    status = Budget(kb.root, reopen(kb).config.budget).status()
+    status = Budget(kb.root, reopen(kb).config).status()
     day = status.windows[0]
     assert day.calls == 2 and day.spent_eur <= cap and status.open_calls == []
 
 
 def test_ledger_survives_a_rebuild_and_holds_only_bounded_records(kb: KB) -> None:
     paid_ask(kb, Clock(utc(2026, 5, 1, 9)))
-    ledger = kb.root / ".pinakes" / "ledger.jsonl"
+    ledger = ledger_path(kb.root)
     before = ledger.read_bytes()
     deep_dir = kb.root / ".pinakes" / "deep"
     deep_dir.mkdir(exist_ok=True)
@@ -295,20 +304,20 @@ def test_ledger_survives_a_rebuild_and_holds_only_bounded_records(kb: KB) -> Non
         host="h",
     )
     with pytest.raises(PinakesError, match=str(MAX_RECORD_BYTES)):
-        Ledger(kb.root / ".pinakes").append(too_big)
+        Ledger(ledger.parent).append(too_big)
     assert ledger.read_bytes() == before
 
 
 def test_torn_ledger_lines_are_skipped_and_reported(kb: KB) -> None:
     paid_ask(kb, Clock(utc(2026, 5, 1, 9)))
-    ledger = kb.root / ".pinakes" / "ledger.jsonl"
+    ledger = ledger_path(kb.root)
     with ledger.open("ab") as handle:
         handle.write(b'{"v":1,"call":"01ABC","ty')  # a write cut short
-    status = Budget(kb.root, kb.config.budget, Clock(utc(2026, 5, 1, 10))).status()
+    status = Budget(kb.root, kb.config, Clock(utc(2026, 5, 1, 10))).status()
     assert status.malformed_lines == 1 and status.windows[0].calls == 1
     # The next record starts on a line of its own: the torn one never swallows it.
     paid_ask(kb, Clock(utc(2026, 5, 1, 11)))
-    status = Budget(kb.root, kb.config.budget, Clock(utc(2026, 5, 1, 12))).status()
+    status = Budget(kb.root, kb.config, Clock(utc(2026, 5, 1, 12))).status()
     assert status.malformed_lines == 1 and status.windows[0].calls == 2
     checks = {f.check for f in reopen(kb).doctor().findings}
     assert "ledger-malformed" in checks

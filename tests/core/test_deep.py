@@ -243,7 +243,7 @@ def _synthesis_bound(kb: KB) -> Decimal:
 
 def test_budget_taken_by_another_process_leaves_a_partial_answer(kb: KB) -> None:
     set_config(kb.root, "budget", "daily_eur = 1.00\nper_operation_eur = 5.00")
-    budget = Budget(kb.root, reopen(kb).config.budget)
+    budget = Budget(kb.root, reopen(kb).config)
 
     def round_one(_messages: list[dict[str, str]]) -> str:
         # Meanwhile another operation reserves everything the day has left.
@@ -318,5 +318,5 @@ def test_mock_response_errors_are_refused_and_voided(kb: KB) -> None:
 
     with pytest.raises(ProviderError, match="refused"):
         ask(kb, QUESTION, model="gpt-4o-mini", force=True, client=LiteLLMClient([error]))
-    status = Budget(kb.root, kb.config.budget).status()
+    status = Budget(kb.root, kb.config).status()
     assert status.open_calls == [] and status.windows[0].spent_eur == 0

@@ -15,6 +15,7 @@ from conftest import FakeHashEmbedder, make_kb
 from paid_support import (
     ScriptedProvider,
     constant_calibration,
+    ledger_path,
     plan,
     scripted_config,
     solve,
@@ -74,6 +75,7 @@ def test_keys_never_appear_in_logs_transcripts_ledger_or_output(
     assert "[redacted]" in str(info.value)
     captured = capfd.readouterr()
     files = [p for p in (root / ".pinakes").rglob("*") if p.suffix in (".json", ".jsonl")]
+    files.append(ledger_path(root))  # the ledger lives in the state folder
     assert {p.name for p in files} >= {"ledger.jsonl", Path(deep.transcript_file).name}
     written = [p.read_bytes().decode("utf-8", "replace") for p in files]
     assert caplog.text  # DEBUG logging really ran

@@ -267,7 +267,7 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
     from pinakes_core.budget import Budget
 
     kb = _kb(ctx)
-    keeper = Budget(kb.root, kb.config.budget)
+    keeper = Budget(kb.root, kb.config)
     if (call is None) != (actual is None):
         raise click.UsageError("--resolve and --actual go together.")
     if call is not None and actual is not None:

@@ -19,9 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pinakes_core.budget import Budget
 from pinakes_core.derived import replace_file, store_dir
-from pinakes_core.errors import BudgetExceededError, PinakesError, PluginMissingError
+from pinakes_core.errors import BudgetExceededError, PinakesError
 from pinakes_core.ledger import Clock, money, money_up, utc_now
-from pinakes_core.llm import INSTALL_HINT, LiteLLMClient, paid_extra_installed, price_of
+from pinakes_core.llm import (
+    LiteLLMClient,
+    Price,
+    missing_extra,
+    paid_extra_installed,
+    price_of,
+    route_of,
+)
 from pinakes_core.paid import (
     MAX_QUESTION_CHARS,
     Citation,
@@ -194,8 +201,10 @@ def ask(
         PluginMissingError: the ``ask`` extra (litellm) is not installed.
         BudgetExceededError: the first call does not fit a window, or spending above
             ``confirm_above_eur`` was not approved; nothing was spent.
-        ConfigError: the model has no price in litellm's bundled table.
-        ProviderError: a call failed (see ``pnk budget`` for its cost).
+        ConfigError: the model has no price in litellm's bundled table (a local model
+            needs none), or litellm knows no provider for it.
+        ProviderError: the provider's API key is not set (refused before anything was
+            reserved), or a call failed (see ``pnk budget`` for its cost).
     """
     question = question.strip()
     if not question:
@@ -208,10 +217,7 @@ def ask(
             "Shorten it; put background in the KB instead.",
         )
     if not paid_extra_installed():
-        raise PluginMissingError(
-            "`pnk ask` needs the optional paid-path extra (litellm), which is not installed.",
-            f"Install it: {INSTALL_HINT}",
-        )
+        raise missing_extra()
     cfg = kb.config
     kb_id, kb_name = cfg.kb.id, cfg.kb.name
     operation = new_ulid()
@@ -254,14 +260,16 @@ def ask(
         return result(stop_reason="abstained")
 
     model_name = model or cfg.ask.model
+    route = route_of(model_name, cfg.ask.api_base, cfg.ask.local)
     session = Session(
         operation=operation,
         model=model_name,
-        price=price_of(model_name, cfg.ask.price_model),
-        budget=Budget(kb.root, cfg.budget, clock),
+        price=Price.free() if route.local else price_of(model_name, cfg.ask.price_model),
+        budget=Budget(kb.root, cfg, clock),
         client=client or LiteLLMClient(),
         timeout_s=cfg.ask.timeout_s,
         temperature=cfg.ask.temperature,
+        route=route,
     )
     single = not deep or (
         first.confidence is not None and first.confidence >= cfg.deep.confident_above
@@ -298,6 +306,9 @@ def ask(
         raise refusal
     if dry_run:
         return result(stop_reason="dry_run", estimate=estimate)
+    # A call that cannot leave this machine (no provider for the model, no API key) is refused
+    # here, before anything is asked, reserved or billed.
+    session.client.check(route)
     approved = approve(estimate) if approve is not None else not estimate.needs_confirmation
     if not approved:
         raise BudgetExceededError(

@@ -21,10 +21,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict
 
-from pinakes_core.config import BudgetConfig
+from pinakes_core.config import BudgetConfig, Config
 from pinakes_core.errors import BudgetExceededError, PinakesError
 from pinakes_core.ledger import (
-    LEDGER_FILE,
     CallState,
     Clock,
     Ledger,
@@ -36,7 +35,6 @@ from pinakes_core.ledger import (
     utc_now,
 )
 from pinakes_core.models import DoctorFinding
-from pinakes_core.store import STORE_DIR
 from pinakes_core.uri import new_ulid
 
 __all__ = ["Budget", "BudgetStatus", "OpenCall", "WindowSpend", "budget_findings"]
@@ -90,13 +88,28 @@ class Ticket:
 
 
 class Budget:
-    """The ``[budget]`` windows of one KB, checked against its ledger."""
+    """The ``[budget]`` windows of one KB, checked against its ledger.
 
-    def __init__(self, root: Path, config: BudgetConfig, clock: Clock = utc_now) -> None:
-        self.config = config
+    Args:
+        root: the KB folder (a ledger an earlier version kept in its ``.pinakes/`` is
+            imported; see :meth:`Ledger.for_kb`).
+        config: the KB's configuration: ``[kb] id`` picks the ledger, ``[budget]`` the caps.
+        clock: the time source of the windows.
+        ledger: a ledger to use instead of the KB's (tests, tools).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        config: Config,
+        clock: Clock = utc_now,
+        *,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.config: BudgetConfig = config.budget
         self.clock = clock
-        self.zone = ZoneInfo(config.timezone)
-        self.ledger = Ledger(root / STORE_DIR)
+        self.zone = ZoneInfo(self.config.timezone)
+        self.ledger = ledger if ledger is not None else Ledger.for_kb(root, config.kb.id)
 
     # -- money ----------------------------------------------------------------------------
 
@@ -303,16 +316,16 @@ def _exceeded(
     )
 
 
-def budget_findings(
-    root: Path, config: BudgetConfig, clock: Clock = utc_now
-) -> list[DoctorFinding]:
-    """Doctor findings about the ledger: unknown-outcome calls and malformed lines."""
-    ledger_path = root / STORE_DIR / LEDGER_FILE
+def budget_findings(root: Path, config: Config, clock: Clock = utc_now) -> list[DoctorFinding]:
+    """Doctor findings about the KB's ledger: unknown-outcome calls and malformed lines."""
+    budget = Budget(root, config, clock)
+    ledger_path = budget.ledger.path
     if not ledger_path.exists():
         return []
-    status = Budget(root, config, clock).status()
+    status = budget.status()
     findings = []
-    unknown = [c for c in status.open_calls if c.unknown_outcome]
+    # A free (local) call counts nothing whatever its outcome: nothing to settle.
+    unknown = [c for c in status.open_calls if c.unknown_outcome and c.reserved_eur > 0]
     if unknown:
         total = sum((c.reserved_eur for c in unknown), Decimal(0))
         findings.append(

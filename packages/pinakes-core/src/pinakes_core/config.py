@@ -394,6 +394,14 @@ class AskConfig(_Section):
     #: The price-table entry to bill calls at when ``model`` is not in litellm's bundled table
     #: (an Azure deployment name, a proxy alias); default: ``model`` itself.
     price_model: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    #: The base URL of the model's server (a local OpenAI-compatible server such as llama.cpp's,
+    #: Ollama, LM Studio or vLLM: ``http://127.0.0.1:8080/v1``); default: the provider's own.
+    api_base: Annotated[str | None, Field(pattern=r"^https?://[^\s/]+", max_length=500)] = None
+    #: Whether the model runs on this machine, so its calls cost nothing. Default: true for a
+    #: loopback ``api_base`` (``localhost``, 127.0.0.1, ``::1``) and for ``ollama/`` models on
+    #: their local default server; set it for a server on your LAN (it needs ``api_base``), or
+    #: ``false`` to bill a loopback proxy at ``price_model``'s prices.
+    local: bool | None = None
     #: Passages given to the synthesis call.
     passages: Annotated[int, Field(ge=1, le=30)] = 8
     #: Each passage's text is cut to at most this many UTF-8 bytes.

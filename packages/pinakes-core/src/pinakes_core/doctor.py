@@ -289,5 +289,5 @@ def run_doctor(
 
     from pinakes_core.budget import budget_findings  # the paid path's ledger (never litellm)
 
-    findings.extend(budget_findings(root, kb.config.budget))
+    findings.extend(budget_findings(root, kb.config))
     return DoctorReport(findings=findings, fixed=fixed)

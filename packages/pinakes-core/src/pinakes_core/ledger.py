@@ -11,16 +11,25 @@ at most :data:`MAX_RECORD_BYTES` bytes, so concurrent writers never interleave a
 leaves at worst one torn last line (skipped and reported on read). Records hold ids, times,
 model names, token counts and money; never a question, a passage, an answer or a key.
 
-The ledger lives in ``.pinakes/`` beside the index but is not part of it: ``pnk sync --rebuild``
-replaces only the index files and leaves the ledger (and ``.pinakes/deep/``) alone.
+The ledger is not kept in the KB's disposable ``.pinakes/`` (where ``rm -rf .pinakes`` would
+reset the monthly cap) but in the user's state folder, one per KB id (:func:`ledger_dir`):
+``$XDG_STATE_HOME/pinakes/ledgers/<kb id>/`` (``~/.local/state`` when ``XDG_STATE_HOME`` is
+unset, empty or relative). That folder is the only place outside a KB that Pinakes writes to on
+the paid path. A ledger an earlier version kept at ``.pinakes/ledger.jsonl`` is imported once
+(:meth:`Ledger.for_kb`) and renamed ``ledger.jsonl.imported``.
+
+Every file this module writes is opened here (:meth:`Ledger.append`, :meth:`Ledger.locked`,
+:meth:`Ledger._import_legacy`), so a safer ``open`` needs changing in one place only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,6 +40,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from pinakes_core.derived import UnsafeStoreError, store_dir
 from pinakes_core.errors import PinakesError
 from pinakes_core.lock import _alive
 
@@ -45,8 +55,10 @@ __all__ = [
     "Reconciliation",
     "Reservation",
     "Void",
+    "ledger_dir",
     "money",
     "money_up",
+    "state_dir",
     "utc_now",
 ]
 
@@ -54,6 +66,7 @@ log = logging.getLogger(__name__)
 
 LEDGER_FILE = "ledger.jsonl"
 LOCK_FILE = "ledger.lock"
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 #: One record is one ``write`` of at most this many bytes (POSIX appends up to a page are not
 #: interleaved with other appenders on local file systems).
 MAX_RECORD_BYTES = 4096
@@ -65,6 +78,31 @@ STALE_AFTER = timedelta(hours=1)
 
 #: Returns the current time as an aware datetime (tests inject a fixed clock).
 Clock = Callable[[], datetime]
+
+
+def state_dir() -> Path:
+    """Pinakes' folder in the user's state folder: ``$XDG_STATE_HOME/pinakes``.
+
+    ``XDG_STATE_HOME`` that is unset, empty or not absolute counts as unset (the XDG base
+    directory spec says to ignore a relative one); then the platform's user state folder is
+    used (``~/.local/state`` on Linux).
+    """
+    base = os.environ.get("XDG_STATE_HOME", "").strip()
+    if not base or not os.path.isabs(base):
+        import platformdirs
+
+        base = platformdirs.user_state_dir()
+    return Path(base) / "pinakes"
+
+
+def ledger_dir(kb_id: str) -> Path:
+    """The folder holding the ledger of the KB whose ``[kb] id`` is ``kb_id``.
+
+    The id is used as the folder name when it is a plain name (a ULID, a slug); any other id is
+    hashed, so no id can name a path outside :func:`state_dir`.
+    """
+    name = kb_id if _SAFE_ID.match(kb_id) else hashlib.sha256(kb_id.encode()).hexdigest()[:32]
+    return state_dir() / "ledgers" / name
 
 
 def utc_now() -> datetime:
@@ -154,12 +192,48 @@ class CallState:
 
 
 class Ledger:
-    """Append-only records of paid calls in ``<store_dir>/ledger.jsonl``."""
+    """Append-only records of paid calls in ``<folder>/ledger.jsonl``.
 
-    def __init__(self, store_dir: Path) -> None:
-        self.dir = store_dir
-        self.path = store_dir / LEDGER_FILE
-        self._lock_path = store_dir / LOCK_FILE
+    A KB's ledger is :meth:`for_kb`; the constructor takes any folder (tests, tools).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        self.path = folder / LEDGER_FILE
+        self._lock_path = folder / LOCK_FILE
+
+    @classmethod
+    def for_kb(cls, root: Path, kb_id: str) -> Ledger:
+        """The ledger of the KB at ``root`` with id ``kb_id``, in :func:`ledger_dir`.
+
+        A ledger an earlier version kept in ``<root>/.pinakes/`` is imported first (once: its
+        records are appended, then it is renamed ``ledger.jsonl.imported``).
+        """
+        ledger = cls(ledger_dir(kb_id))
+        try:
+            legacy = store_dir(root) / LEDGER_FILE
+        except UnsafeStoreError:
+            return ledger  # nothing is read from a .pinakes that fails the ownership rule
+        if legacy.is_file() and not legacy.is_symlink():
+            ledger._import_legacy(legacy)
+        return ledger
+
+    def _import_legacy(self, legacy: Path) -> None:
+        with self.locked():
+            if not legacy.is_file():
+                return  # another process imported it while this one waited for the lock
+            data = legacy.read_bytes()
+            # A crash after the appends but before the rename must not double the records.
+            known = {(r.call, r.type) for r in self.records()[0]}
+            for line in data.splitlines():
+                try:
+                    record = _ANY.validate_python(json.loads(line))
+                except (ValueError, ValidationError):
+                    continue  # torn lines were never counted; they stay in the renamed file
+                if (record.call, record.type) not in known:
+                    self.append(record)
+            os.replace(legacy, legacy.with_name(LEDGER_FILE + ".imported"))
+        log.info("imported the ledger %s into %s", legacy, self.path)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pinakes_core.budget import Budget
 from pinakes_core.errors import PinakesError, UriError
 from pinakes_core.ledger import money
-from pinakes_core.llm import Completion, LiteLLMClient, Price, input_token_ceiling
+from pinakes_core.llm import Completion, LiteLLMClient, Price, Route, input_token_ceiling
 from pinakes_core.models import Hit
 from pinakes_core.uri import SCHEME, parse_uri
 
@@ -267,6 +267,7 @@ class Session:
     client: LiteLLMClient
     timeout_s: float
     temperature: float
+    route: Route | None = None
     calls: list[CallRecord] = field(default_factory=list)
 
     def worst_case_usd(self, messages: Sequence[dict[str, str]], max_tokens: int) -> Decimal:
@@ -329,6 +330,7 @@ class Session:
                 max_tokens=max_tokens,
                 timeout_s=self.timeout_s,
                 temperature=self.temperature,
+                route=self.route,
             )
         except ProviderRefused as exc:
             self.budget.void(ticket, exc.error_class or "refused")
@@ -337,7 +339,15 @@ class Session:
             )
             raise
         except PinakesError:
-            self.calls.append(record.model_copy(update={"status": "unknown"}))
+            if ticket.record.usd == 0:
+                # A free (local) call's outcome cannot cost anything: settle it at zero, so
+                # nothing is left for `pnk budget --resolve`.
+                self.budget.reconcile(ticket, Decimal(0), None, None)
+                self.calls.append(
+                    record.model_copy(update={"status": "unknown", "cost_eur": Decimal(0)})
+                )
+            else:
+                self.calls.append(record.model_copy(update={"status": "unknown"}))
             raise
         if completion.prompt_tokens is None or completion.completion_tokens is None:
             usd = ticket.record.usd  # no usage reported: count the worst case
