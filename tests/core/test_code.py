@@ -173,7 +173,7 @@ def test_code_chunks_carry_symbol_paths_and_are_found_by_identifier_parts(code_k
     # "user name" finds getUserName; the camel-case spelling finds the snake-case function.
     hit = code_kb.search("user name", source_type="code", channels=["bm25"]).hits[0]
     assert "getUserName" in hit.text and hit.heading_path[0] == "UserStore"
-    hits = code_kb.search("parseHttpResponse", channels=["bm25"]).hits
+    hits = code_kb.search("parseHttpResponse", channels=["bm25"], group_by="chunk").hits
     assert hits and {h.source_type for h in hits} == {"code"}
     assert ["parse_http_response"] in [h.heading_path for h in hits]
     assert all(h.page_start is None for h in hits)

@@ -288,7 +288,7 @@ def test_folding_decides_as_the_near_duplicate_rule_does(a: str, b: str, same: b
 
 
 def test_per_document_search_returns_k_distinct_documents_with_their_passages(kb: KB) -> None:
-    chunks = kb.search("ledger configuration retry error journal", k=4)
+    chunks = kb.search("ledger configuration retry error journal", k=4, group_by="chunk")
     per_doc = kb.search("ledger configuration retry error journal", k=4, group_by="document")
     assert len(per_doc.hits) == 4
     assert len({h.doc_id for h in per_doc.hits}) == 4

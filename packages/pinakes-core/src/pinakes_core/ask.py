@@ -225,7 +225,7 @@ def ask(
     mode: Literal["ask", "deep"] = "deep" if deep else "ask"
 
     def search(query: str, n: int) -> SearchResult:
-        return kb.search(query, k=n, tags=tags, path=path)
+        return kb.search(query, k=n, tags=tags, path=path, group_by="chunk")
 
     def to_passages(result: SearchResult) -> list[Passage]:
         return [Passage.from_hit(h, kb_id) for h in result.hits]

@@ -222,6 +222,7 @@ def run_questions(
             modified_before=f.modified_before,
             channels=channels,
             explain=True,
+            group_by="chunk",  # the figures rank passages (docs/evaluation.md)
         )
         docs = list(dict.fromkeys(hit.path for hit in result.hits))
         outcomes.append(

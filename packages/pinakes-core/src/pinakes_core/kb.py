@@ -645,7 +645,7 @@ class KB:
         concepts: Sequence[str] = (),
         channels: Sequence[str] | None = None,
         explain: bool = False,
-        group_by: GroupBy = "chunk",
+        group_by: GroupBy = "document",
         min_score: float | None = None,
     ) -> SearchResult:
         """Hybrid search: BM25 + dense (+ plugin channels and rerankers), fused by score.
@@ -671,9 +671,9 @@ class KB:
             channels: run exactly these channels instead of the configured ones.
             explain: include each channel's raw score in every hit, the confidence features
                 and how the query was ranked.
-            group_by: ``"document"``: ``k`` distinct documents, each hit its document's best
-                passage with the next best in ``passages``; ``"chunk"`` (default): ``k``
-                passages.
+            group_by: ``"document"`` (default, as the CLI and MCP search): ``k`` distinct
+                documents, each hit its document's best passage with the next best in
+                ``passages``; ``"chunk"``: ``k`` passages, several of one document possibly.
             min_score: leave out hits whose score is below this (0-1).
 
         An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
