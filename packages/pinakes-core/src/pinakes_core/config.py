@@ -132,7 +132,10 @@ class SyncConfig(_Section):
     exclude: list[str] = []
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
     #: A bound, not infinity: ``max_file_mb = inf`` (valid TOML) failed every sync on int().
+    #: At most :data:`HARD_CAPS`' value takes effect.
     max_file_mb: Annotated[float, Field(gt=0, le=1_000_000)] = 10.0
+    #: Chunks one document may make; past it small sections are merged, then the rest cut.
+    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     gitignore: bool = True
     #: Deprecated: ``false`` is ``[sidecars] write = "never"``; use ``[sidecars]`` instead.
     write_sidecars: bool | None = None

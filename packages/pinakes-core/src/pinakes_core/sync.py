@@ -420,6 +420,7 @@ class _Syncer:
         plan: _Plan,
     ) -> _Prepared | None:
         from pinakes_core.chunking import (
+            bound_chunks,
             embed_text,
             first_heading,
             with_description,
@@ -512,14 +513,21 @@ class _Syncer:
         body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
         chunks: list[Chunk] = []
         if kind != "touched":
+            notes: list[str] = []
             chunks = with_description(
-                self._chunks(entry, text, front.end_line, pdf),
+                self._chunks(entry, text, front.end_line, pdf, notes),
                 front.description,
                 front.description_lines,
                 title=title,
                 budget=self.config.sync.chunk_tokens,
                 count=self.count,
             )
+            chunks, note = bound_chunks(
+                chunks,
+                limit=self.config.sync.max_chunks_per_doc,
+                budget=self.config.sync.chunk_tokens,
+            )
+            plan.warnings.extend(f"{entry.rel}: {n}" for n in [*notes, *([note] if note else [])])
         texts = [embed_text(title, c) for c in chunks]
         links, inline_tags = _text_rows(
             front.links, sidecar.links if sidecar else (), body, entry.is_markdown, self.pages
@@ -556,8 +564,13 @@ class _Syncer:
             pdf=pdf,
         )
 
-    def _chunks(self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None) -> list[Chunk]:
-        """Chunk a document by its source type (Markdown, text, PDF pages, code sections)."""
+    def _chunks(
+        self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None, notes: list[str]
+    ) -> list[Chunk]:
+        """Chunk a document by its source type (Markdown, text, PDF pages, code sections).
+
+        A line is appended to ``notes`` for any text left out to keep the character cap.
+        """
         from pinakes_core.chunking import (
             chunk_document,
             chunk_sections,
@@ -567,7 +580,7 @@ class _Syncer:
         if pdf is not None:
             # One section per page: a chunk never spans two pages, so its page is exact.
             pages: list[Section] = [((), start, end) for start, end in pdf.page_spans()]
-            chunks = chunk_sections(pdf.text, pages, budget=budget, count=self.count)
+            chunks = chunk_sections(pdf.text, pages, budget=budget, count=self.count, notes=notes)
             return [
                 dataclasses.replace(
                     c, page_start=pdf.page_of(c.start_line), page_end=pdf.page_of(c.end_line)
@@ -577,9 +590,14 @@ class _Syncer:
         if entry.source_type == "code":
             # A class longer than about one chunk's worth of lines is cut at its methods.
             sections = code_sections(text, entry.path.suffix.lower(), large=max(budget // 8, 8))
-            return chunk_sections(text, sections, budget=budget, count=self.count)
+            return chunk_sections(text, sections, budget=budget, count=self.count, notes=notes)
         return chunk_document(
-            text, markdown=entry.is_markdown, budget=budget, count=self.count, skip_lines=skip
+            text,
+            markdown=entry.is_markdown,
+            budget=budget,
+            count=self.count,
+            skip_lines=skip,
+            notes=notes,
         )
 
     def _extract(
