@@ -1139,6 +1139,7 @@ def run_sync(
             hint = not_included_hint(not_included) if store.get_meta("last_sync") is None else None
             if hint is not None:
                 syncer_warnings.append(hint)
+            syncer_warnings.extend(config.clamped)
             for path in leftovers:
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
