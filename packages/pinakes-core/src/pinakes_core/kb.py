@@ -1122,14 +1122,32 @@ class KB:
             )
         store = self.store()
         conn = store.conn
+        from pinakes_core.sync import is_racy, racy_changed, racy_cutoff
+
         rows = {
             r[0]: tuple(r[1:])
             for r in conn.execute(
-                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents"
+                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size, content_hash, "
+                "sidecar_hash FROM documents"
             )
         }
         seen = {e.rel for e in entries}
-        changed = sum(1 for e in entries if e.rel in rows and rows[e.rel] != e.stamp)
+        # A file whose stat is as stored but that was written in the last sync's clock tick
+        # is read and hashed, as the next sync will (racily clean, as git calls it).
+        racy = racy_cutoff(store.get_meta("sync_started"))
+        limit = int(self.config.sync.max_file_mb * 1024 * 1024)
+        changed = sum(
+            1
+            for e in entries
+            if e.rel in rows
+            and (
+                rows[e.rel][:4] != e.stamp
+                or (
+                    is_racy(e, racy)
+                    and racy_changed(e, self.root.resolve(), limit, *rows[e.rel][4:])
+                )
+            )
+        )
 
         def count(table: str) -> int:
             return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

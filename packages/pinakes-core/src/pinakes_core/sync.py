@@ -367,7 +367,14 @@ class _Syncer:
             name=f"sidecar {entry.rel}{SIDECAR_SUFFIX}",
         )
 
-    def plan(self, entries: list[FileEntry]) -> tuple[_Plan, dict[str, Any], int]:
+    def plan(
+        self, entries: list[FileEntry], racy: int | None = None
+    ) -> tuple[_Plan, dict[str, Any], int]:
+        """Read what changed; a file whose stat is unchanged is skipped unless it is racy.
+
+        ``racy`` (:func:`racy_cutoff`): a file or sidecar modified at or after it is read and
+        hashed even when its mtime and size are as stored.
+        """
         conn = self.store.conn
         # The stat columns alone first: with nothing changed and nothing gone, no more is read
         # (every row's every column cost ~1 s at 135k documents; issue 14).
@@ -385,7 +392,12 @@ class _Syncer:
         candidates: list[FileEntry] = []
         for entry in entries:
             known = stats.get(entry.rel)
-            if known is not None and not self.rechunk and known[1] == entry.stamp:
+            if (
+                known is not None
+                and not self.rechunk
+                and known[1] == entry.stamp
+                and not is_racy(entry, racy)
+            ):
                 claimed[known[0]] = entry.rel
                 unchanged += 1
                 continue
@@ -899,6 +911,43 @@ class _Syncer:
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
 
 
+#: How far before the last sync's start a file's mtime still hides nothing for certain: an
+#: edit in the same tick of a coarse clock (FAT keeps 2 s) keeps mtime and size.
+RACY_NS = 2_000_000_000
+
+
+def racy_cutoff(started: str | None) -> int | None:
+    """The mtime (ns) from which stat alone cannot tell a file unchanged since the last sync.
+
+    ``started`` is the last sync's ``sync_started`` meta value. A file written in the same
+    clock tick as that sync read it can change again without changing its mtime or size
+    (git calls such entries "racily clean"); they are re-hashed, as git does.
+    """
+    return None if started is None else int(float(started) * 1e9) - RACY_NS
+
+
+def is_racy(entry: FileEntry, cutoff: int | None) -> bool:
+    """Whether ``entry`` or its sidecar was modified at or after ``cutoff``."""
+    if cutoff is None:
+        return False
+    return entry.mtime_ns >= cutoff or (entry.sidecar_mtime_ns or 0) >= cutoff
+
+
+def racy_changed(
+    entry: FileEntry, root: Path, limit: int, content_hash: str, sidecar_hash: str | None
+) -> bool:
+    """Whether a racy ``entry`` differs from the stored hashes (read errors count as changed)."""
+    try:
+        if _hash(read_limited(entry.path, limit=limit, root=root, name=entry.rel)) != content_hash:
+            return True
+        if entry.sidecar_mtime_ns is None:
+            return sidecar_hash is not None
+        side = read_limited(entry.sidecar, limit=MAX_YAML_BYTES, root=root, name=entry.rel)
+        return _hash(side) != sidecar_hash
+    except (OSError, UnsafeFileError):
+        return True
+
+
 def _keep_unreadable(missing: dict[str, Any], unreadable: list[str]) -> list[str]:
     """Take the documents under folders (or at paths) that could not be read out of ``missing``.
 
@@ -1095,6 +1144,7 @@ def run_sync(
     store_dir = Store.location(root).parent
     with sync_lock(store_dir):
         store = Store.open(root, rebuild=rebuild)
+        racy = racy_cutoff(store.get_meta("sync_started"))  # before this sync's start is set
         syncer: _Syncer | None = None
         syncer_warnings: list[str] = []
         try:
@@ -1143,7 +1193,7 @@ def run_sync(
             for path in leftovers:
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
-            plan, missing, unchanged = syncer.plan(entries)
+            plan, missing, unchanged = syncer.plan(entries, racy)
             syncer_warnings.extend(_keep_unreadable(missing, unreadable))
             syncer.close()  # every PDF is read by now: the worker's memory goes back
             syncer.write(plan)
