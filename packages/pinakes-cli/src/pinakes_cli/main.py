@@ -406,6 +406,14 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     show_default=True,
     help="table: ranked passages; json: the result JSON; files: matching paths; md: Markdown.",
 )
+@click.option(
+    "-0",
+    "--null",
+    "null",
+    is_flag=True,
+    help="Print matching paths (--format files) each ended by a NUL byte and written exactly "
+    "as they are, for xargs -0 (as find -print0, rg --null).",
+)
 @json_option("Print the result as JSON (same as --format json).")
 @click.pass_context
 def search(
@@ -428,6 +436,7 @@ def search(
     min_score: float | None,
     explain: bool,
     fmt: str,
+    null: bool,
     as_json: bool,
 ) -> None:
     """Hybrid search (BM25 + embeddings, fused by score). Syncs first if the KB never was.
@@ -436,6 +445,12 @@ def search(
     same filters, hits merged by score and labelled with their KB (docs/fleet.md).
     """
     fmt = "json" if as_json else fmt
+    if null:
+        if fmt not in ("table", "files"):
+            raise click.UsageError(
+                f"-0/--null prints paths; it cannot be used with --format {fmt}."
+            )
+        fmt = "files0"
     if fmt == "json":
         ctx.meta[JSON_META] = True
     filters: dict[str, Any] = {

@@ -288,12 +288,33 @@ def _snippet(text: str) -> str:
 
 
 def cite(hit: Hit) -> str:
-    """Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``)."""
+    r"""Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``).
+
+    A line break in the path is written ``\n``: one hit, one line.
+    """
+    path = one_line(hit.path)
     if hit.page_start is not None:
         end = hit.page_end or hit.page_start
         pages = f"p. {hit.page_start}" if end == hit.page_start else f"pp. {hit.page_start}-{end}"
-        return f"{hit.path} {pages}"
-    return f"{hit.path}:{hit.lines[0]}-{hit.lines[1]}"
+        return f"{path} {pages}"
+    return f"{path}:{hit.lines[0]}-{hit.lines[1]}"
+
+
+def write_raw(console: Console, text: str) -> None:
+    """Write ``text`` to the console's stream as it is, for another program to read (``-0``).
+
+    No escaping, no wrapping; names held as surrogate escapes go out as their bytes.
+    """
+    stream = console.file
+    buffer = getattr(stream, "buffer", None)
+    data = text.encode("utf-8", "surrogateescape")
+    if buffer is not None:
+        stream.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()
 
 
 def render_search(
@@ -310,6 +331,10 @@ def render_search(
     if fmt == "files":
         for path in dict.fromkeys(hit.path for hit in result.hits):
             console.out(one_line(path), highlight=False)
+        return
+    if fmt == "files0":  # -0: NUL-ended, byte for byte, past the escaping console
+        paths = dict.fromkeys(hit.path for hit in result.hits)
+        write_raw(console, "".join(f"{path}\0" for path in paths))
         return
     from rich.text import Text
 
