@@ -778,7 +778,14 @@ class KB:
         self._ensure_synced()
         conn = self.store().conn
         if ref.startswith(SCHEME):
-            doc_id: str | None = parse_uri(ref).doc_id
+            uri = parse_uri(ref)
+            if uri.kb is not None and not self._is_named(uri.kb):
+                raise DocumentNotFoundError(
+                    f"{ref!r} names KB {uri.kb!r}, not this one ({self.config.kb.name!r}); "
+                    "it was not looked up here.",
+                    "Open that KB (--kb <its folder>), or search the fleet (pnk search --fleet).",
+                )
+            doc_id: str | None = uri.doc_id
         elif is_ulid(ref.upper()):
             doc_id = ref.upper()
         else:
@@ -810,6 +817,18 @@ class KB:
             f"No document {ref!r} in KB {self.config.kb.name!r}.",
             "Use a ULID, a pnk:// URI or a path relative to the KB root; run `pnk sync` if it is new.",
         )
+
+    def _is_named(self, ref: str) -> bool:
+        """Whether a URI's KB part names this KB: its id, its ``[kb] name``, or its fleet name."""
+        if ref.upper() == self.config.kb.id or ref == self.config.kb.name:
+            return True
+        from pinakes_core.registry import FleetRegistry
+
+        try:
+            entry = FleetRegistry.load().find(ref)
+        except PinakesError:  # an unreadable registry names nothing
+            return False
+        return entry is not None and entry.kb_id == self.config.kb.id
 
     def read(
         self,
