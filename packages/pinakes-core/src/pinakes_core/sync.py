@@ -759,6 +759,12 @@ class _Syncer:
             self._write_group(group, known, total_new)
 
     def _touch(self, p: _Prepared) -> None:
+        row = self.store.conn.execute(
+            "SELECT mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents WHERE doc_id = ?",
+            (p.doc_id,),
+        ).fetchone()
+        if row is not None and tuple(row) == p.entry.stamp:
+            return  # racily clean and unchanged: nothing to write, no generation to bump
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE documents SET mtime_ns = ?, size = ?, sidecar_mtime_ns = ?, sidecar_size = ? WHERE doc_id = ?",
