@@ -267,7 +267,7 @@ def test_full_database_sqlite_full_is_one_sentence_and_the_next_sync_finishes(
         kb.sync()
     assert "full" in caught.value.message and "unchanged" in caught.value.message
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        assert kb.search("alpha").hits[0].path == "a.md"
+        assert kb.search("alpha", channels=["bm25"]).hits[0].path == "a.md"
     assert scalar(root, "PRAGMA integrity_check") == "ok"
     monkeypatch.setattr(store_module, "_connect", connect)
     report = sync(root)

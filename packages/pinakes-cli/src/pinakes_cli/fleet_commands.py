@@ -218,10 +218,17 @@ def render_fleet_search(
     if fmt == "json":
         render.print_json(console, result)
         return
-    if fmt == "files":
+    if fmt in ("files", "files0"):
         roots = {item.name: item.root for item in result.kbs}
-        for kb_name, rel in dict.fromkeys((h.kb, h.path) for h in result.hits):
-            console.out(render.one_line(str(Path(roots.get(kb_name, ".")) / rel)), highlight=False)
+        paths = [
+            str(Path(roots.get(kb_name, ".")) / rel)
+            for kb_name, rel in dict.fromkeys((h.kb, h.path) for h in result.hits)
+        ]
+        if fmt == "files0":  # -0: NUL-ended, as they are
+            render.write_raw(console, "".join(f"{path}\0" for path in paths))
+            return
+        for path in paths:
+            console.out(render.one_line(path), highlight=False)
         return
     if fmt == "table":
         for item in result.kbs:

@@ -410,6 +410,14 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     "none); md: Markdown. files and md leave out hits below a relevance floor (--min-score "
     "replaces it).",
 )
+@click.option(
+    "-0",
+    "--null",
+    "null",
+    is_flag=True,
+    help="Print matching paths (--format files) each ended by a NUL byte and written exactly "
+    "as they are, for xargs -0 (as find -print0, rg --null).",
+)
 @json_option("Print the result as JSON (same as --format json).")
 @click.pass_context
 def search(
@@ -432,6 +440,7 @@ def search(
     min_score: float | None,
     explain: bool,
     fmt: str,
+    null: bool,
     as_json: bool,
 ) -> None:
     """Hybrid search (BM25 + embeddings, fused by score). Syncs first if the KB never was.
@@ -440,6 +449,12 @@ def search(
     same filters, hits merged by score and labelled with their KB (docs/fleet.md).
     """
     fmt = "json" if as_json else fmt
+    if null:
+        if fmt not in ("table", "files"):
+            raise click.UsageError(
+                f"-0/--null prints paths; it cannot be used with --format {fmt}."
+            )
+        fmt = "files0"
     if fmt == "json":
         ctx.meta[JSON_META] = True
     filters: dict[str, Any] = {

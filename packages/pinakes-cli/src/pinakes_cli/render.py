@@ -267,10 +267,31 @@ def _pages(start: int, end: int | None) -> str:
 
 
 def cite(hit: Hit) -> str:
-    """Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``)."""
+    r"""Where a hit is: ``path:10-20``, or for a PDF ``path p. 3`` (``pp. 3-4``).
+
+    A line break in the path is written ``\n``: one hit, one line.
+    """
+    path = one_line(hit.path)
     if hit.page_start is not None:
-        return f"{hit.path} {_pages(hit.page_start, hit.page_end)}"
-    return f"{hit.path}:{hit.lines[0]}-{hit.lines[1]}"
+        return f"{path} {_pages(hit.page_start, hit.page_end)}"
+    return f"{path}:{hit.lines[0]}-{hit.lines[1]}"
+
+
+def write_raw(console: Console, text: str) -> None:
+    """Write ``text`` to the console's stream as it is, for another program to read (``-0``).
+
+    No escaping, no wrapping; names held as surrogate escapes go out as their bytes.
+    """
+    stream = console.file
+    buffer = getattr(stream, "buffer", None)
+    data = text.encode("utf-8", "surrogateescape")
+    if buffer is not None:
+        stream.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        stream.write(data.decode("utf-8", "replace"))
+        stream.flush()
 
 
 def _where(passage: Passage) -> str:
@@ -294,6 +315,10 @@ def render_search(
     if fmt == "files":
         for path in dict.fromkeys(hit.path for hit in result.hits):
             console.out(one_line(path), highlight=False)
+        return
+    if fmt == "files0":  # -0: NUL-ended, byte for byte, past the escaping console
+        paths = dict.fromkeys(hit.path for hit in result.hits)
+        write_raw(console, "".join(f"{path}\0" for path in paths))
         return
     from rich.text import Text
 

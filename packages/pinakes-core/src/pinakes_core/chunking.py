@@ -80,7 +80,11 @@ __all__ = [
 #: 18: MyST prose directives fenced with backticks are read as Markdown, not code; their
 #: fences, MyST option lines (``:class: x``) and targets (``(label)=``) leave chunk text.
 #: 19: so do options written as a YAML block (``---`` … ``---``) after a directive's opener.
-CHUNKER_VERSION = 19
+#: 20: body-less headings (and pointer-only sections) carried onto a chunk hold at most half
+#: the character cap, the oldest of more are left out (100,000 empty headings made one chunk of a
+#: million characters, after ten minutes of summing the run again at every heading); no chunk
+#: passes the character cap: runs of blank lines go, then what is past it (issue 34).
+CHUNKER_VERSION = 20
 
 _TITLE_SEP = " › "
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -88,6 +92,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # characters per token, but the tokenizer counts a "word" of over 100 characters (a blob of
 # base64 or minified code) as one unknown token, which would let one chunk grow without bound.
 _CHARS_PER_TOKEN_CAP = 16
+# Three or more line breaks with nothing but spaces between them (a run of blank lines).
+_BLANK_RUN = re.compile(r"\n(?:[ \t\r\f\v]*\n){2,}")
 # data:[<media type>][;params],<payload>: the payload goes, the media type stays.
 _DATA_URI = re.compile(
     r"\b(data:(?:[\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+(?:=[\w.+%-]*)?)*),[^\s)\"'<>\]]{64,}"
@@ -570,9 +576,15 @@ class _Packer:
         self.costs = [cost for cost, _ in measured]
         self.tokens = [tokens for _, tokens in measured]
         self.content = content if content is not None else [bool(line.strip()) for line in lines]
-        # Body-less headings waiting for a chunk: [carry, carry_end) in body lines.
+        # Body-less headings waiting for a chunk: [carry, carry_end) in body lines, and what
+        # they cost (kept as they grow: summing the run again at every heading was quadratic,
+        # ten minutes for 100,000 empty headings).
         self.carry: int | None = None
         self.carry_end = 0
+        self.carry_cost = 0
+        self.carry_chars = 0
+        #: Body-less heading lines left out because too many were waiting.
+        self.left_out = 0
         self.out: list[tuple[tuple[str, ...], str, int, int, int]] = []
 
     def measure(self, text: str) -> tuple[int, int]:
@@ -615,15 +627,33 @@ class _Packer:
                 )
                 return
             if self.carry is None:
-                self.carry = lo
+                self.carry, self.carry_end, self.carry_cost, self.carry_chars = lo, lo, 0, 0
+            self.carry_cost += sum(self.costs[self.carry_end : hi])
+            self.carry_chars += sum(len(line) + 1 for line in self.lines[self.carry_end : hi])
             self.carry_end = hi
             return
         if self.carry is not None:
+            self.trim_carry()
             lo, self.carry = self.carry, None
         text = self.join(lo, hi)
         self.out.append(
             (path, text, lo + 1 + self.offset, hi + self.offset, sum(self.tokens[lo:hi]))
         )
+
+    def trim_carry(self) -> None:
+        """Leave out the oldest carried lines past half a chunk's characters (counted).
+
+        They are about to lead a chunk, and the other half is for its text: a page of 100,000
+        empty headings made one chunk of a million characters.
+        """
+        assert self.carry is not None
+        while self.carry_chars > self.budget * _CHARS_PER_TOKEN_CAP // 2 and (
+            self.carry < self.carry_end
+        ):
+            self.carry_cost -= self.costs[self.carry]
+            self.carry_chars -= len(self.lines[self.carry]) + 1
+            self.left_out += bool(self.lines[self.carry].strip())
+            self.carry += 1
 
     def join(self, lo: int, hi: int) -> str:
         """The text of body lines ``[lo, hi)``, without the dropped ones."""
@@ -656,6 +686,7 @@ class _Packer:
         budget = self.budget
         first = budget
         if self.carry is not None:
+            self.trim_carry()
             first -= sum(self.costs[self.carry : line]) + (line - self.carry)
             if first < budget // 2:  # headings alone nearly fill it: they lead a full piece
                 first = budget
@@ -728,8 +759,9 @@ class _Packer:
         win_end = 0
         used = 0
         if self.carry is not None:  # headings carried from a body-less section open the window
+            self.trim_carry()
             win_start, win_end, self.carry = self.carry, self.carry_end, None
-            used = sum(self.costs[win_start:win_end])
+            used = self.carry_cost
         for start, end in units:
             cost = sum(self.costs[start:end])
             if (
@@ -785,11 +817,109 @@ class _Packer:
             return
         path, text, start, end, tokens = self.out[-1]
         tail = range(end - self.offset, self.carry_end)  # body lines after the last chunk
+        room = self.budget * _CHARS_PER_TOKEN_CAP - len(text)
+        stop = tail.stop
+        if sum(len(self.lines[i]) + 1 for i in tail) > room:
+            # Past the character cap: the first lines that fit stay (the chunk stays a slice).
+            stop = tail.start
+            while stop < tail.stop and room > len(self.lines[stop]):
+                room -= len(self.lines[stop]) + 1
+                stop += 1
+            while stop > tail.start and not self.lines[stop - 1].strip():
+                stop -= 1
+
+        # The count of lines left out: those trimmed from this run before and now kept
+        # (from the start, as they fit) are not, those past what fits are.
+        def shown(lo: int, hi: int) -> int:
+            return sum(bool(self.lines[i].strip()) for i in range(lo, hi))
+
+        carry = self.carry
+        self.left_out += shown(max(stop, carry), tail.stop) - shown(tail.start, min(stop, carry))
+        self.carry_end, tail = stop, range(tail.start, stop)
         if tail:
             text = "\n".join([text, self.join(tail.start, tail.stop)])
         tokens += sum(self.tokens[i] for i in tail)
         self.out[-1] = (path, text, start, self.carry_end + self.offset, tokens)
         self.carry = None
+
+
+def _within_cap(
+    out: list[tuple[tuple[str, ...], str, int, int, int]],
+    budget: int,
+    count: TokenCounter,
+    notes: list[str] | None,
+) -> list[Chunk]:
+    """The packed chunks as :class:`Chunk`, none past ``budget`` × 16 characters.
+
+    The packer keeps to that cap but for what it joins to a chunk beyond its budget (carried
+    headings, runs of blank lines, which cost nothing). Such a chunk loses its blank-line runs
+    first, then whatever is past the cap, with a line in ``notes``: it is a last resort.
+    """
+    cap = budget * _CHARS_PER_TOKEN_CAP
+    chunks = []
+    for i, (path, text, start, end, tokens) in enumerate(out):
+        if len(text) > cap:
+            text = _BLANK_RUN.sub("\n\n", text)
+            if len(text) > cap:
+                cut = text[:cap]
+                newline = cut.rfind("\n")
+                cut = cut[:newline] if newline > cap // 2 else cut
+                if notes is not None:
+                    notes.append(
+                        f"a chunk at lines {start}-{end} is {len(text):,} characters, over the "
+                        f"cap of {cap:,} ([sync] chunk_tokens × 16): its last "
+                        f"{len(text) - len(cut):,} characters are not indexed"
+                    )
+                text = cut
+            tokens = count(text)
+        chunks.append(Chunk(i, path, text, start, end, tokens))
+    return chunks
+
+
+def bound_chunks(chunks: list[Chunk], *, limit: int, budget: int) -> tuple[list[Chunk], str | None]:
+    """At most ``limit`` chunks: small neighbours merged first, then the rest left out.
+
+    A note of 100,000 short sections made 100,000 chunks (hours of embedding). Past ``limit``
+    (``[sync] max_chunks_per_doc``), neighbouring chunks are merged while the merged one stays
+    within ``budget`` tokens and the character cap (its heading path: what the two share); if
+    that is still too many, the chunks past ``limit`` are not indexed. Returns the chunks and,
+    when anything changed, one sentence saying what.
+    """
+    if len(chunks) <= limit:
+        return chunks, None
+    cap = budget * _CHARS_PER_TOKEN_CAP
+    merged: list[Chunk] = []
+    for chunk in chunks:
+        last = merged[-1] if merged else None
+        if (
+            last is not None
+            and last.tokens + chunk.tokens <= budget
+            and len(last.text) + 2 + len(chunk.text) <= cap
+        ):
+            shared = 0
+            for a, b in zip(last.heading_path, chunk.heading_path, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            merged[-1] = replace(
+                last,
+                heading_path=last.heading_path[:shared],
+                text=f"{last.text}\n\n{chunk.text}",
+                end_line=chunk.end_line,
+                tokens=last.tokens + chunk.tokens,
+                page_end=chunk.page_end,
+            )
+        else:
+            merged.append(chunk)
+    kept = [replace(c, ordinal=i) for i, c in enumerate(merged[:limit])]
+    note = f"{len(chunks):,} chunks, over [sync] max_chunks_per_doc = {limit:,}: small sections were merged into {len(merged):,}"
+    if len(merged) > limit:
+        left = merged[limit:]
+        note += (
+            f", and the last {len(left):,} (lines {left[0].start_line}-{left[-1].end_line}) "
+            "are not indexed"
+        )
+    return kept, note
 
 
 def _even_share(total: int, budget: int) -> float:
@@ -802,7 +932,13 @@ def _char_cost(text: str) -> int:
 
 
 def chunk_document(
-    text: str, *, markdown: bool, budget: int, count: TokenCounter, skip_lines: int = 0
+    text: str,
+    *,
+    markdown: bool,
+    budget: int,
+    count: TokenCounter,
+    skip_lines: int = 0,
+    notes: list[str] | None = None,
 ) -> list[Chunk]:
     """Split a document into heading-bounded chunks of at most ``budget`` tokens.
 
@@ -812,6 +948,7 @@ def chunk_document(
         budget: the chunk size limit in tokens (``[sync] chunk_tokens``).
         count: the token counter.
         skip_lines: number of leading lines (frontmatter) that are not body text.
+        notes: when given, a line is appended for any text left out to keep the cap below.
 
     Returns:
         The chunks in document order; none is longer than 16 characters per budgeted token,
@@ -889,10 +1026,12 @@ def chunk_document(
     if units:
         packer.pack(path, units)
     packer.finish()
-    return [
-        Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
-        for i, (p, t, s, e, c) in enumerate(packer.out)
-    ]
+    if packer.left_out and notes is not None:
+        notes.append(
+            f"{packer.left_out:,} lines of headings with no text under them are not indexed: "
+            "more followed one another than a chunk has room for"
+        )
+    return _within_cap(packer.out, budget, count, notes)
 
 
 def chunk_sections(
@@ -901,6 +1040,7 @@ def chunk_sections(
     *,
     budget: int,
     count: TokenCounter,
+    notes: list[str] | None = None,
 ) -> list[Chunk]:
     """Chunk ``text`` section by section: no chunk crosses a section's bounds.
 
@@ -914,6 +1054,7 @@ def chunk_sections(
         sections: ``(heading path, first line, end line)``, 0-based and end-exclusive, in order.
         budget: the chunk size limit in tokens.
         count: the token counter.
+        notes: as for :func:`chunk_document`.
     """
     lines = text.split("\n")
     packer = _Packer(lines, 0, budget, count)
@@ -921,7 +1062,4 @@ def chunk_sections(
         units = [(start + b.start, start + b.end) for b in _text_blocks(lines[start:end])]
         if units:
             packer.pack(path, units)
-    return [
-        Chunk(ordinal=i, heading_path=p, text=t, start_line=s, end_line=e, tokens=c)
-        for i, (p, t, s, e, c) in enumerate(packer.out)
-    ]
+    return _within_cap(packer.out, budget, count, notes)

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -32,6 +33,7 @@ from pinakes_core.uri import is_ulid, new_ulid
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_MODEL",
+    "HARD_CAPS",
     "AskConfig",
     "BudgetConfig",
     "ConfidenceConfig",
@@ -132,7 +134,10 @@ class SyncConfig(_Section):
     exclude: list[str] = []
     chunk_tokens: Annotated[int, Field(ge=32, le=2048)] = 256
     #: A bound, not infinity: ``max_file_mb = inf`` (valid TOML) failed every sync on int().
+    #: At most :data:`HARD_CAPS`' value takes effect.
     max_file_mb: Annotated[float, Field(gt=0, le=1_000_000)] = 10.0
+    #: Chunks one document may make; past it small sections are merged, then the rest cut.
+    max_chunks_per_doc: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     gitignore: bool = True
     #: Deprecated: ``false`` is ``[sidecars] write = "never"``; use ``[sidecars]`` instead.
     write_sidecars: bool | None = None
@@ -576,6 +581,14 @@ class Config(_Section):
     sidecars: SidecarsConfig = SidecarsConfig()
     frontmatter: FrontmatterConfig = FrontmatterConfig()
 
+    #: Limits :func:`validate_config` lowered to their :data:`HARD_CAPS`, one sentence each.
+    _clamped: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def clamped(self) -> tuple[str, ...]:
+        """One sentence per limit ``pinakes.toml`` set past its hard cap (lowered to the cap)."""
+        return self._clamped
+
     @property
     def sidecar_policy(self) -> str:
         """When sync writes sidecars: ``[sidecars] write`` (``"never"`` for the old ``write_sidecars = false``)."""
@@ -665,7 +678,44 @@ def validate_config(raw: dict[str, Any], path: Path) -> Config:
     except ValidationError as exc:
         raise _describe(path, exc) from None
     _check_sidecars(path, config)
-    return config
+    return _clamp(config, path)
+
+
+#: Safety limits a KB's own ``pinakes.toml`` may lower but not raise past these values: the
+#: file comes with the folder, and a cloned folder is untrusted input (issue 34: a KB's
+#: ``max_file_mb = 1000000`` let a 50 MB one-line file in at 1.7 GB; ``[pdf] max_seconds =
+#: 3600`` kept a 60,000-page PDF extracting past 300 s).
+HARD_CAPS: dict[tuple[str, str], int] = {
+    ("sync", "max_file_mb"): 32,
+    ("sync", "max_chunks_per_doc"): 50_000,
+    ("pdf", "max_pages"): 20_000,
+    ("pdf", "max_seconds"): 300,
+    ("pdf", "max_memory_mb"): 4_096,
+}
+
+
+def _clamp(config: Config, path: Path) -> Config:
+    """``config`` with every limit past its :data:`HARD_CAPS` value lowered to it, and said."""
+    notes: list[str] = []
+    sections: dict[str, dict[str, Any]] = {}
+    for (section, key), cap in HARD_CAPS.items():
+        value = getattr(getattr(config, section), key)
+        if value > cap:
+            sections.setdefault(section, {})[key] = type(value)(cap)
+            shown = f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+            notes.append(
+                f"{path}: [{section}] {key} = {shown} is over the hard cap of {cap:,}; "
+                f"{cap:,} is used (a KB's own config cannot lift a safety limit past it)"
+            )
+    if not notes:
+        return config
+    updates = {
+        section: getattr(config, section).model_copy(update=values)
+        for section, values in sections.items()
+    }
+    clamped = config.model_copy(update=updates)
+    clamped._clamped = tuple(notes)
+    return clamped
 
 
 def _check_sidecars(path: Path, config: Config) -> None:

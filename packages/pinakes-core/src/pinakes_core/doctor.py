@@ -102,10 +102,20 @@ def run_doctor(
     ids: dict[str, list[Path]] = defaultdict(list)
     orphans: list[Path] = []
     malformed: list[str] = []
+    broken: list[Path] = []
     for side in _sidecars(root):
         document = side.with_name(side.name[: -len(SIDECAR_SUFFIX)])
-        if not document.exists():
+        try:
+            os.lstat(document)
+        except FileNotFoundError:
             orphans.append(side)
+            continue
+        except OSError:  # it cannot be looked at: not known to be gone
+            continue
+        if not document.exists():
+            # A symlinked note whose target is missing for now (an unmounted drive): the
+            # note is still there, so its sidecar is not an orphan.
+            broken.append(document)
             continue
         try:
             sidecar = read_sidecar(side, root=real_root)
@@ -161,6 +171,16 @@ def run_doctor(
                         fixed.append(
                             f"gave {copy.relative_to(root)} a new id {fresh} (it repeated {doc_id})"
                         )
+    if broken:
+        findings.append(
+            DoctorFinding(
+                check="dangling-documents",
+                severity="info",
+                message=f"{len(broken)} document(s) are symlinks to something missing (an "
+                "unmounted drive?); their sidecars are kept.",
+                items=[str(p.relative_to(root)) for p in broken[:_LIST_CAP]],
+            )
+        )
     if orphans:
         findings.append(
             DoctorFinding(

@@ -802,7 +802,14 @@ class KB:
         self._ensure_synced()
         conn = self.store().conn
         if ref.startswith(SCHEME):
-            doc_id: str | None = parse_uri(ref).doc_id
+            uri = parse_uri(ref)
+            if uri.kb is not None and not self._is_named(uri.kb):
+                raise DocumentNotFoundError(
+                    f"{ref!r} names KB {uri.kb!r}, not this one ({self.config.kb.name!r}); "
+                    "it was not looked up here.",
+                    "Open that KB (--kb <its folder>), or search the fleet (pnk search --fleet).",
+                )
+            doc_id: str | None = uri.doc_id
         elif is_ulid(ref.upper()):
             doc_id = ref.upper()
         else:
@@ -845,6 +852,18 @@ class KB:
             "run `pnk sync` if it is new.",
             near=near,
         )
+
+    def _is_named(self, ref: str) -> bool:
+        """Whether a URI's KB part names this KB: its id, its ``[kb] name``, or its fleet name."""
+        if ref.upper() == self.config.kb.id or ref == self.config.kb.name:
+            return True
+        from pinakes_core.registry import FleetRegistry
+
+        try:
+            entry = FleetRegistry.load().find(ref)
+        except PinakesError:  # an unreadable registry names nothing
+            return False
+        return entry is not None and entry.kb_id == self.config.kb.id
 
     def read(
         self,
@@ -1157,14 +1176,32 @@ class KB:
             )
         store = self.store()
         conn = store.conn
+        from pinakes_core.sync import is_racy, racy_changed, racy_cutoff
+
         rows = {
             r[0]: tuple(r[1:])
             for r in conn.execute(
-                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents"
+                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size, content_hash, "
+                "sidecar_hash FROM documents"
             )
         }
         seen = {e.rel for e in entries}
-        changed = sum(1 for e in entries if e.rel in rows and rows[e.rel] != e.stamp)
+        # A file whose stat is as stored but that was written in the last sync's clock tick
+        # is read and hashed, as the next sync will (racily clean, as git calls it).
+        racy = racy_cutoff(store.get_meta("sync_started"))
+        limit = int(self.config.sync.max_file_mb * 1024 * 1024)
+        changed = sum(
+            1
+            for e in entries
+            if e.rel in rows
+            and (
+                rows[e.rel][:4] != e.stamp
+                or (
+                    is_racy(e, racy)
+                    and racy_changed(e, self.root.resolve(), limit, *rows[e.rel][4:])
+                )
+            )
+        )
 
         def count(table: str) -> int:
             return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])

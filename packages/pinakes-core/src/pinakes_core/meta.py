@@ -46,6 +46,10 @@ _HINT = (
 )
 
 
+#: A number written in decimal (not "inf" or "nan", which stay text).
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
 class MetaFilterError(PinakesError):
     """A frontmatter field filter is not written in a form Pinakes understands."""
 
@@ -101,6 +105,10 @@ class MetaFilter:
         if self.op == "=":
             return f"{base} AND value_text = ? COLLATE NOCASE)", [self.key, value]
         number = _number(value)
+        if number is None and _DECIMAL.fullmatch(value):
+            # Past a 64-bit float (1e309): compared as the infinity it rounds to, not as text
+            # ("2020" > "1e309" as text, so year>1e309 matched every year).
+            number = float(value)
         if number is not None:
             return f"{base} AND value_num {self.op} ?)", [self.key, number]
         return f"{base} AND value_text {self.op} ?)", [self.key, value]

@@ -404,7 +404,10 @@ class Store:
         try:
             yield
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (SQLITE_FULL inside a statement): a
+            # ROLLBACK then fails and would hide the error that matters.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
 

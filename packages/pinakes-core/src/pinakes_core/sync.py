@@ -435,7 +435,14 @@ class _Syncer:
             name=f"sidecar {entry.rel}{SIDECAR_SUFFIX}",
         )
 
-    def plan(self, entries: list[FileEntry]) -> tuple[_Plan, dict[str, Any], int]:
+    def plan(
+        self, entries: list[FileEntry], racy: int | None = None
+    ) -> tuple[_Plan, dict[str, Any], int]:
+        """Read what changed; a file whose stat is unchanged is skipped unless it is racy.
+
+        ``racy`` (:func:`racy_cutoff`): a file or sidecar modified at or after it is read and
+        hashed even when its mtime and size are as stored.
+        """
         conn = self.store.conn
         # The stat columns alone first: with nothing changed and nothing gone, no more is read
         # (every row's every column cost ~1 s at 135k documents; issue 14).
@@ -453,7 +460,12 @@ class _Syncer:
         candidates: list[FileEntry] = []
         for entry in entries:
             known = stats.get(entry.rel)
-            if known is not None and not self.rechunk and known[1] == entry.stamp:
+            if (
+                known is not None
+                and not self.rechunk
+                and known[1] == entry.stamp
+                and not is_racy(entry, racy)
+            ):
                 claimed[known[0]] = entry.rel
                 unchanged += 1
                 continue
@@ -535,6 +547,7 @@ class _Syncer:
         disputed: set[str],
     ) -> _Prepared | None:
         from pinakes_core.chunking import (
+            bound_chunks,
             embed_text,
             first_heading,
             with_description,
@@ -638,14 +651,21 @@ class _Syncer:
         body = "" if entry.source_type == "code" else "\n".join(lines[front.end_line :])
         chunks: list[Chunk] = []
         if kind != "touched":
+            notes: list[str] = []
             chunks = with_description(
-                self._chunks(entry, text, front.end_line, pdf),
+                self._chunks(entry, text, front.end_line, pdf, notes),
                 front.description,
                 front.description_lines,
                 title=title,
                 budget=self.config.sync.chunk_tokens,
                 count=self.count,
             )
+            chunks, note = bound_chunks(
+                chunks,
+                limit=self.config.sync.max_chunks_per_doc,
+                budget=self.config.sync.chunk_tokens,
+            )
+            plan.warnings.extend(f"{entry.rel}: {n}" for n in [*notes, *([note] if note else [])])
         texts = [embed_text(title, c) for c in chunks]
         links, inline_tags = _text_rows(
             front.links, sidecar.links if sidecar else (), body, entry.is_markdown, self.pages
@@ -683,8 +703,13 @@ class _Syncer:
             file_named=not named and entry.source_type in FILE_NAMED_TYPES,
         )
 
-    def _chunks(self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None) -> list[Chunk]:
-        """Chunk a document by its source type (Markdown, text, PDF pages, code sections)."""
+    def _chunks(
+        self, entry: FileEntry, text: str, skip: int, pdf: PdfText | None, notes: list[str]
+    ) -> list[Chunk]:
+        """Chunk a document by its source type (Markdown, text, PDF pages, code sections).
+
+        A line is appended to ``notes`` for any text left out to keep the character cap.
+        """
         from pinakes_core.chunking import (
             chunk_document,
             chunk_sections,
@@ -694,7 +719,7 @@ class _Syncer:
         if pdf is not None:
             # One section per page: a chunk never spans two pages, so its page is exact.
             pages: list[Section] = [((), start, end) for start, end in pdf.page_spans()]
-            chunks = chunk_sections(pdf.text, pages, budget=budget, count=self.count)
+            chunks = chunk_sections(pdf.text, pages, budget=budget, count=self.count, notes=notes)
             return [
                 dataclasses.replace(
                     c, page_start=pdf.page_of(c.start_line), page_end=pdf.page_of(c.end_line)
@@ -704,9 +729,14 @@ class _Syncer:
         if entry.source_type == "code":
             # A class longer than about one chunk's worth of lines is cut at its methods.
             sections = code_sections(text, entry.path.suffix.lower(), large=max(budget // 8, 8))
-            return chunk_sections(text, sections, budget=budget, count=self.count)
+            return chunk_sections(text, sections, budget=budget, count=self.count, notes=notes)
         return chunk_document(
-            text, markdown=entry.is_markdown, budget=budget, count=self.count, skip_lines=skip
+            text,
+            markdown=entry.is_markdown,
+            budget=budget,
+            count=self.count,
+            skip_lines=skip,
+            notes=notes,
         )
 
     def _extract(
@@ -856,6 +886,12 @@ class _Syncer:
             self._write_group(group, known, total_new)
 
     def _touch(self, p: _Prepared) -> None:
+        row = self.store.conn.execute(
+            "SELECT mtime_ns, size, sidecar_mtime_ns, sidecar_size FROM documents WHERE doc_id = ?",
+            (p.doc_id,),
+        ).fetchone()
+        if row is not None and tuple(row) == p.entry.stamp:
+            return  # racily clean and unchanged: nothing to write, no generation to bump
         with self.store.transaction() as conn:
             conn.execute(
                 "UPDATE documents SET mtime_ns = ?, size = ?, sidecar_mtime_ns = ?, sidecar_size = ? WHERE doc_id = ?",
@@ -938,6 +974,43 @@ class _Syncer:
                     list(fresh.items()),
                 )
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
+
+
+#: How far before the last sync's start a file's mtime still hides nothing for certain: an
+#: edit in the same tick of a coarse clock (FAT keeps 2 s) keeps mtime and size.
+RACY_NS = 2_000_000_000
+
+
+def racy_cutoff(started: str | None) -> int | None:
+    """The mtime (ns) from which stat alone cannot tell a file unchanged since the last sync.
+
+    ``started`` is the last sync's ``sync_started`` meta value. A file written in the same
+    clock tick as that sync read it can change again without changing its mtime or size
+    (git calls such entries "racily clean"); they are re-hashed, as git does.
+    """
+    return None if started is None else int(float(started) * 1e9) - RACY_NS
+
+
+def is_racy(entry: FileEntry, cutoff: int | None) -> bool:
+    """Whether ``entry`` or its sidecar was modified at or after ``cutoff``."""
+    if cutoff is None:
+        return False
+    return entry.mtime_ns >= cutoff or (entry.sidecar_mtime_ns or 0) >= cutoff
+
+
+def racy_changed(
+    entry: FileEntry, root: Path, limit: int, content_hash: str, sidecar_hash: str | None
+) -> bool:
+    """Whether a racy ``entry`` differs from the stored hashes (read errors count as changed)."""
+    try:
+        if _hash(read_limited(entry.path, limit=limit, root=root, name=entry.rel)) != content_hash:
+            return True
+        if entry.sidecar_mtime_ns is None:
+            return sidecar_hash is not None
+        side = read_limited(entry.sidecar, limit=MAX_YAML_BYTES, root=root, name=entry.rel)
+        return _hash(side) != sidecar_hash
+    except (OSError, UnsafeFileError):
+        return True
 
 
 def _keep_unreadable(missing: dict[str, Any], unreadable: list[str]) -> list[str]:
@@ -1152,6 +1225,7 @@ def run_sync(
     with sync_lock(store_dir(root, create=True)):
         history = _id_history(root) if rebuild else {}
         store = Store.open(root, rebuild=rebuild)
+        racy = racy_cutoff(store.get_meta("sync_started"))  # before this sync's start is set
         syncer: _Syncer | None = None
         syncer_warnings: list[str] = []
         try:
@@ -1196,10 +1270,11 @@ def run_sync(
             hint = not_included_hint(not_included) if store.get_meta("last_sync") is None else None
             if hint is not None:
                 syncer_warnings.append(hint)
+            syncer_warnings.extend(config.clamped)
             for path in leftovers:
                 if remove_leftover(path):
                     log.info("Pinakes: removed %s, left by an interrupted sidecar write.", path)
-            plan, missing, unchanged = syncer.plan(entries)
+            plan, missing, unchanged = syncer.plan(entries, racy)
             syncer_warnings.extend(_keep_unreadable(missing, unreadable))
             syncer.close()  # every PDF is read by now: the worker's memory goes back
             syncer.write(plan)
