@@ -480,9 +480,21 @@ class _Syncer:
         # Sidecar ids first (a note that moved with its sidecar keeps its id even when a new
         # note took its old path), and of those the files already in the store at their own
         # path, so a copied sidecar is the one reported as the duplicate.
+        sidecar_ids = self._sidecar_ids(candidates)
+
+        def holds(entry: FileEntry) -> bool:
+            """Whether the entry's sidecar names the id the index gave its own path."""
+            sid = sidecar_ids.get(entry.rel)
+            row = rows.get(entry.rel)
+            return sid is not None and (
+                (row is not None and row["doc_id"] == sid) or self.history.get(sid) == entry.rel
+            )
+
         held = set(rows) | set(self.history.values())
-        candidates.sort(key=lambda e: (e.sidecar_size is None, e.rel not in held, e.rel))
-        disputed = self._disputed(candidates, by_id, claimed, plan)
+        candidates.sort(
+            key=lambda e: (e.sidecar_size is None, not holds(e), e.rel not in held, e.rel)
+        )
+        disputed = self._disputed(sidecar_ids, by_id, claimed, plan)
         for done, entry in enumerate(candidates, 1):
             self.progress("read", done, len(candidates))
             prepared = self._prepare(
@@ -494,30 +506,42 @@ class _Syncer:
             plan.warnings.append(repeated_ids_warning(plan.repeated_ids))
         return plan, missing, unchanged
 
+    def _sidecar_ids(self, candidates: list[FileEntry]) -> dict[str, str]:
+        """The id each candidate's sidecar names (path -> id), read without YAML.
+
+        Read as sync reads sidecars (never blocking on a FIFO, never through a link out of the
+        KB); an id written another way is simply not seen here.
+        """
+        ids: dict[str, str] = {}
+        for entry in candidates:
+            if entry.sidecar_size is None:
+                continue
+            try:
+                head = read_limited(entry.sidecar, limit=MAX_YAML_BYTES, root=self.real_root)
+            except (OSError, UnsafeFileError):
+                continue
+            found = _SIDECAR_ID.search(head)
+            if found is not None:
+                ids[entry.rel] = found[1].decode().upper()
+        return ids
+
     def _disputed(
         self,
-        candidates: list[FileEntry],
+        sidecar_ids: dict[str, str],
         by_id: dict[str, Any],
         claimed: dict[str, str],
         plan: _Plan,
     ) -> set[str]:
         """Ids several sidecars claim with nothing to say whose each is (issue 34).
 
-        The store's row decides who holds an id (on a rebuild, the replaced generation's row);
-        where neither knows it (a fresh clone), path order must not: every claimant is indexed
-        under a stand-in id, and a warning asks the user to choose.
+        The store's row decides who holds an id (on a rebuild, the replaced generation's row),
+        and its holder is read first; where neither knows it (a fresh clone), path order must
+        not: every claimant is indexed under a stand-in id, and a warning asks the user to
+        choose.
         """
         seen: defaultdict[str, list[str]] = defaultdict(list)
-        for entry in candidates:
-            if entry.sidecar_size is None:
-                continue
-            try:  # never blocks on a FIFO, never follows a link out of the KB
-                head = read_limited(entry.sidecar, limit=MAX_YAML_BYTES, root=self.real_root)
-            except (OSError, UnsafeFileError):
-                continue
-            found = _SIDECAR_ID.search(head)
-            if found is not None:
-                seen[found[1].decode().upper()].append(entry.rel)
+        for rel, doc_id in sidecar_ids.items():
+            seen[doc_id].append(rel)
         disputed = {
             doc_id
             for doc_id, paths in seen.items()
@@ -1327,8 +1351,8 @@ def run_sync(
             store.close()
     seconds = time.perf_counter() - started
     return SyncReport(
-        added=[p.entry.rel for p in plan.prepared if p.kind == "added"],
-        changed=[p.entry.rel for p in plan.prepared if p.kind == "changed"],
+        added=sorted(p.entry.rel for p in plan.prepared if p.kind == "added"),
+        changed=sorted(p.entry.rel for p in plan.prepared if p.kind == "changed"),
         removed=[path for path, _ in removed],
         renamed=[
             RenamedPath.model_validate(
