@@ -1,5 +1,5 @@
 # The one list of commands humans and CI run.
-.PHONY: install lint format typecheck test test-fast check bench eval
+.PHONY: install lint format typecheck test test-fast check bench eval reader
 
 install:
 	uv sync --frozen --all-packages
@@ -30,3 +30,10 @@ bench:
 # `make eval EVAL_ARGS=--matrix` adds every channel configuration.
 eval:
 	uv run python benchmarks/eval_sets.py $(EVAL_ARGS)
+
+# Train, export and quantise the reader (docs/reader.md); needs the `train` dependency group and
+# a SQuAD 2.0 train-v2.0.json (SQUAD=path). Takes about an hour on 2 CPU cores.
+SQUAD ?= ../reader-artifacts/data/squad-train-v2.0-first10.json
+reader:
+	uv sync --frozen --all-packages --group train
+	uv run --group train python benchmarks/train_reader.py --squad $(SQUAD) $(READER_ARGS)
