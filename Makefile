@@ -32,8 +32,9 @@ eval:
 	uv run python benchmarks/eval_sets.py $(EVAL_ARGS)
 
 # Train, export and quantise the reader (docs/reader.md); needs the `train` dependency group and
-# a SQuAD 2.0 train-v2.0.json (SQUAD=path). Takes about an hour on 2 CPU cores.
-SQUAD ?= ../reader-artifacts/data/squad-train-v2.0-first10.json
+# a SQuAD 2.0 train-v2.0.json (SQUAD=path; docs/reader-training.md says where the one used came
+# from). Takes about an hour on 2 busy CPU cores.
+SQUAD ?= ../shared/datasets/squad2/train-v2.0-first10.json
 reader:
 	uv sync --frozen --all-packages --group train
 	uv run --group train python benchmarks/train_reader.py --squad $(SQUAD) $(READER_ARGS)

@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--epochs", type=float, default=1.0)
-    ap.add_argument("--max-pairs", type=int, default=9000, help="cap the training pairs (0: all)")
+    ap.add_argument("--max-pairs", type=int, default=6400, help="cap the training pairs (0: all)")
     ap.add_argument(
         "--max-train-minutes",
         type=float,
@@ -581,6 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().setLevel(logging.WARNING)  # onnxruntime.quantization logs per tensor
     log.setLevel(logging.INFO)
     t_start = time.time()
+    if not args.squad.is_file():
+        sys.exit(
+            f"--squad {args.squad}: no such file; give a SQuAD 2.0 train-v2.0.json "
+            "(docs/reader-training.md says where the one used came from)"
+        )
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
     np.random.seed(args.seed)
