@@ -504,7 +504,7 @@ def onnx_logits(path: Path, tok: Tokenizer, pairs: list[Pair], bs: int = 32) -> 
 # Export
 
 
-def export_onnx(model: Reader, fp32_path: Path, int8_path: Path) -> None:
+def export_onnx(model: Reader, fp32_path: Path, int8_path: Path, per_channel: bool) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model.eval()
@@ -534,7 +534,7 @@ def export_onnx(model: Reader, fp32_path: Path, int8_path: Path) -> None:
         str(int8_path),
         weight_type=QuantType.QInt8,
         op_types_to_quantize=["MatMul", "Gemm", "Gather"],
-        per_channel=False,
+        per_channel=per_channel,
     )
 
 
@@ -563,6 +563,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--train-word-embeddings", action="store_true", help="default: frozen (small data)"
     )
+    ap.add_argument("--continue-from", type=Path, help="a checkpoint.pt to train further")
+    ap.add_argument(
+        "--after-pairs", type=int, default=0, help="with --continue-from: pairs stage 1 drew"
+    )
+    ap.add_argument("--continue-provenance", type=Path, help="stage 1's provenance.json")
     ap.add_argument("--held-share", type=float, default=0.05)
     ap.add_argument("--held-max", type=int, default=500)
     ap.add_argument("--multihop-neg", type=int, default=4)
@@ -603,7 +608,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     train, held = split_groups(pairs, args.held_share, args.seed)
     held = random.Random(args.seed).sample(held, min(args.held_max, len(held)))
-    if args.max_pairs:
+    if args.after_pairs:
+        # A continuation: the pairs the first stage did not see (it drew --after-pairs of them).
+        seen_idx = set(random.Random(args.seed).sample(range(len(train)), args.after_pairs))
+        rest = [p for i, p in enumerate(train) if i not in seen_idx]
+        take = min(args.max_pairs or len(rest), len(rest))
+        train = random.Random(args.seed + 2).sample(rest, take)
+    elif args.max_pairs:
         train = random.Random(args.seed).sample(train, min(args.max_pairs, len(train)))
     kinds: dict[str, dict[str, int]] = {}
     for p in train:
@@ -617,6 +628,16 @@ def main(argv: list[str] | None = None) -> int:
     model_dir = base_model_dir()
     tok = make_tokenizer(model_dir, args.max_length)
     model = load_base(model_dir, args.layers)
+    continued: dict[str, Any] | None = None
+    if args.continue_from:
+        model.load_state_dict(torch.load(args.continue_from, map_location="cpu"))
+        continued = {
+            "checkpoint_sha256": sha256(args.continue_from),
+            "first_stage_pairs": args.after_pairs,
+            "first_stage": json.loads(args.continue_provenance.read_text(encoding="utf-8"))
+            if args.continue_provenance
+            else None,
+        }
     n_params = sum(p.numel() for p in model.parameters())
     log.info("model: %d layers, %d parameters", args.layers, n_params)
 
@@ -685,15 +706,28 @@ def main(argv: list[str] | None = None) -> int:
 
     # Export and check.
     fp32 = args.work / "reader-fp32.onnx"
-    int8 = args.work / "reader.onnx"
-    export_onnx(model, fp32, int8)
     labels = np.array([p.label for p in held])
     t_eval = time.time()
     ref = torch_logits(model, tok, held)
-    got32 = onnx_logits(fp32, tok, held)
-    got8 = onnx_logits(int8, tok, held)
-    eval_seconds = time.time() - t_eval
     sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    # Quantise per tensor and per channel; ship the one closer to torch on the held-in pairs.
+    variants = {}
+    for per_channel in (False, True):
+        path = args.work / f"reader-int8-{'channel' if per_channel else 'tensor'}.onnx"
+        export_onnx(model, fp32, path, per_channel)
+        logits = onnx_logits(path, tok, held)
+        variants[per_channel] = (path, logits, float(np.abs(sig(ref) - sig(logits)).mean()))
+        log.info(
+            "int8 per_channel=%s: %d bytes, mean |prob - torch| %.4f, %s",
+            per_channel,
+            path.stat().st_size,
+            variants[per_channel][2],
+            metrics(labels, logits),
+        )
+    per_channel = min(variants, key=lambda k: variants[k][2])
+    int8, got8, _ = variants[per_channel]
+    got32 = onnx_logits(fp32, tok, held)
+    eval_seconds = time.time() - t_eval
     agreement = {
         "fp32_onnx_max_abs_logit_diff": float(np.abs(ref - got32).max()),
         "int8_onnx_max_abs_prob_diff": float(np.abs(sig(ref) - sig(got8)).max()),
@@ -710,6 +744,8 @@ def main(argv: list[str] | None = None) -> int:
     held_metrics = {
         "torch_fp32": metrics(labels, ref),
         "onnx_int8": metrics(labels, got8),
+        "onnx_int8_per_tensor": metrics(labels, variants[False][1]),
+        "onnx_int8_per_channel": metrics(labels, variants[True][1]),
         "onnx_int8_accuracy_by_kind": by_kind,
         "seconds_for_three_passes": round(eval_seconds, 1),
     }
@@ -726,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
     squad_origin = args.squad_origin or str(args.squad)
     provenance = {
         "model": "Pinakes reader: cross-encoder, (question, passage) -> logit that the passage answers; probability = sigmoid(logit)",
-        "trained": not args.untrained,
+        "trained": not args.untrained or continued is not None,
         "interface": {
             "inputs": "int64 input_ids, attention_mask, token_type_ids, shape [batch, seq]",
             "output": "float32 logits, shape [batch, 1]",
@@ -782,7 +818,10 @@ def main(argv: list[str] | None = None) -> int:
             "torch_threads": args.threads,
             "pooling": "mean over attention_mask, dropout 0.1, linear 384 -> 1",
             "loss": "binary cross-entropy with logits",
-            "quantisation": "onnxruntime quantize_dynamic QInt8, MatMul/Gemm/Gather, per-tensor",
+            "quantisation": "onnxruntime quantize_dynamic QInt8, MatMul/Gemm/Gather, "
+            + ("per channel" if per_channel else "per tensor")
+            + " (of the two, the one closer to torch on the held-in pairs)",
+            "continued_from": continued,
         },
         "training": {
             "seconds": round(train_seconds, 1),
