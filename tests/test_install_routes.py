@@ -93,6 +93,13 @@ def test_wheels_are_ready_for_pypi(dist: Path) -> None:
         )
         assert {u.split(",")[0] for u in meta.get_all("Project-URL")} >= {"Homepage", "Source"}
     assert len(versions) == 1, f"versions are not in lockstep: {versions}"
+    # Issue 36: the reader model ships inside pinakes-core, and the wheel stays small.
+    core = wheel(dist, "pinakes-core")
+    with zipfile.ZipFile(core) as archive:
+        names = set(archive.namelist())
+    for name in ("reader.onnx", "tokenizer.json", "provenance.json"):
+        assert f"pinakes_core/data/reader/{name}" in names, name
+    assert core.stat().st_size <= 30 * 1024 * 1024
 
 
 def _check_installed(bin_dir: Path, kb: Path) -> None:
