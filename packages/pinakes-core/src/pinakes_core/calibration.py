@@ -41,7 +41,14 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from pinakes_core.confidence import FEATURES, TOPIC, Calibration, fit_logistic, prior_calibration
+from pinakes_core.confidence import (
+    FEATURES,
+    READER_FEATURES,
+    TOPIC,
+    Calibration,
+    fit_logistic,
+    prior_calibration,
+)
 from pinakes_core.query import STOPWORDS, split_cjk
 from pinakes_core.retrieval import default_channels, fuse_and_build
 
@@ -359,9 +366,10 @@ def _ambiguous(query: SyntheticQuery, top: Hit) -> bool:
 
 def anchors(
     rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+    names: Sequence[str] = FEATURES,
 ) -> tuple[list[float], list[float]]:
-    """Per-feature off-topic anchor and scale from labelled synthetic rows."""
-    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    """Per-feature off-topic anchor and scale from labelled synthetic rows (over ``names``)."""
+    x = np.array([[f[n] for n in names] for _, f, _ in rows], dtype=np.float64)
     off_rows = np.array([q.kind == "offtopic" for q, _, _ in rows])
     pos_rows = np.array([ok for _, _, ok in rows])
     off = np.median(x[off_rows], axis=0) if off_rows.any() else x.min(axis=0)
@@ -387,6 +395,14 @@ def weights_of(
     return w * len(rows)
 
 
+def _prior_for(prior: Calibration | None, names: Sequence[str]) -> Calibration | None:
+    """``prior``, or its base, when it is over exactly ``names``."""
+    for candidate in (prior, prior.base if prior is not None else None):
+        if candidate is not None and candidate.features == list(names):
+            return candidate
+    return None
+
+
 def fit_self(
     rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
     prior: Calibration | None,
@@ -394,21 +410,44 @@ def fit_self(
     *,
     strength: float = PRIOR_STRENGTH,
 ) -> Calibration:
-    """Fit a KB's calibration on its synthetic rows, shrunk toward ``prior``'s coefficients."""
-    off, scale = anchors(rows)
-    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    """Fit a KB's calibration on its synthetic rows, shrunk toward ``prior``'s coefficients.
+
+    When the rows were searched with the reader (their features hold :data:`READER_FEATURES`),
+    the calibration reads them too, and keeps the one over :data:`FEATURES` alone, fitted on
+    the same rows, as its ``base``; the reader's rows that lack them (the reader did not read
+    the top hit) train only the base.
+    """
+    read = [row for row in rows if all(n in row[1] for n in READER_FEATURES)]
+    if read and any(q.kind == "offtopic" for q, _, _ in read):
+        names = (*FEATURES, *READER_FEATURES)
+        base = _fit(rows, _prior_for(prior, FEATURES), model_id, FEATURES, strength)
+        return _fit(read, _prior_for(prior, names), model_id, names, strength).model_copy(
+            update={"base": base}
+        )
+    return _fit(rows, _prior_for(prior, FEATURES), model_id, FEATURES, strength)
+
+
+def _fit(
+    rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+    prior: Calibration | None,
+    model_id: str,
+    names: Sequence[str],
+    strength: float,
+) -> Calibration:
+    off, scale = anchors(rows, names)
+    x = np.array([[f[n] for n in names] for _, f, _ in rows], dtype=np.float64)
     y = np.array([1.0 if ok else 0.0 for _, _, ok in rows])
     z = (x - np.array(off)) / np.array(scale)
-    center = prior.coef if prior is not None and prior.features == list(FEATURES) else None
+    center = prior.coef if prior is not None else None
     coef, intercept = fit_logistic(
-        z, y, weights=weights_of(rows), center=center, l2=strength if center else 1.0
+        z, y, names=names, weights=weights_of(rows), center=center, l2=strength if center else 1.0
     )
     kinds = [q.kind for q, _, _ in rows]
     gate = fit_gate(rows)
     return Calibration(
         model_id=model_id,
         kind="self",
-        features=list(FEATURES),
+        features=list(names),
         off=off,
         scale=scale,
         coef=[round(float(c), 6) for c in coef],
@@ -483,17 +522,18 @@ def self_calibrate(
     """
     started = time.perf_counter()
     store = kb.store()
+    reader = kb.config.retrieval.reader
     model_id = store.get_meta("model_id") or kb.embedder.model_id
     rows, offtopic = run_synthetic(kb, progress=progress)
     if not any(ok for _, _, ok in rows) or not any(q.kind == "offtopic" for q, _, _ in rows):
-        attempt = {**_signature(store), "model": model_id}
+        attempt = {**_signature(store, reader), "model": model_id}
         with store.transaction() as conn:
             store.set_meta(conn, META_SKIPPED, json.dumps(attempt, sort_keys=True))
             store.set_meta(conn, META_DRIFT, "0")
         log.info("Pinakes: too little text to self-calibrate; confidence uses the prior.")
         return None
     calibration = fit_self(rows, prior_calibration(), model_id).model_copy(
-        update={"signature": _signature(store)}
+        update={"signature": _signature(store, reader)}
     )
     with store.transaction() as conn:
         conn.execute("DELETE FROM meta WHERE key = ?", (META_SKIPPED,))
@@ -514,11 +554,22 @@ def _prior_digest() -> int:
     return int(hashlib.blake2b(text.encode(), digest_size=4).hexdigest(), 16)
 
 
-def _signature(store: Store) -> dict[str, int]:
+def _reader_signature(reader: bool) -> int:
+    """The reader model's signature when the KB's searches read with it, else 0."""
+    if not reader:
+        return 0
+    from pinakes_core.reader import reader_signature  # its module only: no model, no onnxruntime
+
+    return reader_signature()
+
+
+def _signature(store: Store, reader: bool) -> dict[str, int]:
     conn = store.conn
     return {
         "version": CALIBRATION_VERSION,
         "prior": _prior_digest(),
+        # The reader model the calibration read with (0: none), so a new model refits it.
+        "reader": _reader_signature(reader),
         "documents": int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]),
         "chunks": int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
     }
@@ -538,7 +589,7 @@ def stored(store: Store) -> Calibration | None:
         calibration = Calibration.model_validate_json(raw)
     except ValidationError:
         return None
-    if calibration.features != list(FEATURES):
+    if calibration.features not in (list(FEATURES), [*FEATURES, *READER_FEATURES]):
         return None
     return calibration
 
@@ -560,24 +611,28 @@ def _skipped(store: Store) -> dict[str, object] | None:
         return None
 
 
-def stale(store: Store) -> bool:
+def stale(store: Store, *, reader: bool = False) -> bool:
     """Whether the KB needs a (new) self-calibration.
 
-    True when there is none, it is of another version or model, or more than
+    True when there is none, it is of another version or model, it did (not) read the
+    reader's features while the KB's searches do not (do), or more than
     :data:`DRIFT_SHARE` of the documents changed since it was fitted (at least one document
     on a small KB). A KB found too small to self-calibrate is not retried until a document
     changes (or the version, prior or model does).
     """
     calibration = stored(store)
     if calibration is None:
-        return _skipped(store) != {**_signature(store), "model": store.get_meta("model_id")} or (
-            int(store.get_meta(META_DRIFT) or 0) > 0
-        )
+        return _skipped(store) != {
+            **_signature(store, reader),
+            "model": store.get_meta("model_id"),
+        } or (int(store.get_meta(META_DRIFT) or 0) > 0)
     if calibration.model_id != store.get_meta("model_id"):
         return True
     if calibration.signature.get("version") != CALIBRATION_VERSION:
         return True
     if calibration.signature.get("prior") != _prior_digest():
+        return True
+    if calibration.signature.get("reader", 0) != _reader_signature(reader):
         return True
     if load_offtopic(store, calibration.model_id) is None:
         return True

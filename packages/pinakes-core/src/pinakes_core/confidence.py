@@ -36,6 +36,7 @@ from pinakes_core.query import query_terms, words
 
 __all__ = [
     "FEATURES",
+    "READER_FEATURES",
     "SIGNS",
     "TOPIC",
     "Calibration",
@@ -60,6 +61,11 @@ FEATURES = (
     "entity_miss",
     "unknown_share",
 )
+#: The reader's features (:mod:`pinakes_core.reading`), present when the reader read the top
+#: hit: its "answers" logit and its lead over the best passage of another document. A
+#: calibration over ``FEATURES + READER_FEATURES`` keeps one over :data:`FEATURES` alone in
+#: :attr:`Calibration.base` for searches the reader did not read.
+READER_FEATURES = ("reader_top", "reader_doc_margin")
 #: The off-topic signal, read by its own gate (:attr:`Calibration.gate`), not by the main model.
 TOPIC = "topic_margin"
 #: The sign each coefficient is constrained to: +1 means more of the feature never lowers
@@ -76,6 +82,8 @@ SIGNS: Mapping[str, int] = {
     "sentence_coverage": 1,
     "entity_miss": -1,
     "unknown_share": -1,
+    "reader_top": 1,
+    "reader_doc_margin": 1,
 }
 
 #: Positions are clipped to ± this many anchor distances.
@@ -253,6 +261,9 @@ class Calibration(BaseModel):
             pseudo-questions against the off-topic queries. Empty: no gate.
         signature: the KB state the calibration was fitted on (documents, chunks), so sync can
             tell when the KB changed enough to refit.
+        base: for a calibration over the reader's features too, the one over
+            :data:`FEATURES` alone, fitted on the same queries: it judges a search the reader
+            did not read (``--no-reader``, a top hit lifted from past the reader's head).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -268,6 +279,12 @@ class Calibration(BaseModel):
     n: int
     gate: list[float] = []
     signature: dict[str, int] = {}
+    base: Calibration | None = None
+
+    @property
+    def reads(self) -> bool:
+        """Whether this calibration reads the reader's features."""
+        return any(name in READER_FEATURES for name in self.features)
 
     def positions(self, features: Mapping[str, float]) -> npt.NDArray[np.float64]:
         """The features' positions between the off-topic and answerable anchors.
@@ -292,8 +309,11 @@ class Calibration(BaseModel):
         """Return the calibrated probability for one feature mapping.
 
         It is the main model's probability that the top hit answers, times the off-topic gate's
-        probability that the query concerns the KB at all.
+        probability that the query concerns the KB at all. Features of a search the reader did
+        not read go to :attr:`base` when there is one.
         """
+        if self.base is not None and "reader_top" not in features:
+            return self.base.predict(features)
         logit = float(self.positions(features) @ np.array(self.coef) + self.intercept)
         return _sigmoid(logit) * self.on_topic(features)
 

@@ -1,0 +1,152 @@
+"""The reader in the pipeline: rerank the head of the ranking and judge the top hit (issue 36).
+
+``[retrieval] reader = true`` adds the ``reader`` reranker to a search's default stages
+(:func:`pinakes_core.retrieval.default_channels`). It runs after fusion and the graph stages:
+
+- **Rerank.** The first :data:`~pinakes_core.config.RetrievalConfig.reader_top_n` candidates
+  (at most :data:`PER_DOCUMENT` of one document, so the reader sees several documents) are read
+  with the query by the cross-encoder (:mod:`pinakes_core.reader`) and re-scored as
+  ``(1 - READER_WEIGHT) · fused + READER_WEIGHT · p``, where ``p`` is the reader's "answers"
+  probability. The rest of the ranking follows, scaled under the head's lowest score, so scores
+  stay in [0, 1] and never rise with rank (fleet merging compares them across KBs).
+- **Judge.** The reader's logit for the final top hit and its lead over the best passage of
+  another document become confidence features
+  (:data:`~pinakes_core.confidence.READER_FEATURES`), read by the calibration
+  fitted with them (:mod:`pinakes_core.confidence`).
+
+The weight was chosen on the golden set and the personal-notes fixture, never on the held-out
+sets (docs/evaluation.md). This module is light: the model and onnxruntime load only when
+:meth:`ReaderRerank.rerank` first runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from pinakes_core.channels import QueryContext, Ranked
+
+__all__ = [
+    "PER_DOCUMENT",
+    "READER_WEIGHT",
+    "ReaderRerank",
+    "combine_scores",
+    "passage_text",
+    "reader_features",
+]
+
+#: Weight of the reader's probability in a reread passage's score (the fused score has the
+#: rest). Chosen on golden + the personal-notes fixture (docs/evaluation.md).
+READER_WEIGHT = 0.5
+#: Most passages of one document the reader reads for one query: ten passages of one long page
+#: would leave no room for the page that answers.
+PER_DOCUMENT = 2
+#: Default of ``[retrieval] reader_top_n`` when the context has no KB.
+DEFAULT_TOP_N = 10
+
+
+def passage_text(title: str, heading_path: list[str], text: str) -> str:
+    """What the reader reads of a passage: its document's title and headings, then its text.
+
+    The same form the reader was trained on (``benchmarks/train_reader.py``).
+    """
+    head = " › ".join([title, *[h for h in heading_path if h and h != title]])
+    return f"{head}\n{text}" if head else text
+
+
+def combine_scores(fused: float, probability: float, weight: float = READER_WEIGHT) -> float:
+    """A reread passage's score: the fused score and the reader's probability, weighted."""
+    return (1.0 - weight) * fused + weight * probability
+
+
+def _head(ctx: QueryContext, fused: Ranked, top_n: int) -> list[tuple[int, float, str, str]]:
+    """The candidates the reader reads: ``(chunk, fused score, document, passage text)``."""
+    window = [c for c, _ in fused[: top_n * 4]]
+    marks = ",".join("?" * len(window))
+    rows = {
+        int(chunk): (str(doc), str(title), json.loads(path or "[]"), str(text))
+        for chunk, doc, title, path, text in ctx.conn.execute(
+            "SELECT c.chunk_id, c.doc_id, d.title, c.heading_path, c.text FROM chunks c "
+            f"JOIN documents d ON d.doc_id = c.doc_id WHERE c.chunk_id IN ({marks})",
+            window,
+        )
+    }
+    per_doc: dict[str, int] = {}
+    head = []
+    for chunk, score in fused[: top_n * 4]:
+        row = rows.get(chunk)
+        if row is None or per_doc.get(row[0], 0) >= PER_DOCUMENT:
+            continue
+        per_doc[row[0]] = per_doc.get(row[0], 0) + 1
+        head.append((chunk, score, row[0], passage_text(row[1], row[2], row[3])))
+        if len(head) == top_n:
+            break
+    return head
+
+
+class ReaderRerank:
+    """The ``reader`` reranker: the cross-encoder re-scores the head of the ranking.
+
+    What it read is left in ``ctx.read`` (chunk id → its document and the reader's logit) for
+    the hits (``Hit.reader``) and the confidence features.
+    """
+
+    name = "reader"
+
+    def run(self, ctx: QueryContext) -> Ranked:
+        """A reranker produces no list of its own."""
+        return []
+
+    def rerank(self, ctx: QueryContext, fused: Ranked) -> Ranked:
+        """Re-score the head by :func:`combine_scores`; the tail follows under its lowest score.
+
+        Raises:
+            ReaderError: if the bundled model is missing or cannot be loaded.
+        """
+        if not fused or not ctx.query.strip():
+            return fused
+        from pinakes_core.reader import default_reader, sigmoid
+
+        config = getattr(getattr(ctx.kb, "config", None), "retrieval", None)
+        top_n = getattr(config, "reader_top_n", DEFAULT_TOP_N)
+        head = _head(ctx, fused, top_n)
+        if not head:
+            return fused
+        logits = default_reader().logits(ctx.query, [text for *_, text in head])
+        ctx.read = {
+            chunk: (doc, float(v)) for (chunk, _, doc, _), v in zip(head, logits, strict=True)
+        }
+        probabilities = sigmoid(np.asarray(logits, dtype=np.float64))
+        reread = sorted(
+            (
+                (chunk, combine_scores(score, float(p)))
+                for (chunk, score, *_), p in zip(head, probabilities, strict=True)
+            ),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
+        read = {chunk for chunk, _ in reread}
+        tail = [(c, s) for c, s in fused if c not in read]
+        # The tail keeps its order, scaled to stay just under the head's lowest score.
+        floor = reread[-1][1] * (1.0 - 1e-6)
+        peak = tail[0][1] if tail else 0.0
+        scale = floor / peak if peak > floor and peak > 0 else 1.0
+        return reread + [(c, s * scale) for c, s in tail]
+
+
+def reader_features(read: Mapping[int, tuple[str, float]], top_chunk: int) -> dict[str, float]:
+    """The reader's confidence features for a search whose top hit is ``top_chunk``.
+
+    ``reader_top``: the reader's logit for the top hit; ``reader_doc_margin``: its lead over the
+    best passage the reader read from another document (0 when it read no other document).
+    Empty when the reader did not read the top hit (a document the query names, lifted from
+    further down): the calibration then reads the search as it reads one without the reader.
+    """
+    if top_chunk not in read:
+        return {}
+    top_doc, top = read[top_chunk]
+    others = [v for doc, v in read.values() if doc != top_doc]
+    return {"reader_top": top, "reader_doc_margin": top - max(others) if others else 0.0}
