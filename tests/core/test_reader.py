@@ -16,7 +16,7 @@ from pinakes_core.calibration import SyntheticQuery, fit_self
 from pinakes_core.confidence import FEATURES, READER_FEATURES, Calibration
 from pinakes_core.errors import ReaderError
 from pinakes_core.reader import FILES, Reader, default_reader, reader_folder, sigmoid
-from pinakes_core.reading import combine_scores, passage_text, reader_features
+from pinakes_core.reading import WINDOW_CHARS, combine_scores, passage_text, reader_features, window
 from pinakes_core.retrieval import default_channels
 
 NOTES = {
@@ -118,6 +118,16 @@ def test_the_passage_the_reader_reads_carries_its_title_and_headings() -> None:
     assert passage_text("", [], "text") == "text"
 
 
+def test_the_reader_reads_the_window_of_a_long_passage_around_the_query() -> None:
+    filler = [f"Sentence {i} is about gardening and tomatoes." for i in range(30)]
+    text = " ".join([*filler[:20], "The ledger listens on port 7300.", *filler[20:]])
+    cut = window(text, "which port does the ledger listen on?")
+    assert "port 7300" in cut and len(cut) <= WINDOW_CHARS
+    assert window("short text", "anything") == "short text"
+    # nothing of the query in it: read from the start
+    assert window(text, "zebra") == text[:WINDOW_CHARS]
+
+
 def test_reader_features_read_the_top_hit_and_its_lead_over_other_documents() -> None:
     read = {1: ("A", 2.0), 2: ("A", 3.0), 3: ("B", 0.5), 4: ("C", -1.0)}
     assert reader_features(read, 1) == {"reader_top": 2.0, "reader_doc_margin": 1.5}
@@ -181,6 +191,19 @@ def _rows(reader: bool) -> list[tuple[SyntheticQuery, dict[str, float], bool]]:
     return rows
 
 
+def test_a_coefficient_can_be_held_to_its_prior_while_another_is_learnt() -> None:
+    from pinakes_core.confidence import fit_logistic
+
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(400, 2))
+    y = (z[:, 0] + z[:, 1] + rng.normal(scale=0.3, size=400) > 0).astype(np.float64)
+    coef, _ = fit_logistic(
+        z, y, names=["dense_top", "reader_top"], center=[0.5, 0.0], l2=[1e6, 1.0]
+    )
+    assert coef[0] == pytest.approx(0.5, abs=0.01)  # held where the prior put it
+    assert coef[1] > 1.0  # learnt from the rows
+
+
 def test_self_calibration_reads_the_reader_when_its_queries_were_read() -> None:
     fitted = fit_self(_rows(reader=True), None, "m")
     assert fitted.features == [*FEATURES, *READER_FEATURES]
@@ -189,6 +212,10 @@ def test_self_calibration_reads_the_reader_when_its_queries_were_read() -> None:
     assert fitted.coef[len(FEATURES)] > 0
     plain = fit_self(_rows(reader=False), None, "m")
     assert plain.features == list(FEATURES) and plain.base is None
+    # A prior fitted before the reader keeps its lessons for the other features.
+    prior = make_calibration(kind="prior", model_id="m")
+    held = fit_self(_rows(reader=True), prior, "m")
+    assert held.base is not None and held.features == [*FEATURES, *READER_FEATURES]
 
 
 # -- in the pipeline -------------------------------------------------------------------------------

@@ -403,6 +403,10 @@ def _prior_for(prior: Calibration | None, names: Sequence[str]) -> Calibration |
     return None
 
 
+#: Pull toward 0 of a reader coefficient the prior has no value for (synthetic-query units).
+READER_L2 = 1.0
+
+
 def fit_self(
     rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
     prior: Calibration | None,
@@ -418,13 +422,21 @@ def fit_self(
     the top hit) train only the base.
     """
     read = [row for row in rows if all(n in row[1] for n in READER_FEATURES)]
-    if read and any(q.kind == "offtopic" for q, _, _ in read):
-        names = (*FEATURES, *READER_FEATURES)
-        base = _fit(rows, _prior_for(prior, FEATURES), model_id, FEATURES, strength)
-        return _fit(read, _prior_for(prior, names), model_id, names, strength).model_copy(
-            update={"base": base}
+    base_prior = _prior_for(prior, FEATURES)
+    base = _fit(rows, base_prior, model_id, FEATURES, strength)
+    if not read or not any(q.kind == "offtopic" for q, _, _ in read):
+        return base
+    names = (*FEATURES, *READER_FEATURES)
+    reader_prior = _prior_for(prior, names)
+    if reader_prior is None and base_prior is not None:
+        # A prior fitted before the reader: its coefficients still hold the golden set's
+        # lessons for the other features; the reader's are learnt from the synthetic queries.
+        reader_prior = base_prior.model_copy(
+            update={"features": list(names), "coef": [*base_prior.coef, 0.0, 0.0]}
         )
-    return _fit(rows, _prior_for(prior, FEATURES), model_id, FEATURES, strength)
+        weights = [strength] * len(FEATURES) + [READER_L2] * len(READER_FEATURES)
+        return _fit(read, reader_prior, model_id, names, weights).model_copy(update={"base": base})
+    return _fit(read, reader_prior, model_id, names, strength).model_copy(update={"base": base})
 
 
 def _fit(
@@ -432,7 +444,7 @@ def _fit(
     prior: Calibration | None,
     model_id: str,
     names: Sequence[str],
-    strength: float,
+    strength: float | Sequence[float],
 ) -> Calibration:
     off, scale = anchors(rows, names)
     x = np.array([[f[n] for n in names] for _, f, _ in rows], dtype=np.float64)

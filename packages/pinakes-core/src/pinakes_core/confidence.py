@@ -346,13 +346,13 @@ def fit_logistic(
     names: Sequence[str] = FEATURES,
     weights: npt.NDArray[np.float64] | None = None,
     center: Sequence[float] | None = None,
-    l2: float = 1.0,
+    l2: float | Sequence[float] = 1.0,
     iterations: int = 100,
 ) -> tuple[npt.NDArray[np.float64], float]:
     """Fit a weighted logistic regression by Newton's method, shrunk toward ``center``.
 
     Minimises ``Σ wᵢ · logloss(yᵢ, σ(zᵢ·β + b)) + l2/2 · ‖β - center‖²`` (the intercept is not
-    shrunk). Coefficients are kept on the side of zero :data:`SIGNS` allows (an active-set refit
+    shrunk; ``l2`` may give each coefficient its own strength). Coefficients are kept on the side of zero :data:`SIGNS` allows (an active-set refit
     clamps any that come out on the wrong side at 0).
 
     Returns:
@@ -362,14 +362,14 @@ def fit_logistic(
     w_rows = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     target = np.zeros(d) if center is None else np.asarray(center, dtype=np.float64)
     signs = np.array([SIGNS.get(name, 0) for name in names])
+    strengths = np.broadcast_to(np.asarray(l2, dtype=np.float64), (d,))
     free = np.ones(d, dtype=bool)
     while True:
         cols = np.flatnonzero(free)
         design = np.hstack([np.ones((n, 1)), z[:, cols]])
         beta = np.concatenate([[0.0], target[cols]])
         centre = np.concatenate([[0.0], target[cols]])
-        penalty = np.full(len(cols) + 1, l2)
-        penalty[0] = 0.0
+        penalty = np.concatenate([[0.0], strengths[cols]])
         for _ in range(iterations):
             p = 1.0 / (1.0 + np.exp(-np.clip(design @ beta, -40, 40)))
             grad = design.T @ (w_rows * (p - y)) + penalty * (beta - centre)

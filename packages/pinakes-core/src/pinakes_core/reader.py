@@ -58,6 +58,10 @@ MAX_THREADS = 4
 QUERY_TOKENS = 64
 #: ``max_length`` when provenance.json does not say (the training default).
 DEFAULT_MAX_LENGTH = 256
+#: Tokens of a pair the reader reads at most (or the model's ``max_length`` if smaller): the
+#: cost of a read grows with them, and a query with a window of its passage fits
+#: (:data:`pinakes_core.reading.WINDOW_CHARS`).
+PAIR_TOKENS = 128
 _REINSTALL = "Reinstall pinakes-core (uv pip install --reinstall pinakes-core), or set [retrieval] reader = false in pinakes.toml."
 
 
@@ -89,7 +93,9 @@ class Reader:
             not a model / tokenizer; the message names the file.
     """
 
-    def __init__(self, folder: Path, *, threads: int | None = None) -> None:
+    def __init__(
+        self, folder: Path, *, threads: int | None = None, pair_tokens: int = PAIR_TOKENS
+    ) -> None:
         self.folder = folder
         missing = [name for name in FILES if not (folder / name).is_file()]
         if missing:
@@ -99,7 +105,9 @@ class Reader:
             )
         self.provenance = _read_provenance(folder / PROVENANCE_FILE)
         self.max_length = _max_length(self.provenance, folder / PROVENANCE_FILE)
-        self._pairs, self._plain = _tokenizers(folder / TOKENIZER_FILE, self.max_length)
+        self._pairs, self._plain = _tokenizers(
+            folder / TOKENIZER_FILE, min(self.max_length, pair_tokens)
+        )
         self._session, self._inputs = _session(
             folder / MODEL_FILE, threads or min(MAX_THREADS, _cores())
         )

@@ -22,10 +22,13 @@ sets (docs/evaluation.md). This module is light: the model and onnxruntime load 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from pinakes_core.query import query_terms, words
 
 if TYPE_CHECKING:
     from pinakes_core.channels import QueryContext, Ranked
@@ -37,6 +40,7 @@ __all__ = [
     "combine_scores",
     "passage_text",
     "reader_features",
+    "window",
 ]
 
 #: Weight of the reader's probability in a reread passage's score (the fused score has the
@@ -47,6 +51,48 @@ READER_WEIGHT = 0.5
 PER_DOCUMENT = 2
 #: Default of ``[retrieval] reader_top_n`` when the context has no KB.
 DEFAULT_TOP_N = 10
+#: Characters of a passage the reader reads (about 80 tokens of English prose; the pair is
+#: cut at :data:`pinakes_core.reader.PAIR_TOKENS` anyway). A cross-encoder's cost grows with
+#: the tokens it reads: a whole 256-token chunk costs twice a 128-token window on the same
+#: CPU, and the answer sits in a sentence or two (docs/benchmarks.md).
+WINDOW_CHARS = 320
+
+_SENTENCE = re.compile(r"(?<=[.!?:])\s+|\n+")
+
+
+def _hits(sentence: str, terms: set[str]) -> int:
+    seen = {w.lower() for w in words(sentence)}
+    return sum(1 for t in terms if t in seen or any(w.startswith(t[:5]) for w in seen))
+
+
+def window(text: str, query: str, limit: int = WINDOW_CHARS) -> str:
+    """The part of ``text`` the reader reads: the sentences around the one most like the query.
+
+    A text within ``limit`` characters is returned whole. Otherwise the sentence holding the
+    most query words is taken, then its neighbours (the following one first) while they fit;
+    a passage that holds no query word is read from its start.
+    """
+    if len(text) <= limit:
+        return text
+    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
+    terms = set(query_terms(query))
+    scores = [_hits(s, terms) for s in sentences]
+    best = max(range(len(sentences)), key=lambda i: (scores[i], -i)) if sentences else 0
+    if not sentences or scores[best] == 0:
+        return text[:limit]
+    lo = hi = best
+    size = len(sentences[best])
+    while True:
+        grown = False
+        for nxt in (hi + 1, lo - 1):
+            if 0 <= nxt < len(sentences) and size + len(sentences[nxt]) + 1 <= limit:
+                size += len(sentences[nxt]) + 1
+                lo, hi = min(lo, nxt), max(hi, nxt)
+                grown = True
+                break
+        if not grown:
+            break
+    return " ".join(sentences[lo : hi + 1])[:limit]
 
 
 def passage_text(title: str, heading_path: list[str], text: str) -> str:
@@ -65,14 +111,14 @@ def combine_scores(fused: float, probability: float, weight: float = READER_WEIG
 
 def _head(ctx: QueryContext, fused: Ranked, top_n: int) -> list[tuple[int, float, str, str]]:
     """The candidates the reader reads: ``(chunk, fused score, document, passage text)``."""
-    window = [c for c, _ in fused[: top_n * 4]]
-    marks = ",".join("?" * len(window))
+    candidates = [c for c, _ in fused[: top_n * 4]]
+    marks = ",".join("?" * len(candidates))
     rows = {
         int(chunk): (str(doc), str(title), json.loads(path or "[]"), str(text))
         for chunk, doc, title, path, text in ctx.conn.execute(
             "SELECT c.chunk_id, c.doc_id, d.title, c.heading_path, c.text FROM chunks c "
             f"JOIN documents d ON d.doc_id = c.doc_id WHERE c.chunk_id IN ({marks})",
-            window,
+            candidates,
         )
     }
     per_doc: dict[str, int] = {}
@@ -82,7 +128,8 @@ def _head(ctx: QueryContext, fused: Ranked, top_n: int) -> list[tuple[int, float
         if row is None or per_doc.get(row[0], 0) >= PER_DOCUMENT:
             continue
         per_doc[row[0]] = per_doc.get(row[0], 0) + 1
-        head.append((chunk, score, row[0], passage_text(row[1], row[2], row[3])))
+        text = window(row[3], ctx.query)
+        head.append((chunk, score, row[0], passage_text(row[1], row[2], text)))
         if len(head) == top_n:
             break
     return head
