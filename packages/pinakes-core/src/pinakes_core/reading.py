@@ -104,9 +104,13 @@ def passage_text(title: str, heading_path: list[str], text: str) -> str:
     return f"{head}\n{text}" if head else text
 
 
-def combine_scores(fused: float, probability: float, weight: float = READER_WEIGHT) -> float:
-    """A reread passage's score: the fused score and the reader's probability, weighted."""
-    return (1.0 - weight) * fused + weight * probability
+def combine_scores(fused: float, probability: float, weight: float | None = None) -> float:
+    """A reread passage's score: the fused score and the reader's probability, weighted.
+
+    ``weight`` defaults to :data:`READER_WEIGHT` (read at each call).
+    """
+    w = READER_WEIGHT if weight is None else weight
+    return (1.0 - w) * fused + w * probability
 
 
 def _head(ctx: QueryContext, fused: Ranked, top_n: int) -> list[tuple[int, float, str, str]]:

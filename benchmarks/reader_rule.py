@@ -1,0 +1,89 @@
+"""Choose the reader's rule (issue 36): ranking figures per class for each weight and N.
+
+For every question of a set, on a synced KB, the default pipeline runs with the reader at each
+``--top-n`` and each ``--weights`` value of ``reading.READER_WEIGHT``; the reader's scores are
+cached per (query, passage), so each pair is read once whatever the grid. Reported per cell:
+R@1 / R@5 / MRR per answerable class and their mean over classes. Confidence is not looked at
+here (it depends on a self-calibration refit per setting; ``eval_sets.py --reader on`` measures
+it for the chosen rule). Run it on sets we may tune on (golden, personal), never on the held-out
+ones.
+
+    uv run python benchmarks/reader_rule.py --kb KB --questions FILE [--weights 0.3,0.5,0.7]
+        [--top-n 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def log(message: str) -> None:
+    print(f"[reader-rule {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--weights", default="0.3,0.5,0.7")
+    parser.add_argument("--top-n", default="10")
+    args = parser.parse_args(argv)
+
+    from pinakes_core import KB, reading
+    from pinakes_core.eval import UNANSWERABLE, load_questions, run_questions, score
+    from pinakes_core.reader import Reader
+
+    cache: dict[tuple[str, str], float] = {}
+    plain = Reader.logits
+
+    def cached(self: Reader, query: str, passages: Any) -> Any:
+        todo = [p for p in passages if (query, p) not in cache]
+        if todo:
+            for p, v in zip(todo, plain(self, query, todo), strict=True):
+                cache[(query, p)] = float(v)
+        return np.array([cache[(query, p)] for p in passages], dtype=np.float32)
+
+    Reader.logits = cached  # type: ignore[method-assign]
+    questions = load_questions(args.questions)
+    rows = []
+    with KB.open(args.kb) as kb:
+        base = run_questions(kb, questions, None)  # the KB's default, reader off
+        rows.append(("off", "-", score(base, [])))
+        for top_n in [int(n) for n in args.top_n.split(",")]:
+            retrieval = kb.config.retrieval.model_copy(
+                update={"reader": True, "reader_top_n": top_n}
+            )
+            kb.config = kb.config.model_copy(update={"retrieval": retrieval})
+            for weight in [float(w) for w in args.weights.split(",")]:
+                reading.READER_WEIGHT = weight
+                rows.append(
+                    (str(top_n), f"{weight:g}", score(run_questions(kb, questions, None), []))
+                )
+                log(f"N={top_n} w={weight:g}: {len(cache)} pairs read")
+    classes = [c for c in rows[0][2].classes if c not in UNANSWERABLE]
+    print(f"`{' '.join(['uv run python benchmarks/reader_rule.py', *(argv or sys.argv[1:])])}`\n")
+    print("| N | weight | " + " | ".join(classes) + " | mean R@1 / R@5 / MRR |")
+    print("|---|---|" + "---|" * (len(classes) + 1))
+    for top_n, weight, report in rows:
+        cells = []
+        means = np.zeros(3)
+        for cls in classes:
+            m = report.classes[cls]
+            values = [m.recall_1 or 0.0, m.recall_5 or 0.0, m.mrr or 0.0]
+            means += np.array(values) / len(classes)
+            cells.append(" / ".join(f"{v:.3f}" for v in values))
+        print(
+            f"| {top_n} | {weight} | "
+            + " | ".join(cells)
+            + f" | {' / '.join(f'{v:.3f}' for v in means)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
