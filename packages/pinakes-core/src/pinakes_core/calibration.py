@@ -3,7 +3,7 @@
 A KB nobody labelled still gets a calibration fitted to its own score distributions:
 
 1. **Positives** are pseudo-questions built from the KB's own chunks, whose source document is
-   known: a cropped key sentence with its answer-like tokens masked, a heading with a cropped
+   known (:mod:`pinakes_core.synthetic` builds them): a cropped key sentence with its answer-like tokens masked, a heading with a cropped
    sentence, a title question. Each is searched with the KB's default pipeline; its label is
    whether the top hit comes from the source document (so wrong top hits count as negatives,
    as they do in evaluation).
@@ -24,17 +24,13 @@ materially (:func:`stale`). Everything is deterministic: the samples are seeded 
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import logging
 import random
 import re
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,8 +45,13 @@ from pinakes_core.confidence import (
     fit_logistic,
     prior_calibration,
 )
-from pinakes_core.query import STOPWORDS, split_cjk
 from pinakes_core.retrieval import default_channels, fuse_and_build
+from pinakes_core.synthetic import (
+    SyntheticQuery,
+    offtopic_hash,
+    offtopic_queries,
+    synthetic_queries,
+)
 
 if TYPE_CHECKING:
     from pinakes_core.kb import KB
@@ -81,13 +82,8 @@ META_DRIFT = "calibration_drift"
 #: sync does not load the model and search the off-topic bank again for the same answer.
 META_SKIPPED = "self_calibration_skipped"
 
-#: At most this many pseudo-questions built from the KB (one per sampled document; small KBs
-#: get several per document). Enough to place the anchors; more costs time, not accuracy.
-MAX_POSITIVES = 160
 #: Off-topic queries searched at least (all of them on a KB with many pseudo-questions).
 MIN_OFFTOPIC_SEARCHES = 80
-#: Near-misses per positive.
-NEARMISS_SHARE = 0.5
 #: Refit once this share of the documents changed since the last fit.
 DRIFT_SHARE = 0.1
 #: How the synthetic set is weighted: the golden set's mix (four answerable questions for every
@@ -97,40 +93,6 @@ ANSWERABLE_WEIGHT = 0.8
 PRIOR_STRENGTH = 1000.0
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKUP = re.compile(r"`+|\*+|#+|\|+|\[|\]\([^)]*\)|<[^>]+>|^[-+>]\s+", re.MULTILINE)
-_HAS_DIGIT = re.compile(r"\d")
-_ID_WITH_NUMBER = re.compile(r"\b([A-Za-z]{2,}[-_]?)(\d{2,})\b")
-
-
-@dataclass(frozen=True)
-class SyntheticQuery:
-    """One synthetic query: its text, its kind and, for a positive, where it came from.
-
-    ``words`` are a positive's content words taken from its source (title, heading, sentence),
-    without the opener the recipe adds.
-    """
-
-    text: str
-    kind: str  # "positive", "nearmiss" or "offtopic"
-    source_doc: str | None = None
-    words: tuple[str, ...] = ()
-
-
-# -- the bundled off-topic queries ---------------------------------------------------------------
-
-
-@functools.cache
-def offtopic_queries() -> tuple[str, ...]:
-    """The bundled off-topic reference queries (``data/offtopic.txt``), in file order."""
-    text = resources.files("pinakes_core").joinpath("data/offtopic.txt").read_text("utf-8")
-    return tuple(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
-    )
-
-
-def _offtopic_hash() -> str:
-    return hashlib.blake2b("\n".join(offtopic_queries()).encode(), digest_size=8).hexdigest()
 
 
 def _encode(matrix: npt.NDArray[np.float32]) -> str:
@@ -143,7 +105,7 @@ def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32]
     if not raw:
         return None
     head, _, body = raw.partition(":")
-    if head != f"{model_id}|{_offtopic_hash()}":
+    if head != f"{model_id}|{offtopic_hash()}":
         return None
     try:
         flat = np.frombuffer(base64.b64decode(body), dtype=np.float16).astype(np.float32)
@@ -153,148 +115,6 @@ def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32]
     if count == 0 or flat.size % count:
         return None
     return flat.reshape(count, -1)
-
-
-# -- synthetic queries from the KB ----------------------------------------------------------------
-
-
-def _clean(text: str) -> str:
-    return _MARKUP.sub(" ", text)
-
-
-def _content(words: Sequence[str]) -> list[str]:
-    return [w for w in words if w.lower() not in STOPWORDS and len(w) > 1]
-
-
-def _sentences(text: str) -> list[list[str]]:
-    out = []
-    for sentence in _SENTENCE.split(_clean(text)):
-        words = _WORD.findall(sentence)
-        if 5 <= len(words) <= 60:
-            out.append(words)
-    return out
-
-
-def _crop(words: list[str], df: dict[str, int], rng: random.Random, keep: int) -> list[str]:
-    """Content words of a sentence, answer-like tokens masked, cropped to its rarest window."""
-    content = [w for w in _content(words) if not _HAS_DIGIT.search(w)]
-    if len(content) <= keep:
-        return content
-    best = max(
-        range(len(content) - keep + 1),
-        key=lambda i: sum(1.0 / df.get(w.lower(), 1) for w in content[i : i + keep]),
-    )
-    window = content[best : best + keep]
-    # Drop one common word at random: real questions rarely repeat a sentence whole.
-    common = sorted(range(len(window)), key=lambda i: -df.get(window[i].lower(), 1))
-    if len(window) > 3 and rng.random() < 0.5:
-        window = [w for i, w in enumerate(window) if i != common[0]]
-    return window
-
-
-_OPENERS = ("what", "how", "which", "why", "where")
-
-
-def synthetic_queries(
-    conn: sqlite3.Connection, kb_id: str, *, max_positives: int = MAX_POSITIVES
-) -> list[SyntheticQuery]:
-    """Build positives (from the KB's chunks) and near-misses (their key term swapped).
-
-    Deterministic for a given KB state and id.
-    """
-    rng = random.Random(kb_id)
-    docs = [(str(r[0]), str(r[1])) for r in conn.execute("SELECT doc_id, title FROM documents")]
-    docs.sort()
-    if not docs:
-        return []
-    per_doc = max(1, min(3, max_positives // len(docs)))
-    chosen = rng.sample(docs, min(len(docs), max_positives))
-    picked: list[tuple[str, str, list[str], str]] = []  # doc, title, heading path, text
-    for doc_id, title in chosen:
-        rows = conn.execute(
-            "SELECT heading_path, text FROM chunks WHERE doc_id = ? AND tokens >= 12 "
-            "ORDER BY ordinal",
-            (doc_id,),
-        ).fetchall()
-        if not rows:
-            continue
-        for row in rng.sample(rows, min(per_doc, len(rows))):
-            picked.append((doc_id, title, json.loads(row[0]), str(row[1])))
-    df: dict[str, int] = {}
-    for _, title, heading, text in picked:
-        for w in {w.lower() for w in _WORD.findall(f"{title} {' '.join(heading)} {text}")}:
-            df[w] = df.get(w, 0) + 1
-    positives: list[SyntheticQuery] = []
-    for i, (doc_id, title, heading, text) in enumerate(picked):
-        sentences = _sentences(text)
-        kind = i % 3
-        opener: list[str]
-        body: list[str]  # the words taken from the document
-        if kind == 0 and sentences:
-            sentence = max(sentences, key=lambda s: sum(1.0 / df.get(w.lower(), 1) for w in s))
-            opener = [_OPENERS[i % len(_OPENERS)]]
-            body = _crop(sentence, df, rng, rng.randint(4, 7))
-        elif kind == 1 and sentences and heading:
-            opener = []
-            body = [*heading[-1].split(), *_crop(rng.choice(sentences), df, rng, 4)]
-        else:
-            title_words = _WORD.findall(_clean(title))
-            extra = _crop(rng.choice(sentences), df, rng, 2) if sentences else []
-            opener = [_OPENERS[i % 2], "is"]
-            body = [*title_words, *extra]
-        words = [*opener, *body]
-        query = " ".join(words).strip()
-        if len(_content(words)) >= 2:
-            source = tuple(_content(_WORD.findall(" ".join(body))))
-            positives.append(SyntheticQuery(query, "positive", doc_id, source))
-    return positives + _nearmisses(conn, positives, rng)
-
-
-def _df(conn: sqlite3.Connection, term: str) -> int:
-    return int(
-        conn.execute(
-            "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            ('"' + split_cjk(term.replace('"', "")) + '"',),
-        ).fetchone()[0]
-    )
-
-
-def _nearmisses(
-    conn: sqlite3.Connection, positives: Sequence[SyntheticQuery], rng: random.Random
-) -> list[SyntheticQuery]:
-    """Swap each sampled positive's rarest KB word for a word the KB does not contain."""
-    foreign_pool = sorted(
-        {
-            w
-            for q in offtopic_queries()
-            for w in _WORD.findall(q)
-            if len(w) >= 5 and w.isalpha() and w.lower() not in STOPWORDS
-        }
-    )
-    rng.shuffle(foreign_pool)
-    foreign = (w for w in foreign_pool if _df(conn, w.lower()) == 0)
-    out: list[SyntheticQuery] = []
-    wanted = int(len(positives) * NEARMISS_SHARE)
-    for query in rng.sample(list(positives), min(wanted, len(positives))):
-        words = query.text.split()
-        candidates = [(i, w) for i, w in enumerate(words[1:], 1) if _content([w])]
-        if not candidates:
-            continue
-        counts = {i: _df(conn, w.lower()) for i, w in candidates}
-        known = {i: c for i, c in counts.items() if c > 0}
-        if not known:
-            continue
-        index = min(known, key=lambda i: (known[i], i))  # the rarest word: usually the entity
-        number = _ID_WITH_NUMBER.search(words[index])
-        if number:
-            swapped = f"{number.group(1)}{int(number.group(2)) + 7919}"
-        else:
-            swapped = next(foreign, "")
-            if not swapped:
-                break
-        words[index] = swapped
-        out.append(SyntheticQuery(" ".join(words), "nearmiss"))
-    return out
 
 
 # -- running and fitting --------------------------------------------------------------------------
@@ -550,7 +370,7 @@ def self_calibrate(
     with store.transaction() as conn:
         conn.execute("DELETE FROM meta WHERE key = ?", (META_SKIPPED,))
         store.set_meta(conn, META_SELF, calibration.model_dump_json())
-        store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{_offtopic_hash()}:{_encode(offtopic)}")
+        store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{offtopic_hash()}:{_encode(offtopic)}")
         store.set_meta(conn, META_DRIFT, "0")
     log.info(
         "Pinakes: self-calibrated confidence on %d synthetic queries in %.1f s.",
