@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--questions", type=Path, required=True)
     parser.add_argument("--weights", default="0.3,0.5,0.7")
     parser.add_argument("--top-n", default="10")
+    parser.add_argument(
+        "--windows", default="", help="comma-separated reading.WINDOW_CHARS values (default: as is)"
+    )
     args = parser.parse_args(argv)
 
     from pinakes_core import KB, reading
@@ -55,20 +58,22 @@ def main(argv: list[str] | None = None) -> None:
     with KB.open(args.kb) as kb:
         base = run_questions(kb, questions, None)  # the KB's default, reader off
         rows.append(("off", "-", score(base, [])))
-        for top_n in [int(n) for n in args.top_n.split(",")]:
-            retrieval = kb.config.retrieval.model_copy(
-                update={"reader": True, "reader_top_n": top_n}
-            )
-            kb.config = kb.config.model_copy(update={"retrieval": retrieval})
-            for weight in [float(w) for w in args.weights.split(",")]:
-                reading.READER_WEIGHT = weight
-                rows.append(
-                    (str(top_n), f"{weight:g}", score(run_questions(kb, questions, None), []))
+        windows = [int(w) for w in args.windows.split(",") if w] or [reading.WINDOW_CHARS]
+        for chars in windows:
+            reading.WINDOW_CHARS = chars
+            for top_n in [int(n) for n in args.top_n.split(",")]:
+                retrieval = kb.config.retrieval.model_copy(
+                    update={"reader": True, "reader_top_n": top_n}
                 )
-                log(f"N={top_n} w={weight:g}: {len(cache)} pairs read")
+                kb.config = kb.config.model_copy(update={"retrieval": retrieval})
+                for weight in [float(w) for w in args.weights.split(",")]:
+                    reading.READER_WEIGHT = weight
+                    report = score(run_questions(kb, questions, None), [])
+                    rows.append((f"{top_n} @{chars}", f"{weight:g}", report))
+                    log(f"window {chars} N={top_n} w={weight:g}: {len(cache)} pairs read")
     classes = [c for c in rows[0][2].classes if c not in UNANSWERABLE]
     print(f"`{' '.join(['uv run python benchmarks/reader_rule.py', *(argv or sys.argv[1:])])}`\n")
-    print("| N | weight | " + " | ".join(classes) + " | mean R@1 / R@5 / MRR |")
+    print("| N @window | weight | " + " | ".join(classes) + " | mean R@1 / R@5 / MRR |")
     print("|---|---|" + "---|" * (len(classes) + 1))
     for top_n, weight, report in rows:
         cells = []

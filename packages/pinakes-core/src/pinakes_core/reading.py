@@ -65,13 +65,15 @@ def _hits(sentence: str, terms: set[str]) -> int:
     return sum(1 for t in terms if t in seen or any(w.startswith(t[:5]) for w in seen))
 
 
-def window(text: str, query: str, limit: int = WINDOW_CHARS) -> str:
+def window(text: str, query: str, limit: int | None = None) -> str:
     """The part of ``text`` the reader reads: the sentences around the one most like the query.
 
     A text within ``limit`` characters is returned whole. Otherwise the sentence holding the
     most query words is taken, then its neighbours (the following one first) while they fit;
-    a passage that holds no query word is read from its start.
+    a passage that holds no query word is read from its start. ``limit`` defaults to
+    :data:`WINDOW_CHARS` (read at each call).
     """
+    limit = WINDOW_CHARS if limit is None else limit
     if len(text) <= limit:
         return text
     sentences = [s for s in _SENTENCE.split(text) if s.strip()]
