@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> None:
             log(f"N={top_n}: {len(queries)} queries x {args.rounds}")
         peak = round(psutil.Process(os.getpid()).memory_info().rss / 2**20, 1)
     print(
-        f"`uv run python benchmarks/reader_latency.py --kb {args.kb} --top-n {args.top_n} "
-        f"--limit {args.limit}` — {chunks} chunks, {len(queries)} queries, "
+        f"`uv run python benchmarks/reader_latency.py --kb {args.kb} --questions "
+        f"{args.questions} --top-n {args.top_n} --limit {args.limit}` — {chunks} chunks, "
+        f"{len(queries)} queries, "
         f"{os.cpu_count()} CPUs\n"
     )
     print(
