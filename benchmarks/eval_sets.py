@@ -6,7 +6,9 @@ The three sets and where their documents come from:
 - ``nushell``: ``../shared/corpora/nushell-docs`` with ``golden/nushell/questions.jsonl``;
 - ``dendron``: ``../shared/corpora/dendron-site`` with ``golden/dendron/questions.jsonl``;
 - ``personal``: ``golden/personal/kb`` with ``golden/personal/questions.jsonl`` (33 personal
-  notes; ours, tune on it like golden).
+  notes; ours, tune on it like golden);
+- ``example``: the bundled example KB ``examples/distsys-notes`` with
+  ``golden/example/questions.jsonl`` (20 questions; ours).
 
 The nushell and dendron sets are held out: report them, never tune on them.
 
@@ -52,6 +54,7 @@ SETS: dict[str, tuple[str, str]] = {
     "nushell": ("../shared/corpora/nushell-docs", "golden/nushell/questions.jsonl"),
     "dendron": ("../shared/corpora/dendron-site", "golden/dendron/questions.jsonl"),
     "personal": ("golden/personal/kb", "golden/personal/questions.jsonl"),
+    "example": ("examples/distsys-notes", "golden/example/questions.jsonl"),
 }
 HELD_OUT = ("nushell", "dendron")
 #: Never copied from a source nor deleted from a staged copy.
