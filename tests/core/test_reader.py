@@ -264,3 +264,25 @@ def test_the_kb_setting_turns_the_reader_on_and_its_calibration_refits(tmp_path:
         assert result.confidence is not None
         # --no-reader: the same calibration judges it by its base
         assert kb.search("service3 port", k=8, reader=False).confidence is not None
+
+
+@pytest.mark.model
+def test_a_fleet_merges_the_reread_scores(tmp_path: Path) -> None:
+    from pinakes_core.fleet import Fleet, FleetRegistry
+
+    registry = FleetRegistry.load()
+    garden = {"garden/roses.md": "# Roses\n\nPrune roses in late winter, above an outward bud.\n"}
+    for name, files in (("notes", NOTES), ("garden", garden)):
+        root = make_kb(tmp_path / name, files, name=name)
+        set_config(root, "retrieval", "reader = true")
+        registry.add(root)
+    registry.save()
+    with Fleet.open(embedder=FakeHashEmbedder()) as fleet:
+        fleet.sync()
+        result = fleet.search("when do I prune the roses?", k=6)
+        plain = fleet.search("when do I prune the roses?", k=6, reader=False)
+    assert {h.kb for h in result.hits} == {"notes", "garden"}
+    assert all(h.reader is not None for h in result.hits)  # both KBs reread their heads
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True)  # merged on the reread scores
+    assert all(h.reader is None for h in plain.hits)
