@@ -154,6 +154,7 @@ def run_set(
     matrix: bool,
     configs: list[str] | None,
     reader: bool | None = None,
+    reader_weight: float | None = None,
 ) -> dict[str, Any]:
     """Stage, sync and evaluate one set; return its JSON-ready result.
 
@@ -170,8 +171,11 @@ def run_set(
     staged = stage(src, dst)
     log(f"{name}: staged {src} -> {dst} ({staged.copied} copied, {staged.removed} removed)")
     with KB.open(dst) as kb:
-        if reader is not None:
-            retrieval = kb.config.retrieval.model_copy(update={"reader": reader})
+        if reader is not None or reader_weight is not None:
+            update: dict[str, Any] = {} if reader is None else {"reader": reader}
+            if reader_weight is not None:
+                update["reader_weight"] = reader_weight
+            retrieval = kb.config.retrieval.model_copy(update=update)
             kb.config = kb.config.model_copy(update={"retrieval": retrieval})
         t0 = time.perf_counter()
         report = kb.sync()
@@ -189,6 +193,7 @@ def run_set(
             "questions_file": questions,
             "staged": staged.__dict__,
             "reader": kb.config.retrieval.reader,
+            "reader_weight": kb.config.retrieval.reader_weight,
             "sync_seconds": round(sync_s, 1),
         }
         t0 = time.perf_counter()
@@ -304,6 +309,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--reader", choices=("on", "off"), help="set [retrieval] reader (default: the KB's own)"
     )
+    parser.add_argument(
+        "--reader-weight",
+        type=float,
+        help="set [retrieval] reader_weight (0: the reader only judges)",
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
     parser.add_argument("--render", type=Path, help="print the Markdown of a saved JSON run")
     args = parser.parse_args(argv)
@@ -326,7 +336,16 @@ def main(argv: list[str] | None = None) -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
         reader = None if args.reader is None else args.reader == "on"
-        run["sets"].append(run_set(name, cache, matrix=args.matrix, configs=configs, reader=reader))
+        run["sets"].append(
+            run_set(
+                name,
+                cache,
+                matrix=args.matrix,
+                configs=configs,
+                reader=reader,
+                reader_weight=args.reader_weight,
+            )
+        )
         # written after every set, so a long run's finished sets survive an interruption
         args.json.write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {args.json}")

@@ -62,12 +62,11 @@ def main(argv: list[str] | None = None) -> None:
         for chars in windows:
             reading.WINDOW_CHARS = chars
             for top_n in [int(n) for n in args.top_n.split(",")]:
-                retrieval = kb.config.retrieval.model_copy(
-                    update={"reader": True, "reader_top_n": top_n}
-                )
-                kb.config = kb.config.model_copy(update={"retrieval": retrieval})
                 for weight in [float(w) for w in args.weights.split(",")]:
-                    reading.READER_WEIGHT = weight
+                    retrieval = kb.config.retrieval.model_copy(
+                        update={"reader": True, "reader_top_n": top_n, "reader_weight": weight}
+                    )
+                    kb.config = kb.config.model_copy(update={"retrieval": retrieval})
                     report = score(run_questions(kb, questions, None), [])
                     rows.append((f"{top_n} @{chars}", f"{weight:g}", report))
                     log(f"window {chars} N={top_n} w={weight:g}: {len(cache)} pairs read")

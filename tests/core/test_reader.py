@@ -286,3 +286,20 @@ def test_a_fleet_merges_the_reread_scores(tmp_path: Path) -> None:
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)  # merged on the reread scores
     assert all(h.reader is None for h in plain.hits)
+
+
+@pytest.mark.model
+def test_a_reader_weight_of_zero_only_judges(tmp_path: Path) -> None:
+    root = make_kb(tmp_path / "kb", NOTES)
+    set_config(root, "retrieval", "reader_weight = 0.0")
+    with KB.open(root, embedder=FakeHashEmbedder()) as kb:
+        kb.sync()
+        query = "who owns service3 and when do I escalate?"
+        plain = kb.search(query, k=12, reader=False, explain=True)
+        judged = kb.search(query, k=12, reader=True, explain=True)
+    # the same ranking and scores, the reader's probabilities on the head, its features there
+    assert [(h.path, h.chunk, h.score) for h in judged.hits] == [
+        (h.path, h.chunk, h.score) for h in plain.hits
+    ]
+    assert sum(h.reader is not None for h in judged.hits) == 10
+    assert judged.features is not None and "reader_top" in judged.features

@@ -222,6 +222,9 @@ class RetrievalConfig(_Section):
     #: (docs/ranking.md). Off by default until it measures better (docs/evaluation.md).
     reader: bool = False
     reader_top_n: Annotated[int, Field(ge=1, le=50)] = 10
+    #: The reader's share of a reread passage's score; 0: it only judges (confidence), the
+    #: ranking stays the fused one.
+    reader_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.35
 
 
 class ConfidenceConfig(_Section):

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: Weight of the reader's probability in a reread passage's score (the fused score has the
-#: rest). Fixed before the trained model was measured, as a hedge: the reader reorders the
+#: rest); the default of ``[retrieval] reader_weight``. Fixed before the trained model was measured, as a hedge: the reader reorders the
 #: head where it differs clearly, while near ties keep the fused order (a head's fused scores
 #: span ~0.1, the reader's probabilities up to 1). The sweep on golden and the personal notes
 #: (``benchmarks/reader_rule.py``, docs/evaluation.md) is reported beside it.
@@ -169,6 +169,7 @@ class ReaderRerank:
 
         config = getattr(getattr(ctx.kb, "config", None), "retrieval", None)
         top_n = getattr(config, "reader_top_n", DEFAULT_TOP_N)
+        weight = getattr(config, "reader_weight", READER_WEIGHT)
         head = _head(ctx, fused, top_n)
         if not head:
             return fused
@@ -176,10 +177,12 @@ class ReaderRerank:
         ctx.read = {
             chunk: (doc, float(v)) for (chunk, _, doc, _), v in zip(head, logits, strict=True)
         }
+        if weight <= 0.0:  # the reader only judges: the ranking stays the fused one
+            return fused
         probabilities = sigmoid(np.asarray(logits, dtype=np.float64))
         reread = sorted(
             (
-                (chunk, combine_scores(score, float(p)))
+                (chunk, combine_scores(score, float(p), weight))
                 for (chunk, score, *_), p in zip(head, probabilities, strict=True)
             ),
             key=lambda kv: (-kv[1], kv[0]),
