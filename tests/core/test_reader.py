@@ -254,11 +254,16 @@ def test_the_kb_setting_turns_the_reader_on_and_its_calibration_refits(tmp_path:
         assert kb.search("service3 port").hits[0].reader is None
     set_config(root, "retrieval", "reader = true\nreader_top_n = 4")
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        assert selfcal.stale(kb.store(), reader=True)  # fitted without the reader
+        assert selfcal.stale(
+            kb.store(), reader=selfcal.reader_key(kb.config.retrieval)
+        )  # fitted without the reader
         kb.sync()
         refitted = selfcal.stored(kb.store())
         assert refitted is not None and refitted.reads and refitted.base is not None
-        assert not selfcal.stale(kb.store(), reader=True)
+        assert not selfcal.stale(kb.store(), reader=selfcal.reader_key(kb.config.retrieval))
+        # another weight reranks otherwise: the labels it was fitted on no longer hold
+        other = kb.config.retrieval.model_copy(update={"reader_weight": 0.0})
+        assert selfcal.stale(kb.store(), reader=selfcal.reader_key(other))
         result = kb.search("service3 port", k=8)
         assert sum(hit.reader is not None for hit in result.hits) == 4
         assert result.confidence is not None

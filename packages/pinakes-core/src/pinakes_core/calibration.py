@@ -54,6 +54,7 @@ from pinakes_core.synthetic import (
 )
 
 if TYPE_CHECKING:
+    from pinakes_core.config import RetrievalConfig
     from pinakes_core.kb import KB
     from pinakes_core.models import Hit
     from pinakes_core.store import Store
@@ -63,6 +64,7 @@ __all__ = [
     "SyntheticQuery",
     "load_offtopic",
     "offtopic_queries",
+    "reader_key",
     "self_calibrate",
     "stale",
     "synthetic_queries",
@@ -354,7 +356,7 @@ def self_calibrate(
     """
     started = time.perf_counter()
     store = kb.store()
-    reader = kb.config.retrieval.reader
+    reader = reader_key(kb.config.retrieval)
     model_id = store.get_meta("model_id") or kb.embedder.model_id
     rows, offtopic = run_synthetic(kb, progress=progress)
     if not any(ok for _, _, ok in rows) or not any(q.kind == "offtopic" for q, _, _ in rows):
@@ -386,22 +388,28 @@ def _prior_digest() -> int:
     return int(hashlib.blake2b(text.encode(), digest_size=4).hexdigest(), 16)
 
 
-def _reader_signature(reader: bool) -> int:
-    """The reader model's signature when the KB's searches read with it, else 0."""
-    if not reader:
+def reader_key(retrieval: RetrievalConfig) -> int:
+    """What a calibration must have been fitted with for searches of this configuration.
+
+    0 when they do not read; else a number that changes with the reader model and with how it
+    reranks (``reader_top_n``, ``reader_weight``): either changes the top hits the synthetic
+    queries' labels come from.
+    """
+    if not retrieval.reader:
         return 0
     from pinakes_core.reader import reader_signature  # its module only: no model, no onnxruntime
 
-    return reader_signature()
+    key = f"{reader_signature()}|{retrieval.reader_top_n}|{retrieval.reader_weight:.4f}"
+    return int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16) or 1
 
 
-def _signature(store: Store, reader: bool) -> dict[str, int]:
+def _signature(store: Store, reader: int) -> dict[str, int]:
     conn = store.conn
     return {
         "version": CALIBRATION_VERSION,
         "prior": _prior_digest(),
         # The reader model the calibration read with (0: none), so a new model refits it.
-        "reader": _reader_signature(reader),
+        "reader": reader,
         "documents": int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]),
         "chunks": int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
     }
@@ -443,11 +451,11 @@ def _skipped(store: Store) -> dict[str, object] | None:
         return None
 
 
-def stale(store: Store, *, reader: bool = False) -> bool:
+def stale(store: Store, *, reader: int = 0) -> bool:
     """Whether the KB needs a (new) self-calibration.
 
-    True when there is none, it is of another version or model, it did (not) read the
-    reader's features while the KB's searches do not (do), or more than
+    True when there is none, it is of another version or model, it was fitted with another
+    ``reader`` key (:func:`reader_key`: the reader on or off, its model, N or weight), or more than
     :data:`DRIFT_SHARE` of the documents changed since it was fitted (at least one document
     on a small KB). A KB found too small to self-calibrate is not retried until a document
     changes (or the version, prior or model does).
@@ -464,7 +472,7 @@ def stale(store: Store, *, reader: bool = False) -> bool:
         return True
     if calibration.signature.get("prior") != _prior_digest():
         return True
-    if calibration.signature.get("reader", 0) != _reader_signature(reader):
+    if calibration.signature.get("reader", 0) != reader:
         return True
     if load_offtopic(store, calibration.model_id) is None:
         return True

@@ -346,7 +346,7 @@ class KB:
         """
         self._ensure_synced()
         store = self.store()
-        if not force and not selfcal.stale(store, reader=self.config.retrieval.reader):
+        if not force and not selfcal.stale(store, reader=selfcal.reader_key(self.config.retrieval)):
             return selfcal.stored(store)
         if not int(store.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]):
             return None
