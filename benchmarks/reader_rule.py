@@ -1,15 +1,18 @@
-"""Choose the reader's rule (issue 36): ranking figures per class for each weight and N.
+"""Choose the reader's rule (issue 36): ranking figures per class for each weight, N and window.
 
 For every question of a set, on a synced KB, the default pipeline runs with the reader at each
-``--top-n`` and each ``--weights`` value of ``reading.READER_WEIGHT``; the reader's scores are
-cached per (query, passage), so each pair is read once whatever the grid. Reported per cell:
+``--windows`` value of ``reading.WINDOW_CHARS``, each ``--top-n`` (``[retrieval]
+reader_top_n``) and each ``--weights`` value (``[retrieval] reader_weight``); the reader's
+scores are cached per (query, passage), so each pair is read once whatever the grid (the int8
+model's scores move by ~0.02 logits with the batch a pair is read in, so a cell can differ from
+a plain search by a near tie). Reported per cell:
 R@1 / R@5 / MRR per answerable class and their mean over classes. Confidence is not looked at
 here (it depends on a self-calibration refit per setting; ``eval_sets.py --reader on`` measures
-it for the chosen rule). Run it on sets we may tune on (golden, personal), never on the held-out
-ones.
+it). Choose on sets we may tune on (golden, personal); on a held-out set run only the rule
+already chosen, to measure it.
 
-    uv run python benchmarks/reader_rule.py --kb KB --questions FILE [--weights 0.3,0.5,0.7]
-        [--top-n 10]
+    uv run python benchmarks/reader_rule.py --kb KB --questions FILE [--weights 0.2,0.35,0.5]
+        [--top-n 5,10] [--windows 160,320]
 """
 
 from __future__ import annotations
