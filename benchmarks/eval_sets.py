@@ -4,7 +4,11 @@ The three sets and where their documents come from:
 
 - ``golden``:  ``golden/kb`` with ``golden/questions.jsonl`` (our own wiki; tune on this one);
 - ``nushell``: ``../shared/corpora/nushell-docs`` with ``golden/nushell/questions.jsonl``;
-- ``dendron``: ``../shared/corpora/dendron-site`` with ``golden/dendron/questions.jsonl``.
+- ``dendron``: ``../shared/corpora/dendron-site`` with ``golden/dendron/questions.jsonl``;
+- ``personal``: ``golden/personal/kb`` with ``golden/personal/questions.jsonl`` (33 personal
+  notes; ours, tune on it like golden);
+- ``example``: the bundled example KB ``examples/distsys-notes`` with
+  ``golden/example/questions.jsonl`` (20 questions; ours).
 
 The nushell and dendron sets are held out: report them, never tune on them.
 
@@ -19,6 +23,7 @@ Usage::
     uv run python benchmarks/eval_sets.py                     # default configuration, all sets
     uv run python benchmarks/eval_sets.py --matrix            # every channel configuration too
     uv run python benchmarks/eval_sets.py --sets nushell --configs bm25,hybrid
+    uv run python benchmarks/eval_sets.py --reader on         # the reader on, whatever the KB says
     uv run python benchmarks/eval_sets.py --render FILE       # Markdown of a saved JSON run
 
 ``make eval`` runs the first form (``make eval EVAL_ARGS=--matrix`` the second). Progress goes
@@ -48,6 +53,8 @@ SETS: dict[str, tuple[str, str]] = {
     "golden": ("golden/kb", "golden/questions.jsonl"),
     "nushell": ("../shared/corpora/nushell-docs", "golden/nushell/questions.jsonl"),
     "dendron": ("../shared/corpora/dendron-site", "golden/dendron/questions.jsonl"),
+    "personal": ("golden/personal/kb", "golden/personal/questions.jsonl"),
+    "example": ("examples/distsys-notes", "golden/example/questions.jsonl"),
 }
 HELD_OUT = ("nushell", "dendron")
 #: Never copied from a source nor deleted from a staged copy.
@@ -140,8 +147,20 @@ def stage(src: Path, dst: Path) -> Staged:
 # -- running ----------------------------------------------------------------------------------
 
 
-def run_set(name: str, cache: Path, *, matrix: bool, configs: list[str] | None) -> dict[str, Any]:
-    """Stage, sync and evaluate one set; return its JSON-ready result."""
+def run_set(
+    name: str,
+    cache: Path,
+    *,
+    matrix: bool,
+    configs: list[str] | None,
+    reader: bool | None = None,
+    reader_weight: float | None = None,
+) -> dict[str, Any]:
+    """Stage, sync and evaluate one set; return its JSON-ready result.
+
+    ``reader`` sets ``[retrieval] reader`` for the run (``None``: the staged KB's own setting);
+    the sync then refits the self-calibration with (or without) the reader, as a user's would.
+    """
     from pinakes_core import KB
     from pinakes_core.eval import evaluate, matrix_configs, select_configs
 
@@ -152,6 +171,12 @@ def run_set(name: str, cache: Path, *, matrix: bool, configs: list[str] | None) 
     staged = stage(src, dst)
     log(f"{name}: staged {src} -> {dst} ({staged.copied} copied, {staged.removed} removed)")
     with KB.open(dst) as kb:
+        if reader is not None or reader_weight is not None:
+            update: dict[str, Any] = {} if reader is None else {"reader": reader}
+            if reader_weight is not None:
+                update["reader_weight"] = reader_weight
+            retrieval = kb.config.retrieval.model_copy(update=update)
+            kb.config = kb.config.model_copy(update={"retrieval": retrieval})
         t0 = time.perf_counter()
         report = kb.sync()
         sync_s = time.perf_counter() - t0
@@ -167,6 +192,8 @@ def run_set(name: str, cache: Path, *, matrix: bool, configs: list[str] | None) 
             "kb": str(dst),
             "questions_file": questions,
             "staged": staged.__dict__,
+            "reader": kb.config.retrieval.reader,
+            "reader_weight": kb.config.retrieval.reader_weight,
             "sync_seconds": round(sync_s, 1),
         }
         t0 = time.perf_counter()
@@ -198,7 +225,8 @@ def render_set(result: dict[str, Any]) -> str:
         f"### {result['set']}{held}",
         "",
         f"`{result['questions_file']}` on `{result['source']}`, default configuration "
-        f"**{config_name}** (`abstain_below` {default['abstain_below']:g}).",
+        f"**{config_name}** (`abstain_below` {default['abstain_below']:g}"
+        f"{', reader on' if result.get('reader') else ''}).",
         "",
         "| class | n | R@1 | R@5 | R@10 | MRR | nDCG@10 | abstained |",
         "|---|---|---|---|---|---|---|---|",
@@ -278,6 +306,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matrix", action="store_true", help="every channel configuration too")
     parser.add_argument("--configs", help="named configurations instead of the whole matrix")
     parser.add_argument("--cache", type=Path, help="folder for the staged KBs")
+    parser.add_argument(
+        "--reader", choices=("on", "off"), help="set [retrieval] reader (default: the KB's own)"
+    )
+    parser.add_argument(
+        "--reader-weight",
+        type=float,
+        help="set [retrieval] reader_weight (0: the reader only judges)",
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
     parser.add_argument("--render", type=Path, help="print the Markdown of a saved JSON run")
     args = parser.parse_args(argv)
@@ -299,7 +335,17 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     for name in names:
-        run["sets"].append(run_set(name, cache, matrix=args.matrix, configs=configs))
+        reader = None if args.reader is None else args.reader == "on"
+        run["sets"].append(
+            run_set(
+                name,
+                cache,
+                matrix=args.matrix,
+                configs=configs,
+                reader=reader,
+                reader_weight=args.reader_weight,
+            )
+        )
         # written after every set, so a long run's finished sets survive an interruption
         args.json.write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {args.json}")

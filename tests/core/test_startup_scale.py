@@ -51,6 +51,8 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb")
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
+    # Even with the reader on, a search that names its channels runs only those.
+    set_config(root, "retrieval", "reader = true")
     loaded = _modules_after(
         """
         import sys
@@ -66,8 +68,10 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
     # Below [scale] bm25_index_min_chunks BM25 is FTS5's: tantivy is never imported.
     assert not {"tantivy", "pinakes_core.lexical"} & (loaded | _top(loaded))
-    # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read).
+    # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read),
+    # nor the reader's model module.
     assert not {
+        "pinakes_core.reader",
         "pinakes_core.sync",
         "pinakes_core.chunking",
         "markdown_it",
@@ -116,6 +120,24 @@ def test_no_change_sync_reads_no_yaml(tmp_path: Path) -> None:
     assert "pinakes_core.sync" in loaded  # the probe really synced
     # Nothing changed, so no frontmatter or sidecar is parsed and no document is chunked.
     assert not {"ruamel", "markdown_it", "onnxruntime"} & _top(loaded)
+    assert "pinakes_core.reader" not in loaded
+
+
+def test_help_imports_no_model_and_no_reader(tmp_path: Path) -> None:
+    loaded = _modules_after(
+        """
+        from pinakes_cli.main import cli
+
+        try:
+            cli.main(["--help"], standalone_mode=False)
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        """,
+        tmp_path,
+    )
+    assert "pinakes_cli" in _top(loaded)
+    assert not {"onnxruntime", "tokenizers", "fastembed"} & _top(loaded)
+    assert not {"pinakes_core.reader", "pinakes_core.reading"} & loaded
 
 
 def test_cli_freezes_the_heap_before_exit_and_still_prints(tmp_path: Path) -> None:

@@ -43,6 +43,17 @@ SETS = {
             "offtopic": 15,
         },
     ),
+    # Our own small sets (issue 36): a personal-notes folder and the bundled example KB.
+    "personal": (
+        "golden/personal/questions.jsonl",
+        ROOT / "golden" / "personal" / "kb",
+        {"lookup": 10, "paraphrase": 10, "lexical": 3, "none": 5, "offtopic": 3},
+    ),
+    "example": (
+        "golden/example/questions.jsonl",
+        ROOT / "examples" / "distsys-notes",
+        {"lookup": 5, "paraphrase": 5, "lexical": 3, "none": 3, "offtopic": 1},
+    ),
 }
 
 

@@ -401,6 +401,11 @@ def _first_sync(kb: KB, quiet: bool) -> None:
     help="Show each hit's rank and score in every channel, and how the query was ranked.",
 )
 @click.option(
+    "--reader/--no-reader",
+    default=None,
+    help="Reread the top passages with the reader model, or not ([retrieval] reader by default).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(render.FORMATS),
@@ -439,6 +444,7 @@ def search(
     per_doc: bool,
     min_score: float | None,
     explain: bool,
+    reader: bool | None,
     fmt: str,
     null: bool,
     as_json: bool,
@@ -470,6 +476,7 @@ def search(
         "channels": channels or None,
         "group_by": "document" if per_doc else "chunk",
         "min_score": min_score,
+        "reader": reader,
     }
     if use_fleet or len(kb_refs) > 1:
         fleet_search(

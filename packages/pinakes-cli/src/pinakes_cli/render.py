@@ -349,6 +349,8 @@ def render_search(
                     f"{name} #{rank if rank is not None else '-'}"
                     + (f" ({raw:.3f})" if raw is not None else "")
                 )
+            if hit.reader is not None:
+                parts.append(f"reader p={hit.reader:.3f}")
             _say(console, ("     " + "  ".join(parts), "cyan"))
         snippet = Text("     " + _snippet(hit.text))
         if pattern is not None:
@@ -367,7 +369,10 @@ def render_search(
             _say(console, ("     same text in: " + ", ".join(hit.duplicates), "dim"))
     if explain and result.ranking is not None:
         weights = ", ".join(f"{n} {w:.2f}" for n, w in result.ranking.weights.items())
-        stages = "; ".join(f"{n}: {why}" for n, why in result.ranking.stages.items())
+        stages = "; ".join(
+            f"{n}: {why}" + (f" ({result.timings_ms[n]:.1f} ms)" if n == "reader" else "")
+            for n, why in result.ranking.stages.items()
+        )
         _say(console, ("ranking: weights " + weights + (f"; {stages}" if stages else ""), "cyan"))
 
 

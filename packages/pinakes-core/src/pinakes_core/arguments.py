@@ -29,6 +29,7 @@ __all__ = [
     "clean_list",
     "clean_path",
     "clean_query",
+    "clean_source_types",
     "clean_text",
     "clean_time",
 ]
@@ -213,3 +214,21 @@ def clean_time(value: Any, name: str) -> float | None:
             "Pass seconds since 1970, or a datetime.",
         )
     return max(-_MAX_SECONDS, min(_MAX_SECONDS, seconds))
+
+
+def clean_source_types(value: str | Iterable[str]) -> tuple[str, ...]:
+    """Validate a ``source_type`` filter (one name or several); the names, each once.
+
+    Raises:
+        PinakesError: for a name that is not a source type.
+    """
+    from pinakes_core.sources import SOURCE_TYPES
+
+    names = (value,) if isinstance(value, str) else tuple(value)
+    for name in names:
+        if name not in SOURCE_TYPES:
+            raise PinakesError(
+                f"source type {name!r} is not one of {', '.join(SOURCE_TYPES)}.",
+                "Pick one of those, e.g. --source-type pdf.",
+            )
+    return tuple(dict.fromkeys(names))

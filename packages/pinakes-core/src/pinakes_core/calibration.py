@@ -3,7 +3,7 @@
 A KB nobody labelled still gets a calibration fitted to its own score distributions:
 
 1. **Positives** are pseudo-questions built from the KB's own chunks, whose source document is
-   known: a cropped key sentence with its answer-like tokens masked, a heading with a cropped
+   known (:mod:`pinakes_core.synthetic` builds them): a cropped key sentence with its answer-like tokens masked, a heading with a cropped
    sentence, a title question. Each is searched with the KB's default pipeline; its label is
    whether the top hit comes from the source document (so wrong top hits count as negatives,
    as they do in evaluation).
@@ -24,28 +24,37 @@ materially (:func:`stale`). Everything is deterministic: the samples are seeded 
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import logging
 import random
 import re
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from pinakes_core.confidence import FEATURES, TOPIC, Calibration, fit_logistic, prior_calibration
-from pinakes_core.query import STOPWORDS, split_cjk
+from pinakes_core.confidence import (
+    FEATURES,
+    READER_FEATURES,
+    TOPIC,
+    Calibration,
+    fit_logistic,
+    prior_calibration,
+)
 from pinakes_core.retrieval import default_channels, fuse_and_build
+from pinakes_core.synthetic import (
+    SyntheticQuery,
+    offtopic_hash,
+    offtopic_queries,
+    synthetic_queries,
+)
 
 if TYPE_CHECKING:
+    from pinakes_core.config import RetrievalConfig
     from pinakes_core.kb import KB
     from pinakes_core.models import Hit
     from pinakes_core.store import Store
@@ -55,6 +64,7 @@ __all__ = [
     "SyntheticQuery",
     "load_offtopic",
     "offtopic_queries",
+    "reader_key",
     "self_calibrate",
     "stale",
     "synthetic_queries",
@@ -74,13 +84,8 @@ META_DRIFT = "calibration_drift"
 #: sync does not load the model and search the off-topic bank again for the same answer.
 META_SKIPPED = "self_calibration_skipped"
 
-#: At most this many pseudo-questions built from the KB (one per sampled document; small KBs
-#: get several per document). Enough to place the anchors; more costs time, not accuracy.
-MAX_POSITIVES = 160
 #: Off-topic queries searched at least (all of them on a KB with many pseudo-questions).
 MIN_OFFTOPIC_SEARCHES = 80
-#: Near-misses per positive.
-NEARMISS_SHARE = 0.5
 #: Refit once this share of the documents changed since the last fit.
 DRIFT_SHARE = 0.1
 #: How the synthetic set is weighted: the golden set's mix (four answerable questions for every
@@ -90,40 +95,6 @@ ANSWERABLE_WEIGHT = 0.8
 PRIOR_STRENGTH = 1000.0
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKUP = re.compile(r"`+|\*+|#+|\|+|\[|\]\([^)]*\)|<[^>]+>|^[-+>]\s+", re.MULTILINE)
-_HAS_DIGIT = re.compile(r"\d")
-_ID_WITH_NUMBER = re.compile(r"\b([A-Za-z]{2,}[-_]?)(\d{2,})\b")
-
-
-@dataclass(frozen=True)
-class SyntheticQuery:
-    """One synthetic query: its text, its kind and, for a positive, where it came from.
-
-    ``words`` are a positive's content words taken from its source (title, heading, sentence),
-    without the opener the recipe adds.
-    """
-
-    text: str
-    kind: str  # "positive", "nearmiss" or "offtopic"
-    source_doc: str | None = None
-    words: tuple[str, ...] = ()
-
-
-# -- the bundled off-topic queries ---------------------------------------------------------------
-
-
-@functools.cache
-def offtopic_queries() -> tuple[str, ...]:
-    """The bundled off-topic reference queries (``data/offtopic.txt``), in file order."""
-    text = resources.files("pinakes_core").joinpath("data/offtopic.txt").read_text("utf-8")
-    return tuple(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")
-    )
-
-
-def _offtopic_hash() -> str:
-    return hashlib.blake2b("\n".join(offtopic_queries()).encode(), digest_size=8).hexdigest()
 
 
 def _encode(matrix: npt.NDArray[np.float32]) -> str:
@@ -136,7 +107,7 @@ def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32]
     if not raw:
         return None
     head, _, body = raw.partition(":")
-    if head != f"{model_id}|{_offtopic_hash()}":
+    if head != f"{model_id}|{offtopic_hash()}":
         return None
     try:
         flat = np.frombuffer(base64.b64decode(body), dtype=np.float16).astype(np.float32)
@@ -146,148 +117,6 @@ def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32]
     if count == 0 or flat.size % count:
         return None
     return flat.reshape(count, -1)
-
-
-# -- synthetic queries from the KB ----------------------------------------------------------------
-
-
-def _clean(text: str) -> str:
-    return _MARKUP.sub(" ", text)
-
-
-def _content(words: Sequence[str]) -> list[str]:
-    return [w for w in words if w.lower() not in STOPWORDS and len(w) > 1]
-
-
-def _sentences(text: str) -> list[list[str]]:
-    out = []
-    for sentence in _SENTENCE.split(_clean(text)):
-        words = _WORD.findall(sentence)
-        if 5 <= len(words) <= 60:
-            out.append(words)
-    return out
-
-
-def _crop(words: list[str], df: dict[str, int], rng: random.Random, keep: int) -> list[str]:
-    """Content words of a sentence, answer-like tokens masked, cropped to its rarest window."""
-    content = [w for w in _content(words) if not _HAS_DIGIT.search(w)]
-    if len(content) <= keep:
-        return content
-    best = max(
-        range(len(content) - keep + 1),
-        key=lambda i: sum(1.0 / df.get(w.lower(), 1) for w in content[i : i + keep]),
-    )
-    window = content[best : best + keep]
-    # Drop one common word at random: real questions rarely repeat a sentence whole.
-    common = sorted(range(len(window)), key=lambda i: -df.get(window[i].lower(), 1))
-    if len(window) > 3 and rng.random() < 0.5:
-        window = [w for i, w in enumerate(window) if i != common[0]]
-    return window
-
-
-_OPENERS = ("what", "how", "which", "why", "where")
-
-
-def synthetic_queries(
-    conn: sqlite3.Connection, kb_id: str, *, max_positives: int = MAX_POSITIVES
-) -> list[SyntheticQuery]:
-    """Build positives (from the KB's chunks) and near-misses (their key term swapped).
-
-    Deterministic for a given KB state and id.
-    """
-    rng = random.Random(kb_id)
-    docs = [(str(r[0]), str(r[1])) for r in conn.execute("SELECT doc_id, title FROM documents")]
-    docs.sort()
-    if not docs:
-        return []
-    per_doc = max(1, min(3, max_positives // len(docs)))
-    chosen = rng.sample(docs, min(len(docs), max_positives))
-    picked: list[tuple[str, str, list[str], str]] = []  # doc, title, heading path, text
-    for doc_id, title in chosen:
-        rows = conn.execute(
-            "SELECT heading_path, text FROM chunks WHERE doc_id = ? AND tokens >= 12 "
-            "ORDER BY ordinal",
-            (doc_id,),
-        ).fetchall()
-        if not rows:
-            continue
-        for row in rng.sample(rows, min(per_doc, len(rows))):
-            picked.append((doc_id, title, json.loads(row[0]), str(row[1])))
-    df: dict[str, int] = {}
-    for _, title, heading, text in picked:
-        for w in {w.lower() for w in _WORD.findall(f"{title} {' '.join(heading)} {text}")}:
-            df[w] = df.get(w, 0) + 1
-    positives: list[SyntheticQuery] = []
-    for i, (doc_id, title, heading, text) in enumerate(picked):
-        sentences = _sentences(text)
-        kind = i % 3
-        opener: list[str]
-        body: list[str]  # the words taken from the document
-        if kind == 0 and sentences:
-            sentence = max(sentences, key=lambda s: sum(1.0 / df.get(w.lower(), 1) for w in s))
-            opener = [_OPENERS[i % len(_OPENERS)]]
-            body = _crop(sentence, df, rng, rng.randint(4, 7))
-        elif kind == 1 and sentences and heading:
-            opener = []
-            body = [*heading[-1].split(), *_crop(rng.choice(sentences), df, rng, 4)]
-        else:
-            title_words = _WORD.findall(_clean(title))
-            extra = _crop(rng.choice(sentences), df, rng, 2) if sentences else []
-            opener = [_OPENERS[i % 2], "is"]
-            body = [*title_words, *extra]
-        words = [*opener, *body]
-        query = " ".join(words).strip()
-        if len(_content(words)) >= 2:
-            source = tuple(_content(_WORD.findall(" ".join(body))))
-            positives.append(SyntheticQuery(query, "positive", doc_id, source))
-    return positives + _nearmisses(conn, positives, rng)
-
-
-def _df(conn: sqlite3.Connection, term: str) -> int:
-    return int(
-        conn.execute(
-            "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            ('"' + split_cjk(term.replace('"', "")) + '"',),
-        ).fetchone()[0]
-    )
-
-
-def _nearmisses(
-    conn: sqlite3.Connection, positives: Sequence[SyntheticQuery], rng: random.Random
-) -> list[SyntheticQuery]:
-    """Swap each sampled positive's rarest KB word for a word the KB does not contain."""
-    foreign_pool = sorted(
-        {
-            w
-            for q in offtopic_queries()
-            for w in _WORD.findall(q)
-            if len(w) >= 5 and w.isalpha() and w.lower() not in STOPWORDS
-        }
-    )
-    rng.shuffle(foreign_pool)
-    foreign = (w for w in foreign_pool if _df(conn, w.lower()) == 0)
-    out: list[SyntheticQuery] = []
-    wanted = int(len(positives) * NEARMISS_SHARE)
-    for query in rng.sample(list(positives), min(wanted, len(positives))):
-        words = query.text.split()
-        candidates = [(i, w) for i, w in enumerate(words[1:], 1) if _content([w])]
-        if not candidates:
-            continue
-        counts = {i: _df(conn, w.lower()) for i, w in candidates}
-        known = {i: c for i, c in counts.items() if c > 0}
-        if not known:
-            continue
-        index = min(known, key=lambda i: (known[i], i))  # the rarest word: usually the entity
-        number = _ID_WITH_NUMBER.search(words[index])
-        if number:
-            swapped = f"{number.group(1)}{int(number.group(2)) + 7919}"
-        else:
-            swapped = next(foreign, "")
-            if not swapped:
-                break
-        words[index] = swapped
-        out.append(SyntheticQuery(" ".join(words), "nearmiss"))
-    return out
 
 
 # -- running and fitting --------------------------------------------------------------------------
@@ -359,9 +188,10 @@ def _ambiguous(query: SyntheticQuery, top: Hit) -> bool:
 
 def anchors(
     rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+    names: Sequence[str] = FEATURES,
 ) -> tuple[list[float], list[float]]:
-    """Per-feature off-topic anchor and scale from labelled synthetic rows."""
-    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    """Per-feature off-topic anchor and scale from labelled synthetic rows (over ``names``)."""
+    x = np.array([[f[n] for n in names] for _, f, _ in rows], dtype=np.float64)
     off_rows = np.array([q.kind == "offtopic" for q, _, _ in rows])
     pos_rows = np.array([ok for _, _, ok in rows])
     off = np.median(x[off_rows], axis=0) if off_rows.any() else x.min(axis=0)
@@ -387,6 +217,18 @@ def weights_of(
     return w * len(rows)
 
 
+def _prior_for(prior: Calibration | None, names: Sequence[str]) -> Calibration | None:
+    """``prior``, or its base, when it is over exactly ``names``."""
+    for candidate in (prior, prior.base if prior is not None else None):
+        if candidate is not None and candidate.features == list(names):
+            return candidate
+    return None
+
+
+#: Pull toward 0 of a reader coefficient the prior has no value for (synthetic-query units).
+READER_L2 = 1.0
+
+
 def fit_self(
     rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
     prior: Calibration | None,
@@ -394,21 +236,52 @@ def fit_self(
     *,
     strength: float = PRIOR_STRENGTH,
 ) -> Calibration:
-    """Fit a KB's calibration on its synthetic rows, shrunk toward ``prior``'s coefficients."""
-    off, scale = anchors(rows)
-    x = np.array([[f[n] for n in FEATURES] for _, f, _ in rows], dtype=np.float64)
+    """Fit a KB's calibration on its synthetic rows, shrunk toward ``prior``'s coefficients.
+
+    When the rows were searched with the reader (their features hold :data:`READER_FEATURES`),
+    the calibration reads them too, and keeps the one over :data:`FEATURES` alone, fitted on
+    the same rows, as its ``base``; the reader's rows that lack them (the reader did not read
+    the top hit) train only the base.
+    """
+    read = [row for row in rows if all(n in row[1] for n in READER_FEATURES)]
+    base_prior = _prior_for(prior, FEATURES)
+    base = _fit(rows, base_prior, model_id, FEATURES, strength)
+    if not read or not any(q.kind == "offtopic" for q, _, _ in read):
+        return base
+    names = (*FEATURES, *READER_FEATURES)
+    reader_prior = _prior_for(prior, names)
+    if reader_prior is None and base_prior is not None:
+        # A prior fitted before the reader: its coefficients still hold the golden set's
+        # lessons for the other features; the reader's are learnt from the synthetic queries.
+        reader_prior = base_prior.model_copy(
+            update={"features": list(names), "coef": [*base_prior.coef, 0.0, 0.0]}
+        )
+        weights = [strength] * len(FEATURES) + [READER_L2] * len(READER_FEATURES)
+        return _fit(read, reader_prior, model_id, names, weights).model_copy(update={"base": base})
+    return _fit(read, reader_prior, model_id, names, strength).model_copy(update={"base": base})
+
+
+def _fit(
+    rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]],
+    prior: Calibration | None,
+    model_id: str,
+    names: Sequence[str],
+    strength: float | Sequence[float],
+) -> Calibration:
+    off, scale = anchors(rows, names)
+    x = np.array([[f[n] for n in names] for _, f, _ in rows], dtype=np.float64)
     y = np.array([1.0 if ok else 0.0 for _, _, ok in rows])
     z = (x - np.array(off)) / np.array(scale)
-    center = prior.coef if prior is not None and prior.features == list(FEATURES) else None
+    center = prior.coef if prior is not None else None
     coef, intercept = fit_logistic(
-        z, y, weights=weights_of(rows), center=center, l2=strength if center else 1.0
+        z, y, names=names, weights=weights_of(rows), center=center, l2=strength if center else 1.0
     )
     kinds = [q.kind for q, _, _ in rows]
     gate = fit_gate(rows)
     return Calibration(
         model_id=model_id,
         kind="self",
-        features=list(FEATURES),
+        features=list(names),
         off=off,
         scale=scale,
         coef=[round(float(c), 6) for c in coef],
@@ -483,22 +356,23 @@ def self_calibrate(
     """
     started = time.perf_counter()
     store = kb.store()
+    reader = reader_key(kb.config.retrieval)
     model_id = store.get_meta("model_id") or kb.embedder.model_id
     rows, offtopic = run_synthetic(kb, progress=progress)
     if not any(ok for _, _, ok in rows) or not any(q.kind == "offtopic" for q, _, _ in rows):
-        attempt = {**_signature(store), "model": model_id}
+        attempt = {**_signature(store, reader), "model": model_id}
         with store.transaction() as conn:
             store.set_meta(conn, META_SKIPPED, json.dumps(attempt, sort_keys=True))
             store.set_meta(conn, META_DRIFT, "0")
         log.info("Pinakes: too little text to self-calibrate; confidence uses the prior.")
         return None
     calibration = fit_self(rows, prior_calibration(), model_id).model_copy(
-        update={"signature": _signature(store)}
+        update={"signature": _signature(store, reader)}
     )
     with store.transaction() as conn:
         conn.execute("DELETE FROM meta WHERE key = ?", (META_SKIPPED,))
         store.set_meta(conn, META_SELF, calibration.model_dump_json())
-        store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{_offtopic_hash()}:{_encode(offtopic)}")
+        store.set_meta(conn, META_OFFTOPIC, f"{model_id}|{offtopic_hash()}:{_encode(offtopic)}")
         store.set_meta(conn, META_DRIFT, "0")
     log.info(
         "Pinakes: self-calibrated confidence on %d synthetic queries in %.1f s.",
@@ -514,11 +388,28 @@ def _prior_digest() -> int:
     return int(hashlib.blake2b(text.encode(), digest_size=4).hexdigest(), 16)
 
 
-def _signature(store: Store) -> dict[str, int]:
+def reader_key(retrieval: RetrievalConfig) -> int:
+    """What a calibration must have been fitted with for searches of this configuration.
+
+    0 when they do not read; else a number that changes with the reader model and with how it
+    reranks (``reader_top_n``, ``reader_weight``): either changes the top hits the synthetic
+    queries' labels come from.
+    """
+    if not retrieval.reader:
+        return 0
+    from pinakes_core.reader import reader_signature  # its module only: no model, no onnxruntime
+
+    key = f"{reader_signature()}|{retrieval.reader_top_n}|{retrieval.reader_weight:.4f}"
+    return int(hashlib.blake2b(key.encode(), digest_size=4).hexdigest(), 16) or 1
+
+
+def _signature(store: Store, reader: int) -> dict[str, int]:
     conn = store.conn
     return {
         "version": CALIBRATION_VERSION,
         "prior": _prior_digest(),
+        # The reader model the calibration read with (0: none), so a new model refits it.
+        "reader": reader,
         "documents": int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]),
         "chunks": int(conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]),
     }
@@ -538,7 +429,7 @@ def stored(store: Store) -> Calibration | None:
         calibration = Calibration.model_validate_json(raw)
     except ValidationError:
         return None
-    if calibration.features != list(FEATURES):
+    if calibration.features not in (list(FEATURES), [*FEATURES, *READER_FEATURES]):
         return None
     return calibration
 
@@ -560,24 +451,28 @@ def _skipped(store: Store) -> dict[str, object] | None:
         return None
 
 
-def stale(store: Store) -> bool:
+def stale(store: Store, *, reader: int = 0) -> bool:
     """Whether the KB needs a (new) self-calibration.
 
-    True when there is none, it is of another version or model, or more than
+    True when there is none, it is of another version or model, it was fitted with another
+    ``reader`` key (:func:`reader_key`: the reader on or off, its model, N or weight), or more than
     :data:`DRIFT_SHARE` of the documents changed since it was fitted (at least one document
     on a small KB). A KB found too small to self-calibrate is not retried until a document
     changes (or the version, prior or model does).
     """
     calibration = stored(store)
     if calibration is None:
-        return _skipped(store) != {**_signature(store), "model": store.get_meta("model_id")} or (
-            int(store.get_meta(META_DRIFT) or 0) > 0
-        )
+        return _skipped(store) != {
+            **_signature(store, reader),
+            "model": store.get_meta("model_id"),
+        } or (int(store.get_meta(META_DRIFT) or 0) > 0)
     if calibration.model_id != store.get_meta("model_id"):
         return True
     if calibration.signature.get("version") != CALIBRATION_VERSION:
         return True
     if calibration.signature.get("prior") != _prior_digest():
+        return True
+    if calibration.signature.get("reader", 0) != reader:
         return True
     if load_offtopic(store, calibration.model_id) is None:
         return True

@@ -233,6 +233,9 @@ class QueryContext:
         ) = None
         #: Work a channel started for this query before it runs (:meth:`on_worker`), by key.
         self.prepared: dict[str, Any] = {}
+        #: What the reader reranker read (:mod:`pinakes_core.reading`): chunk id → its document
+        #: and the reader's "answers" logit. Empty when the reader did not run.
+        self.read: dict[int, tuple[str, float]] = {}
 
     @_cached
     def shape(self) -> QueryShape:
@@ -808,7 +811,9 @@ class _Dense:
 
 @hookimpl
 def register_channels() -> list[Channel]:
-    """Core's own channels, registered through the plugin hook like any other."""
+    """Core's own channels and the reader, registered through the plugin hook like any other."""
+    from pinakes_core.reading import ReaderRerank  # light: the model loads on its first read
+
     return [
         _Lexical("bm25", lambda ctx: ctx.query),
         _Dense(),
@@ -818,4 +823,5 @@ def register_channels() -> list[Channel]:
             lambda ctx: ctx.concept_scores,
             lambda ctx: bool(ctx.concepts) and len(ctx.vectors) > 0,
         ),
+        ReaderRerank(),
     ]

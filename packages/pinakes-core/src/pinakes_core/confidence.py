@@ -36,6 +36,7 @@ from pinakes_core.query import query_terms, words
 
 __all__ = [
     "FEATURES",
+    "READER_FEATURES",
     "SIGNS",
     "TOPIC",
     "Calibration",
@@ -60,6 +61,11 @@ FEATURES = (
     "entity_miss",
     "unknown_share",
 )
+#: The reader's features (:mod:`pinakes_core.reading`), present when the reader read the top
+#: hit: its "answers" logit and its lead over the best passage of another document. A
+#: calibration over ``FEATURES + READER_FEATURES`` keeps one over :data:`FEATURES` alone in
+#: :attr:`Calibration.base` for searches the reader did not read.
+READER_FEATURES = ("reader_top", "reader_doc_margin")
 #: The off-topic signal, read by its own gate (:attr:`Calibration.gate`), not by the main model.
 TOPIC = "topic_margin"
 #: The sign each coefficient is constrained to: +1 means more of the feature never lowers
@@ -76,6 +82,8 @@ SIGNS: Mapping[str, int] = {
     "sentence_coverage": 1,
     "entity_miss": -1,
     "unknown_share": -1,
+    "reader_top": 1,
+    "reader_doc_margin": 1,
 }
 
 #: Positions are clipped to ± this many anchor distances.
@@ -253,6 +261,9 @@ class Calibration(BaseModel):
             pseudo-questions against the off-topic queries. Empty: no gate.
         signature: the KB state the calibration was fitted on (documents, chunks), so sync can
             tell when the KB changed enough to refit.
+        base: for a calibration over the reader's features too, the one over
+            :data:`FEATURES` alone, fitted on the same queries: it judges a search the reader
+            did not read (``--no-reader``, a top hit lifted from past the reader's head).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -268,6 +279,12 @@ class Calibration(BaseModel):
     n: int
     gate: list[float] = []
     signature: dict[str, int] = {}
+    base: Calibration | None = None
+
+    @property
+    def reads(self) -> bool:
+        """Whether this calibration reads the reader's features."""
+        return any(name in READER_FEATURES for name in self.features)
 
     def positions(self, features: Mapping[str, float]) -> npt.NDArray[np.float64]:
         """The features' positions between the off-topic and answerable anchors.
@@ -292,8 +309,11 @@ class Calibration(BaseModel):
         """Return the calibrated probability for one feature mapping.
 
         It is the main model's probability that the top hit answers, times the off-topic gate's
-        probability that the query concerns the KB at all.
+        probability that the query concerns the KB at all. Features of a search the reader did
+        not read go to :attr:`base` when there is one.
         """
+        if self.base is not None and "reader_top" not in features:
+            return self.base.predict(features)
         logit = float(self.positions(features) @ np.array(self.coef) + self.intercept)
         return _sigmoid(logit) * self.on_topic(features)
 
@@ -326,13 +346,13 @@ def fit_logistic(
     names: Sequence[str] = FEATURES,
     weights: npt.NDArray[np.float64] | None = None,
     center: Sequence[float] | None = None,
-    l2: float = 1.0,
+    l2: float | Sequence[float] = 1.0,
     iterations: int = 100,
 ) -> tuple[npt.NDArray[np.float64], float]:
     """Fit a weighted logistic regression by Newton's method, shrunk toward ``center``.
 
     Minimises ``Σ wᵢ · logloss(yᵢ, σ(zᵢ·β + b)) + l2/2 · ‖β - center‖²`` (the intercept is not
-    shrunk). Coefficients are kept on the side of zero :data:`SIGNS` allows (an active-set refit
+    shrunk; ``l2`` may give each coefficient its own strength). Coefficients are kept on the side of zero :data:`SIGNS` allows (an active-set refit
     clamps any that come out on the wrong side at 0).
 
     Returns:
@@ -342,14 +362,14 @@ def fit_logistic(
     w_rows = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     target = np.zeros(d) if center is None else np.asarray(center, dtype=np.float64)
     signs = np.array([SIGNS.get(name, 0) for name in names])
+    strengths = np.broadcast_to(np.asarray(l2, dtype=np.float64), (d,))
     free = np.ones(d, dtype=bool)
     while True:
         cols = np.flatnonzero(free)
         design = np.hstack([np.ones((n, 1)), z[:, cols]])
         beta = np.concatenate([[0.0], target[cols]])
         centre = np.concatenate([[0.0], target[cols]])
-        penalty = np.full(len(cols) + 1, l2)
-        penalty[0] = 0.0
+        penalty = np.concatenate([[0.0], strengths[cols]])
         for _ in range(iterations):
             p = 1.0 / (1.0 + np.exp(-np.clip(design @ beta, -40, 40)))
             grad = design.T @ (w_rows * (p - y)) + penalty * (beta - centre)

@@ -246,6 +246,14 @@ class RetrievalConfig(_Section):
     # the highest value keeping golden false-abstain at or under 0.10 on average over the
     # synthetic samples KBs with other ids draw (0.086 at 0.20, 0.133 at 0.25).
     abstain_below: Annotated[float, Field(ge=0.0, le=1.0)] = 0.20
+    #: The reader (issue 36): a cross-encoder shipped with core rereads the first
+    #: ``reader_top_n`` passages with the query, re-scores them and feeds the confidence
+    #: (docs/ranking.md). Off by default until it measures better (docs/evaluation.md).
+    reader: bool = False
+    reader_top_n: Annotated[int, Field(ge=1, le=50)] = 10
+    #: The reader's share of a reread passage's score; 0: it only judges (confidence), the
+    #: ranking stays the fused one.
+    reader_weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.35
 
 
 class ConfidenceConfig(_Section):

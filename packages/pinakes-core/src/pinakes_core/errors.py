@@ -18,6 +18,7 @@ __all__ = [
     "PinakesError",
     "PluginMissingError",
     "ProviderError",
+    "ReaderError",
     "SidecarError",
     "TemplateError",
     "UnsafeFileError",
@@ -104,3 +105,7 @@ class BudgetExceededError(PinakesError):
 
 class ProviderError(PinakesError):
     """The model provider refused or failed a paid call (the message never holds a key)."""
+
+
+class ReaderError(PinakesError):
+    """The bundled reader model (``pinakes_core/data/reader``) is missing or cannot be loaded."""

@@ -587,11 +587,15 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
             "Add `none` or `offtopic` questions (the KB does not answer them) to the set.",
         )
     prior = prior_calibration()
-    center = prior.coef if prior is not None else None
+    # The prior over the same features (the reader's too, or not), if it has one.
+    matching = [c for c in (prior, prior and prior.base) if c and c.features == anchors.features]
+    center = matching[0].coef if matching else None
 
     def fitted(rows: np.ndarray[Any, Any]) -> Calibration:
         """The anchors' model (off-topic gate and all) with coefficients fitted on ``rows``."""
-        coef, intercept = fit_logistic(z[rows], y[rows], center=center, l2=LABELLED_L2)
+        coef, intercept = fit_logistic(
+            z[rows], y[rows], names=anchors.features, center=center, l2=LABELLED_L2
+        )
         return anchors.model_copy(
             update={
                 "kind": "labelled",

@@ -299,13 +299,14 @@ def build_hits(
     k: int,
     explain: bool,
     group_by: GroupBy = "chunk",
+    reader: Mapping[int, float] | None = None,
 ) -> list[Hit]:
     """Turn a ranking ``(chunk_id, score)`` (best first) into at most ``k`` hits.
 
     Near-duplicates of a better hit are folded into it (``duplicates``); with ``group_by =
     "document"`` each hit is one document's best passage and ``passages`` holds its next best.
     ``ranks`` gives each hit's rank in every list; ``channel_scores`` (with ``explain``) each
-    list's raw score.
+    list's raw score; ``reader`` (chunk id → the reader's probability) fills ``Hit.reader``.
     """
     folded: dict[int, list[_Row]] = {}
     extra: dict[str, list[_Row]] = {}
@@ -329,6 +330,7 @@ def build_hits(
             page_start=row.page_start,
             page_end=row.page_end,
             ranks={name: r.get(row.chunk_id) for name, r in ranks.items()},
+            reader=None if reader is None else reader.get(row.chunk_id),
             channel_scores={
                 name: round(s[row.chunk_id], 6) for name, s in raw.items() if row.chunk_id in s
             }

@@ -26,6 +26,7 @@ from pinakes_core.arguments import (
     clean_list,
     clean_path,
     clean_query,
+    clean_source_types,
     clean_text,
     clean_time,
 )
@@ -75,7 +76,7 @@ from pinakes_core.sidecar import (
     sidecar_path,
     write_skeleton,
 )
-from pinakes_core.sources import SOURCE_TYPES, text_from_chunks
+from pinakes_core.sources import text_from_chunks
 from pinakes_core.store import (
     SCHEMA_VERSION,
     STORE_DIR,
@@ -104,18 +105,6 @@ TimeLike = float | datetime | None
 #: Most FTS phrase counts a KB keeps between queries (a few MB at most; a long-lived server
 #: that sees this many distinct words starts again).
 MAX_COUNTED_PHRASES = 50_000
-
-
-def _source_types(value: str | Sequence[str]) -> tuple[str, ...]:
-    """Validate a ``source_type`` filter (one name or several)."""
-    names = (value,) if isinstance(value, str) else tuple(value)
-    for name in names:
-        if name not in SOURCE_TYPES:
-            raise PinakesError(
-                f"source type {name!r} is not one of {', '.join(SOURCE_TYPES)}.",
-                "Pick one of those, e.g. --source-type pdf.",
-            )
-    return tuple(dict.fromkeys(names))
 
 
 def find_root(start: Path) -> Path:
@@ -393,7 +382,7 @@ class KB:
         """
         self._ensure_synced()
         store = self.store()
-        if not force and not selfcal.stale(store):
+        if not force and not selfcal.stale(store, reader=selfcal.reader_key(self.config.retrieval)):
             return selfcal.stored(store)
         if not int(store.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]):
             return None
@@ -647,6 +636,7 @@ class KB:
         explain: bool = False,
         group_by: GroupBy = "document",
         min_score: float | None = None,
+        reader: bool | None = None,
     ) -> SearchResult:
         """Hybrid search: BM25 + dense (+ plugin channels and rerankers), fused by score.
 
@@ -675,6 +665,7 @@ class KB:
                 documents, each hit its document's best passage with the next best in
                 ``passages``; ``"chunk"``: ``k`` passages, several of one document possibly.
             min_score: leave out hits whose score is below this (0-1).
+            reader: run the reader (``True``) or not (``False``) instead of ``[retrieval] reader``.
 
         An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
 
@@ -724,7 +715,7 @@ class KB:
                 m if isinstance(m, MetaFilter) else parse_meta_filter(clean_text(m, "meta"))
                 for m in meta
             ),
-            source_types=_source_types(source_type),
+            source_types=clean_source_types(source_type),
         )
         channels = clean_list(channels, "channels")
         self._ensure_synced()
@@ -739,7 +730,9 @@ class KB:
         names = (
             list(channels)
             if channels
-            else default_channels(cfg, entities=bool(entities), concepts=bool(concepts))
+            else default_channels(
+                cfg, entities=bool(entities), concepts=bool(concepts), reader=reader
+            )
         )
         ctx = self.query_context(
             query,

@@ -105,6 +105,12 @@ class Hit(_Model):
         exclude_if=lambda v: v is None,
     )
     ranks: dict[str, int | None]
+    reader: float | None = Field(
+        default=None,
+        description="the reader's probability that this passage answers the query (0-1); "
+        "present only on the passages the reader read",
+        exclude_if=lambda v: v is None,
+    )
     channel_scores: dict[str, float] | None = Field(default=None, exclude_if=lambda v: v is None)
     duplicates: list[str] | None = Field(
         default=None,

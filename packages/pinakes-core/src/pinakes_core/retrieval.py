@@ -9,6 +9,7 @@ only on queries it says it can help, so every other query costs nothing extra.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 import unicodedata
@@ -210,8 +211,18 @@ def lift_quoted(
     return head + tail, f"ran: {len(head)} candidate(s) hold the quoted phrase(s)"
 
 
-def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool) -> list[str]:
-    """The channels a query runs when the caller does not name them."""
+#: The reranker ``[retrieval] reader = true`` adds (:mod:`pinakes_core.reading`).
+READER = "reader"
+
+
+def default_channels(
+    config: RetrievalConfig, *, entities: bool, concepts: bool, reader: bool | None = None
+) -> list[str]:
+    """The channels a query runs when the caller does not name them.
+
+    ``reader`` overrides ``[retrieval] reader`` (``--no-reader``); the reader runs last, on the
+    ranking every other stage made.
+    """
     names = list(config.channels)
     if config.graph_channel == "auto":
         if AUTO_GRAPH_CHANNEL in channel_registry():
@@ -222,6 +233,8 @@ def default_channels(config: RetrievalConfig, *, entities: bool, concepts: bool)
         names.append("entities")
     if concepts:
         names.append("concepts")
+    if config.reader if reader is None else reader:
+        names.append(READER)
     return list(dict.fromkeys(names))
 
 
@@ -297,7 +310,12 @@ def _features(
         offtopic_best=offtopic_best,
     )
     evidence = evidence_for(ctx.query, ctx.term_evidence(top_chunk))
-    return extract_features(ctx.query, ranking, evidence)
+    features = extract_features(ctx.query, ranking, evidence)
+    if ctx.read:
+        from pinakes_core.reading import reader_features
+
+        features.update(reader_features(ctx.read, top_chunk))
+    return features
 
 
 def fuse_and_build(
@@ -387,6 +405,8 @@ def fuse_and_build(
                 continue
         fused = reranker.rerank(ctx, fused)
         timings[name] = round((time.perf_counter() - t1) * 1000, 3)
+        if name == READER:
+            stages[name] = f"ran: read {len(ctx.read)} passages with the query"
     t0 = time.perf_counter()
     fused, stages["phrases"] = lift_quoted(ctx, fused)
     fused, stages["names"] = lift_named(ctx, fused)
@@ -394,7 +414,13 @@ def fuse_and_build(
     t0 = time.perf_counter()
     if min_score is not None:
         fused = [(c, s) for c, s in fused if round(s, 6) >= min_score]  # as hits show it
-    hits = build_hits(ctx.conn, fused, lists, k=k, explain=explain, group_by=group_by)
+    read = {
+        c: round(1.0 / (1.0 + math.exp(-max(min(v, 40.0), -40.0))), 4)
+        for c, (_, v) in ctx.read.items()
+    }
+    hits = build_hits(
+        ctx.conn, fused, lists, k=k, explain=explain, group_by=group_by, reader=read or None
+    )
     timings["hits"] = round((time.perf_counter() - t0) * 1000, 3)
     features = _features(
         ctx, lists, hits[0] if hits else None, fused[0][0] if hits else None, offtopic

@@ -275,6 +275,8 @@ def pinakes_search(
     - `confidence` is a calibrated probability (0-1) that the top hit answers the query;
       null means it could not be computed.
     - `abstain: true` means the KB probably does not know: say so rather than guess.
+    - `reader` (only on the first passages, when the KB reads with its reader model) is that
+      model's probability (0-1) that the passage answers the query; it is part of `score`.
     - `frontier` lists up to 10 documents the hit documents link to: the next hop.
     - `truncated: true` means hits were dropped to keep the reply under about 8,000 tokens
       (tokens are approximated as characters / 4).
