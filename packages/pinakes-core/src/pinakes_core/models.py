@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
@@ -31,6 +33,23 @@ __all__ = [
 ]
 
 
+#: A passage's first and last page (PDFs only), as every model that locates a passage has them.
+PageStart = Annotated[
+    int | None,
+    Field(
+        description="first page of the passage (PDFs only; cite it as the page)",
+        exclude_if=lambda v: v is None,
+    ),
+]
+PageEnd = Annotated[
+    int | None,
+    Field(
+        description="last page of the passage, inclusive (PDFs only)",
+        exclude_if=lambda v: v is None,
+    ),
+]
+
+
 class _Model(BaseModel):
     # Deferred: a model's validator is built when the first instance is made, so a command
     # builds only the results it returns (a search: four of twenty; issue 14).
@@ -45,16 +64,8 @@ class Passage(_Model):
     text: str
     lines: tuple[int, int]
     score: float = Field(description="relevance in [0, 1], as Hit.score")
-    page_start: int | None = Field(
-        default=None,
-        description="first page of the passage (PDFs only; cite it as the page)",
-        exclude_if=lambda v: v is None,
-    )
-    page_end: int | None = Field(
-        default=None,
-        description="last page of the passage, inclusive (PDFs only)",
-        exclude_if=lambda v: v is None,
-    )
+    page_start: PageStart = None
+    page_end: PageEnd = None
 
 
 def _says(title: str, heading: str) -> bool:
@@ -94,16 +105,8 @@ class Hit(_Model):
     )
     lines: tuple[int, int]
     source_type: str = Field(default="markdown", description="markdown | text | pdf | code")
-    page_start: int | None = Field(
-        default=None,
-        description="first page of the passage (PDFs only; cite it as the page)",
-        exclude_if=lambda v: v is None,
-    )
-    page_end: int | None = Field(
-        default=None,
-        description="last page of the passage, inclusive (PDFs only)",
-        exclude_if=lambda v: v is None,
-    )
+    page_start: PageStart = None
+    page_end: PageEnd = None
     ranks: dict[str, int | None]
     reader: float | None = Field(
         default=None,
