@@ -227,8 +227,8 @@ def test_a_search_with_the_reader_rereads_the_head_and_reports_it(tmp_path: Path
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
         query = "who owns service3 and when do I escalate?"
-        plain = kb.search(query, k=12, reader=False, explain=True)
-        read = kb.search(query, k=12, reader=True, explain=True)
+        plain = kb.search(query, k=12, reader=False, explain=True, group_by="chunk")
+        read = kb.search(query, k=12, reader=True, explain=True, group_by="chunk")
     assert all(hit.reader is None for hit in plain.hits) and "reader" not in plain.timings_ms
     assert "reader" in read.timings_ms and read.ranking is not None
     assert read.ranking.stages["reader"].startswith("ran: read 10 passages")
@@ -264,7 +264,7 @@ def test_the_kb_setting_turns_the_reader_on_and_its_calibration_refits(tmp_path:
         # another weight reranks otherwise: the labels it was fitted on no longer hold
         other = kb.config.retrieval.model_copy(update={"reader_weight": 0.0})
         assert selfcal.stale(kb.store(), reader=selfcal.reader_key(other))
-        result = kb.search("service3 port", k=8)
+        result = kb.search("service3 port", k=8, group_by="chunk")
         assert sum(hit.reader is not None for hit in result.hits) == 4
         assert result.confidence is not None
         # --no-reader: the same calibration judges it by its base
@@ -300,8 +300,8 @@ def test_a_reader_weight_of_zero_only_judges(tmp_path: Path) -> None:
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
         query = "who owns service3 and when do I escalate?"
-        plain = kb.search(query, k=12, reader=False, explain=True)
-        judged = kb.search(query, k=12, reader=True, explain=True)
+        plain = kb.search(query, k=12, reader=False, explain=True, group_by="chunk")
+        judged = kb.search(query, k=12, reader=True, explain=True, group_by="chunk")
     # the same ranking and scores, the reader's probabilities on the head, its features there
     assert [(h.path, h.chunk, h.score) for h in judged.hits] == [
         (h.path, h.chunk, h.score) for h in plain.hits
