@@ -203,3 +203,21 @@ def test_cleanup_deletes_only_names_it_makes(template: Path, tmp_path: Path) -> 
     assert stranger.read_text() == "mine\n"
     assert not [p for p in stranger.parent.iterdir() if p.name.endswith(".jsonl")]
     record("derived folder links", tried=1)
+
+
+def test_a_killed_publishs_temp_link_is_ours_and_the_next_sync_removes_it(
+    template: Path, tmp_path: Path
+) -> None:
+    """``.index.db.<pid>.link`` naming a generation is the store's own (a rebuild killed -9)."""
+    kb = tmp_path / "kb"
+    shutil.copytree(template, kb, symlinks=True)
+    leftover = kb / ".pinakes" / f".index.db.{2**22 + 7}.link"
+    leftover.symlink_to(os.readlink(kb / ".pinakes" / "index.db"))
+    assert store_problems(kb) == []
+    sync(kb)
+    assert not os.path.lexists(leftover)
+    # The same name aimed outside is no pointer of ours.
+    leftover.symlink_to(tmp_path)
+    with pytest.raises(UnsafeStoreError):
+        sync(kb)
+    record("derived folder links", tried=2)

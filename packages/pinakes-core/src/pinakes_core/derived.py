@@ -9,8 +9,9 @@ cleanup that walks into such a link deletes files outside the KB (issue 34).
 The rule: :func:`store_dir` hands out the folder only after checking that
 
 - ``.pinakes`` is a real folder (not a link, not a file), and
-- nothing inside it is a symbolic link (but the store's own ``index.db`` pointer, which names a
-  generation file beside it), a device, FIFO or socket, or a file with a second hard link, and
+- nothing inside it is a symbolic link (but the store's own ``index.db`` pointer, and the temp
+  link a publish renames over it, each naming a generation file beside it), a device, FIFO
+  or socket, or a file with a second hard link, and
 - no file in it is tracked by git (a repository that commits ``.pinakes`` content is refused).
 
 Otherwise it raises :class:`UnsafeStoreError`, one sentence naming the path and the fix; the
@@ -44,8 +45,10 @@ __all__ = [
 #: The derived folder's name, in the KB's root.
 STORE_DIR = ".pinakes"
 
-#: The one link the store makes itself: ``index.db`` naming the current generation's file.
-_POINTER = "index.db"
+#: The links the store makes itself: ``index.db`` naming the current generation's file, and
+#: the temp link a publish renames over it (``.index.db.<pid>.link``; a publish killed before
+#: its rename leaves one, which the next sync's garbage collection removes).
+_POINTER = re.compile(r"index\.db|\.index\.db\.\d+\.link")
 _POINTER_TARGET = re.compile(r"index\.\d+\.db")
 
 #: How long the git check may take before it is skipped (git missing or hung: the other
@@ -175,7 +178,7 @@ def _inside_problems(folder: Path) -> list[str]:
             except OSError:
                 continue  # gone meanwhile (a concurrent sync's temp file)
             if stat.S_ISLNK(info.st_mode):
-                if current == folder and entry.name == _POINTER and _own_pointer(path):
+                if current == folder and _POINTER.fullmatch(entry.name) and _own_pointer(path):
                     continue
                 problems.append(
                     f"{path} is a symbolic link (to {_link_target(path)}) inside the KB's "

@@ -31,6 +31,7 @@ from pinakes_core.derived import (
     store_dir,
 )
 from pinakes_core.errors import IndexMissingError
+from pinakes_core.lock import _alive
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -634,6 +635,12 @@ def collect_garbage(store_dir: Path) -> list[str]:
             log.warning("Pinakes: could not delete the old store %s (%s).", entry, exc)
         finally:
             os.close(fd)
+    # The temp pointer link of a publish killed before its rename: its pid is gone. A link is
+    # removed, never what it names.
+    for leftover in store_dir.glob(f".{DB_FILE}.*.link"):
+        pid = leftover.name.split(".")[-2]
+        if leftover.is_symlink() and pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
     # The WAL and shared memory of a pre-generation store (schema 2) that a rebuild replaced.
     for suffix in ("-wal", "-shm"):
         Path(f"{pointer}{suffix}").unlink(missing_ok=True)
