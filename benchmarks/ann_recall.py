@@ -4,7 +4,7 @@ A fast stand-alone sweep over the ``[scale]`` index settings, without syncing a 
 the vectors are those of ``benchmarks/scale.py``'s clone KB — a real synced base (nushell-docs,
 embedded with the configured model; ``scale.build_base``) plus noisy copies of it
 (``scale.clone_vectors``, same seed, so the rows are the very vectors ``scale.py --chunks``
-gives the store) — and each index is built by ``pinakes_core.dense.new_index``, the function
+gives the store) — and each index is built by ``pinakes_core.index.dense.new_index``, the function
 sync uses, from a ``ScaleConfig``, fed in the batches sync feeds it.
 
 Per size and setting: build time, index size (the saved file), and over held-out queries:
@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale
 from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
-from pinakes_core.dense import AnnIndex, new_index
+from pinakes_core.index.dense import AnnIndex, new_index
 
 #: dtype:M:ef_add, in the order that tells most first: today's default, each axis alone, then
 #: the combinations (every one of i8/f16 × 16/24/32 × 128/256).

@@ -31,8 +31,8 @@ def main() -> None:
     import litellm
 
     from pinakes_core import KB
-    from pinakes_core.llm import input_token_ceiling
-    from pinakes_core.paid import Passage, synthesis_messages
+    from pinakes_core.paid.llm import input_token_ceiling
+    from pinakes_core.paid.passages import Passage, synthesis_messages
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "kb"

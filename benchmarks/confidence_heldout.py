@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from pinakes_core import KB
-from pinakes_core.eval import _auc, reliability
+from pinakes_core.manage.eval import _auc, reliability
 
 
 def main() -> None:

@@ -253,7 +253,7 @@ def kb_name(folder: Path) -> str:
 
 def index_files(kb_dir: Path) -> dict[str, int]:
     """The current store generation's files (``index.db`` links to ``index.<n>.db``)."""
-    from pinakes_core.store import Store
+    from pinakes_core.index.store import Store
 
     return {p.name: p.stat().st_size for p in Store.files(kb_dir)}
 
@@ -264,7 +264,7 @@ def copy_corpus(src: Path, dst: Path, limit: int | None) -> int:
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".git", ".pinakes", "pinakes.toml"))
         return -1
     from pinakes_core.config import SyncConfig
-    from pinakes_core.documents import scan
+    from pinakes_core.read.documents import scan
 
     entries, _ = scan(src, SyncConfig())
     chosen = entries[:limit]
@@ -295,7 +295,7 @@ def embedded_texts(kb_dir: Path) -> tuple[list[str], int, int]:
     Returns the texts, the chunk count and how many rebuilt texts did not hash to the stored
     ``embed_hash`` (should be 0: proof that these are the same texts the sync embedded).
     """
-    from pinakes_core.sync import stored_embed_text
+    from pinakes_core.index.sync import stored_embed_text
 
     conn = sqlite3.connect(kb_dir / ".pinakes" / "index.db")
     conn.row_factory = sqlite3.Row
@@ -406,8 +406,8 @@ def raw_embedding(kb_dir: Path) -> dict[str, Any]:
     interpreter, nothing else loaded.
     """
     from pinakes_core import KB
-    from pinakes_core.embedding import load_embedder
-    from pinakes_core.tokens import token_counter
+    from pinakes_core.index.embedding import load_embedder
+    from pinakes_core.index.tokens import token_counter
 
     config = KB.open(kb_dir).config
     texts, chunk_rows, mismatched = embedded_texts(kb_dir)

@@ -107,7 +107,7 @@ def stage(src: Path, dst: Path) -> Staged:
     """
     from pinakes_core import KB
     from pinakes_core.config import CONFIG_FILE
-    from pinakes_core.sidecar import SIDECAR_SUFFIX
+    from pinakes_core.read.sidecar import SIDECAR_SUFFIX
 
     dst.mkdir(parents=True, exist_ok=True)
     wanted = _files(src)
@@ -162,7 +162,7 @@ def run_set(
     the sync then refits the self-calibration with (or without) the reader, as a user's would.
     """
     from pinakes_core import KB
-    from pinakes_core.eval import evaluate, matrix_configs, select_configs
+    from pinakes_core.manage.eval import evaluate, matrix_configs, select_configs
 
     folder, questions = SETS[name]
     src = resolve_corpus(folder)

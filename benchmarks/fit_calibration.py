@@ -32,15 +32,15 @@ from typing import Any
 import numpy as np
 
 from pinakes_core import KB
-from pinakes_core.calibration import anchors, fit_self, run_synthetic
-from pinakes_core.confidence import FEATURES, Calibration, fit_logistic, to_json
-from pinakes_core.eval import (
+from pinakes_core.manage.eval import (
     _auc,
     load_questions,
     reliability,
     run_questions,
     thresholds,
 )
+from pinakes_core.search.calibration import anchors, fit_self, run_synthetic
+from pinakes_core.search.confidence import FEATURES, Calibration, fit_logistic, to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "packages/pinakes-core/src/pinakes_core/data/confidence_prior.json"

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from pinakes_core import KB
-from pinakes_core.calibration import stored
-from pinakes_core.confidence import (
+from pinakes_core.manage.eval import _auc, load_questions, run_questions
+from pinakes_core.search.calibration import stored
+from pinakes_core.search.confidence import (
     FEATURES,
     READER_FEATURES,
     Calibration,
@@ -33,7 +34,6 @@ from pinakes_core.confidence import (
     prior_calibration,
     to_json,
 )
-from pinakes_core.eval import _auc, load_questions, run_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "packages/pinakes-core/src/pinakes_core/data/confidence_prior.json"

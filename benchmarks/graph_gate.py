@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pinakes_core import KB
-from pinakes_core.eval import load_questions
+from pinakes_core.manage.eval import load_questions
 
 
 def doc_graph(kb: KB, *, hubs: bool) -> dict[str, set[str]]:

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinakes_core.eval import matrix_configs
+from pinakes_core.manage.eval import matrix_configs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATASETS_DIR = REPO_ROOT.parent / "shared" / "datasets"

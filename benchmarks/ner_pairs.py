@@ -77,7 +77,7 @@ def similarities(pairs: list[tuple[str, str, str, str, str, str]]) -> list[float
     import numpy as np
 
     from pinakes_core.config import EmbeddingConfig
-    from pinakes_core.embedding import load_embedder
+    from pinakes_core.index.embedding import load_embedder
 
     model = load_embedder(EmbeddingConfig())
     labels = sorted({p[2] for p in pairs} | {p[3] for p in pairs})

@@ -88,7 +88,7 @@ def score(pages: list[str], truth: dict[str, Any]) -> dict[str, float]:
 
 def pinakes_pages(path: Path) -> list[str]:
     """Page texts as Pinakes extracts them (in this process, without the cache)."""
-    from pinakes_core.pdf import PdfSummary, extract
+    from pinakes_core.read.pdf import PdfSummary, extract
 
     summary = PdfSummary()
     pages = extract(path.read_bytes(), max_pages=10_000, max_seconds=600, summary=summary)
@@ -126,7 +126,7 @@ def quality() -> list[str]:
 
 _CHILD = """
 import resource, sys, time
-from pinakes_core.pdf import PdfSummary, extract
+from pinakes_core.read.pdf import PdfSummary, extract
 data = open(sys.argv[1], "rb").read()
 start = time.perf_counter()
 summary = PdfSummary()

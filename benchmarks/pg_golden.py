@@ -1,7 +1,7 @@
 """The index on PostgreSQL against the SQLite one, channel by channel, on a labelled question set.
 
 A KB synced as usual (SQLite) is copied into a PostgreSQL schema through the store contract
-(:func:`pinakes_core.backend.copy_index`, one transaction), then every question runs on both:
+(:func:`pinakes_core.index.backend.copy_index`, one transaction), then every question runs on both:
 
 - ``bm25``: SQLite's BM25 channel (FTS5, as search runs it) against PostgreSQL's BM25 over its
   own tokeniser and stemmer (:meth:`PostgresStore.lexical`) and the stock ``ts_rank_cd``;
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from pinakes_core import KB
-from pinakes_core.backend import ChunkHit, IndexBackend, SqliteBackend, copy_index
-from pinakes_core.eval import load_questions, recall_at
-from pinakes_core.fusion import rrf
+from pinakes_core.index.backend import ChunkHit, IndexBackend, SqliteBackend, copy_index
+from pinakes_core.manage.eval import load_questions, recall_at
+from pinakes_core.search.fusion import rrf
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Chunks each channel returns per question (search's default candidates).
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "tests" / "core"))
     from pg_server import PgServer
 
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     server = None if args.url else PgServer().start()
     url = args.url or server.url  # type: ignore[union-attr]

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from pinakes_core import KB
-from pinakes_core.backend import DocumentRecord, IndexBackend, SqliteBackend
-from pinakes_core.eval import load_questions
-from pinakes_core.store import Store
+from pinakes_core.index.backend import DocumentRecord, IndexBackend, SqliteBackend
+from pinakes_core.index.store import Store
+from pinakes_core.manage.eval import load_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = 50
@@ -122,7 +122,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "tests" / "core"))
     from pg_server import PgServer
 
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     with tempfile.TemporaryDirectory(prefix="pnk-pg-scale-") as tmp:
         kb_dir = args.stage or Path(tmp) / "kb"

@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pinakes_core import KB
-from pinakes_core import hits as core_hits
+from pinakes_core.search import hits as core_hits
 from scale import GATED_QUERIES, QUERIES  # a sibling benchmark script
 
 CONFIGS: dict[str, tuple[list[str] | None, list[str]]] = {

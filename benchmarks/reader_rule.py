@@ -41,9 +41,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    from pinakes_core import KB, reading
-    from pinakes_core.eval import UNANSWERABLE, load_questions, run_questions, score
-    from pinakes_core.reader import Reader
+    from pinakes_core import KB
+    from pinakes_core.manage.eval import UNANSWERABLE, load_questions, run_questions, score
+    from pinakes_core.search import reading
+    from pinakes_core.search.reader import Reader
 
     cache: dict[tuple[str, str], float] = {}
     plain = Reader.logits

@@ -352,13 +352,13 @@ def worker(kind: str, root: Path, rounds: int, noise: float = 1.0, mix: bool = F
     """One measurement in a fresh process; prints a JSON object."""
     out: dict[str, Any] = {}
     if kind == "sync":
-        import pinakes_core.dense
-        import pinakes_core.lexical
+        import pinakes_core.index.dense
+        import pinakes_core.index.lexical
 
         spent: dict[str, float] = {}
-        _timed(pinakes_core.dense, "update_ann", spent)  # the ANN index
-        _timed(pinakes_core.dense, "load_vectors", spent)  # the vector snapshot
-        _timed(pinakes_core.lexical, "update_lexical", spent)  # the tantivy index
+        _timed(pinakes_core.index.dense, "update_ann", spent)  # the ANN index
+        _timed(pinakes_core.index.dense, "load_vectors", spent)  # the vector snapshot
+        _timed(pinakes_core.index.lexical, "update_lexical", spent)  # the tantivy index
         t0 = time.perf_counter()
         kb = KB.open(root)
         report = kb.sync()

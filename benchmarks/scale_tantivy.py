@@ -6,7 +6,7 @@ identifier parts; the chunk id as a fast field) into a tantivy index beside it, 
 
 - build: seconds, peak RSS of the building process, index size on disk, segments;
 - the BM25 channel's query for :data:`scale.QUERIES`: the same FTS phrases
-  (:func:`pinakes_core.query.fts_phrases`), tokenized like FTS5's ``porter unicode61
+  (:func:`pinakes_core.index.query.fts_phrases`), tokenized like FTS5's ``porter unicode61
   remove_diacritics 2`` (simple tokenizer, lower case, ASCII folding, English stemmer), each
   phrase a term (or phrase) query on one field holding the columns (title twice), OR-ed; the
   top 200 (``candidates`` × ``EVIDENCE_POOL``) with their chunk ids; warm p50/p95 and the RSS
@@ -54,8 +54,8 @@ import scale  # noqa: E402  (a sibling benchmark script)
 import scale_lexical  # noqa: E402
 from pinakes_core import KB  # noqa: E402
 from pinakes_core.config import ScaleConfig  # noqa: E402
-from pinakes_core.lexical import analyzer as make_analyzer  # noqa: E402
-from pinakes_core.query import fts_phrases  # noqa: E402
+from pinakes_core.index.lexical import analyzer as make_analyzer  # noqa: E402
+from pinakes_core.index.query import fts_phrases  # noqa: E402
 
 #: One text field holding the FTS columns as separate values, the title twice: FTS5's
 #: ``bm25()`` sums the column-weighted frequencies (title 2, heading 1.5, text 1, identifier
@@ -234,7 +234,7 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
 
     # Filters, two ways, against FTS5's channel with the same filter: a narrow path prefix
     # (one copy of the clone KB, 1/153 of the rows) and a broad one ("copy1": 64 copies).
-    from pinakes_core.channels import Filters, _allowed_chunks_sql
+    from pinakes_core.search.channels import Filters, _allowed_chunks_sql
 
     filters: dict[str, object] = {}
     db = root / ".pinakes" / "index.db"
@@ -337,7 +337,7 @@ def hybrid_worker(root: Path, rounds: int, stub_ms: float, threshold: int) -> No
     """Warm ``KB.search`` at scale with the index (built by sync) and without, alternating."""
     import numpy as np
 
-    from pinakes_core import lexical
+    from pinakes_core.index import lexical
 
     config = root / "pinakes.toml"
     text = config.read_text()

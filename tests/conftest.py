@@ -197,9 +197,9 @@ def doc_ids(root: Path) -> dict[str, str]:
 
 
 def make_calibration(**update: object) -> Any:
-    """A confidence :class:`~pinakes_core.confidence.Calibration` for tests: anchors at 0 and 1,
+    """A confidence :class:`~pinakes_core.search.confidence.Calibration` for tests: anchors at 0 and 1,
     each coefficient 1 with its feature's sign, no gate; ``update`` replaces any field."""
-    from pinakes_core.confidence import FEATURES, SIGNS, Calibration
+    from pinakes_core.search.confidence import FEATURES, SIGNS, Calibration
 
     base = Calibration(
         model_id="m",

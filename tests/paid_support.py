@@ -18,7 +18,7 @@ from typing import Any
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
 from pinakes_core import KB
-from pinakes_core.confidence import Calibration
+from pinakes_core.search.confidence import Calibration
 
 SCRIPTED_MODEL = "scripted/fake"
 #: The price-table entry scripted calls are billed at (``[ask] price_model``).
@@ -62,7 +62,7 @@ class ScriptedProvider:
                 response.choices[0].message.content = text
                 prompt = sum(len(m["content"].encode()) for m in messages)
                 if provider.worst_usage:
-                    from pinakes_core.llm import input_token_ceiling
+                    from pinakes_core.paid.llm import input_token_ceiling
 
                     tokens_in = input_token_ceiling(messages)
                     tokens_out = int(kwargs["optional_params"]["max_tokens"])
@@ -165,7 +165,7 @@ def solve(answer: str, summary: str) -> str:
 def ledger_path(root: Path) -> Path:
     """The KB's ledger file (in the test's own ``XDG_STATE_HOME``, see conftest)."""
     from pinakes_core.config import load_config
-    from pinakes_core.ledger import LEDGER_FILE, ledger_dir
+    from pinakes_core.paid.ledger import LEDGER_FILE, ledger_dir
 
     return ledger_dir(load_config(root).kb.id) / LEDGER_FILE
 

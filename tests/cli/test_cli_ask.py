@@ -29,9 +29,9 @@ from paid_support import (
 )
 from pinakes_cli.main import cli
 from pinakes_core import KB
-from pinakes_core.budget import Budget
 from pinakes_core.config import load_config
-from pinakes_core.ledger import Ledger, Reservation, utc_now
+from pinakes_core.paid.budget import Budget
+from pinakes_core.paid.ledger import Ledger, Reservation, utc_now
 
 QUESTION = "how does raft elect a leader"
 

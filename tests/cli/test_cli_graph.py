@@ -15,7 +15,7 @@ pytest.importorskip("pinakes_graph")
 from conftest import FakeHashEmbedder, doc_ids, make_kb
 from pinakes_cli.main import cli
 from pinakes_core import KB
-from pinakes_core.sidecar import read_sidecar
+from pinakes_core.read.sidecar import read_sidecar
 from pinakes_core.uri import is_ulid, new_ulid
 
 SRC_ID = new_ulid()

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from conftest import make_kb
 from pinakes_cli.main import cli
-from pinakes_core.hits import LIST_FLOOR, LIST_FLOOR_SHARE, list_floor
+from pinakes_core.search.hits import LIST_FLOOR, LIST_FLOOR_SHARE, list_floor
 
 NOTES = {
     "zoo/animals.md": "# Animals\n\nThe giraffe is the tallest land animal.\n",

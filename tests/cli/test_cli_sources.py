@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pdf"
 def papers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     fake = FakeHashEmbedder()
     monkeypatch.setattr("pinakes_core.kb.load_embedder", lambda config: fake)
-    monkeypatch.setattr("pinakes_core.sync.model_id_for", lambda config: fake.model_id)
+    monkeypatch.setattr("pinakes_core.index.sync.model_id_for", lambda config: fake.model_id)
     root = make_kb(tmp_path / "papers", {"notes.md": "# Notes\n\nReplicas disagree.\n"})
     for name in ("two-column", "scanned", "encrypted"):
         shutil.copy(FIXTURES / f"{name}.pdf", root / f"{name}.pdf")

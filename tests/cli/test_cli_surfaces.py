@@ -22,7 +22,7 @@ from pinakes_cli import render
 from pinakes_cli.main import cli
 from pinakes_cli.plugins import KNOWN_COMMANDS, _missing
 from pinakes_core import KB, SearchResult
-from pinakes_core.watching import watch, watched_folders
+from pinakes_core.index.watching import watch, watched_folders
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 

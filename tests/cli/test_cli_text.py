@@ -22,7 +22,7 @@ from conftest import FakeHashEmbedder, make_kb
 from pinakes_cli import render
 from pinakes_cli.main import cli
 from pinakes_core import DocumentView, Hit, SearchResult, SyncReport
-from pinakes_core.eval import ClassMetrics, ConfigReport, EvalReport, Overall
+from pinakes_core.manage.eval import ClassMetrics, ConfigReport, EvalReport, Overall
 from pinakes_core.models import (
     DoctorFinding,
     DoctorReport,

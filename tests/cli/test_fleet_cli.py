@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import make_kb
 from pinakes_cli.main import cli
-from pinakes_core.registry import registry_path
+from pinakes_core.manage.registry import registry_path
 
 
 def run(*args: str) -> tuple[int, str, str]:

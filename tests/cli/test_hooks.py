@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from pinakes_cli.main import cli
 from pinakes_core import KB
 from pinakes_core.errors import HookError
-from pinakes_core.hooks import CHAINED, HOOKS, hooks_status, install_hooks, uninstall_hooks
+from pinakes_core.manage.hooks import CHAINED, HOOKS, hooks_status, install_hooks, uninstall_hooks
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -295,7 +295,7 @@ def test_a_hook_whose_interpreter_is_gone_runs_the_pnk_on_path(repo: Path) -> No
     assert _wait_for(marker.exists, timeout=30)
     assert marker.read_text().split() == ["hooks", "sync", "--kb", f"{repo}/docs/kb"]
     # A hook an earlier install wrote (no fallback) is still this KB's installed hook.
-    from pinakes_core.hooks import render_hook
+    from pinakes_core.manage.hooks import render_hook
 
     hook.write_text(render_hook("post-commit", ["docs/kb"], ["/x/python"], fallback=False))
     assert next(h for h in hooks_status(root).hooks if h.name == "post-commit").state == (

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from pinakes_cli.main import cli
 from pinakes_core import load_config
-from pinakes_core.suggestions import read_suggestions, record_schema_suggestion
+from pinakes_core.paid.suggestions import read_suggestions, record_schema_suggestion
 
 
 def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:

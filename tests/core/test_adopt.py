@@ -11,8 +11,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, doc_ids, scalar, write_files
 from pinakes_core import KB, ConfigError
-from pinakes_core.adopt import adopt
-from pinakes_core.identity import frontmatter_id, path_id
+from pinakes_core.manage.adopt import adopt
+from pinakes_core.read.identity import frontmatter_id, path_id
 from pinakes_core.uri import is_ulid
 
 DENDRON = Path(__file__).resolve().parents[3] / "shared" / "corpora" / "dendron-site"

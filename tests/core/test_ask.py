@@ -23,10 +23,10 @@ from paid_support import (
     synthesis,
 )
 from pinakes_core import KB
-from pinakes_core.ask import ask
 from pinakes_core.errors import BudgetExceededError, ConfigError
-from pinakes_core.ledger import MAX_RECORD_BYTES
-from pinakes_core.llm import LiteLLMClient
+from pinakes_core.paid.ask import ask
+from pinakes_core.paid.ledger import MAX_RECORD_BYTES
+from pinakes_core.paid.llm import LiteLLMClient
 
 QUESTION = "how does raft elect a leader"
 

@@ -30,10 +30,10 @@ from paid_support import (
     utc,
 )
 from pinakes_core import KB
-from pinakes_core.ask import ask
-from pinakes_core.budget import Budget
 from pinakes_core.errors import BudgetExceededError, PinakesError
-from pinakes_core.ledger import MAX_RECORD_BYTES, Ledger, Reservation
+from pinakes_core.paid.ask import ask
+from pinakes_core.paid.budget import Budget
+from pinakes_core.paid.ledger import MAX_RECORD_BYTES, Ledger, Reservation
 
 QUESTION = "how does raft elect a leader"
 TESTS = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ CRASH = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from conftest import FakeHashEmbedder
     from pinakes_core import KB
-    from pinakes_core.ask import ask
+    from pinakes_core.paid.ask import ask
 
     class CrashingClient:  # the process dies after the reservation, mid-call
         def check(self, route):  # the call may leave the machine (it "does", then dies)
@@ -162,10 +162,10 @@ RESERVER = textwrap.dedent(
     import sys, time
     from decimal import Decimal
     from pathlib import Path
-    from pinakes_core.budget import Budget
+    from pinakes_core.paid.budget import Budget
     from pinakes_core.config import BudgetConfig, Config
     from pinakes_core.errors import BudgetExceededError
-    from pinakes_core.ledger import Ledger
+    from pinakes_core.paid.ledger import Ledger
 
     root, go = Path(sys.argv[1]), Path(sys.argv[2])
     config = Config.model_validate({
@@ -223,7 +223,7 @@ CONCURRENT_ASK = textwrap.dedent(
     from conftest import FakeHashEmbedder
     from paid_support import ScriptedProvider, synthesis
     from pinakes_core import KB
-    from pinakes_core.ask import ask
+    from pinakes_core.paid.ask import ask
     from pinakes_core.errors import BudgetExceededError
     import litellm  # imported before the start signal so that all processes call together
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinakes_core.chunking import Chunk, chunk_document, embed_text, first_heading
-from pinakes_core.tokens import token_counter
+from pinakes_core.index.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.index.tokens import token_counter
 
 COUNT = token_counter()
 

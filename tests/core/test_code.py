@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, db, make_kb, set_config
 from pinakes_core import KB
-from pinakes_core.code import code_sections, identifier_terms, is_code
-from pinakes_core.sources import source_type
+from pinakes_core.read.code import code_sections, identifier_terms, is_code
+from pinakes_core.read.sources import source_type
 
 PYTHON = '''"""Parse HTTP things."""
 

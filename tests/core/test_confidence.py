@@ -17,9 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_calibration, make_kb, set_config
-from pinakes_core import KB, synthetic
-from pinakes_core import calibration as selfcal
-from pinakes_core.confidence import (
+from pinakes_core import KB
+from pinakes_core.index.query import query_terms
+from pinakes_core.search import calibration as selfcal
+from pinakes_core.search import synthetic
+from pinakes_core.search.confidence import (
     FEATURES,
     SIGNS,
     TOPIC,
@@ -30,7 +32,6 @@ from pinakes_core.confidence import (
     identifiers,
     prior_calibration,
 )
-from pinakes_core.query import query_terms
 
 ROOT = Path(__file__).resolve().parents[2]
 _WORD = re.compile(r"\w+")

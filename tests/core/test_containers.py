@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pinakes_core.chunking import chunk_document
-from pinakes_core.containers import unindent_containers
-from pinakes_core.links import read_text
-from pinakes_core.tokens import token_counter
+from pinakes_core.index.chunking import chunk_document
+from pinakes_core.index.tokens import token_counter
+from pinakes_core.read.containers import unindent_containers
+from pinakes_core.read.links import read_text
 
 PAGE = (
     "# Setup\n\n"

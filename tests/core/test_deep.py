@@ -23,10 +23,10 @@ from paid_support import (
     threshold_calibration,
 )
 from pinakes_core import KB
-from pinakes_core.ask import AskResult, ask
-from pinakes_core.budget import Budget
-from pinakes_core.deep import MAX_SUBQUESTIONS, plan_dag
-from pinakes_core.llm import LiteLLMClient
+from pinakes_core.paid.ask import AskResult, ask
+from pinakes_core.paid.budget import Budget
+from pinakes_core.paid.deep import MAX_SUBQUESTIONS, plan_dag
+from pinakes_core.paid.llm import LiteLLMClient
 
 FILES: dict[str, str | bytes] = {
     "services/ledger.md": "# Ledger service\n\nThe ledger service records every payment. It is owned by the payments team.\n",

@@ -12,9 +12,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_calibration, make_kb
 from pinakes_core import KB, ConfigError
-from pinakes_core import eval as eval_module
-from pinakes_core.confidence import FEATURES, TOPIC, Calibration
-from pinakes_core.eval import (
+from pinakes_core.manage import eval as eval_module
+from pinakes_core.manage.eval import (
     Outcome,
     Question,
     evaluate,
@@ -25,6 +24,7 @@ from pinakes_core.eval import (
     reliability,
     score,
 )
+from pinakes_core.search.confidence import FEATURES, TOPIC, Calibration
 
 
 def test_recall_counts_distinct_relevant_documents() -> None:

@@ -10,10 +10,10 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB, ConfigError, Hit, SearchResult
-from pinakes_core.fleet import Fleet, merge_hits, registry_status
-from pinakes_core.lock import sync_lock
-from pinakes_core.registry import FleetRegistry, registry_path
-from pinakes_core.store import Store
+from pinakes_core.index.lock import sync_lock
+from pinakes_core.index.store import Store
+from pinakes_core.manage.fleet import Fleet, merge_hits, registry_status
+from pinakes_core.manage.registry import FleetRegistry, registry_path
 
 NOTES = {
     "raft.md": "# Raft\n\nRaft elects a leader with randomized election timeouts.\n",

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb, set_config, write_files
-from pinakes_core import KB, lexical, store
-from pinakes_core.channels import Filters
+from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
+from pinakes_core.index import lexical, store
+from pinakes_core.search.channels import Filters
 
 pytest.importorskip("tantivy")
 
@@ -293,7 +294,7 @@ def test_a_killed_rebuild_leaves_nothing_behind_after_the_next(
 
 
 def test_a_document_taking_another_id_leaves_no_rows_of_the_old_one(tmp_path: Path) -> None:
-    from pinakes_core.identity import new_ulid
+    from pinakes_core.read.identity import new_ulid
 
     kb = _kb(tmp_path)
     old, new = new_ulid(), new_ulid()

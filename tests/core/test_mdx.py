@@ -1,4 +1,4 @@
-"""MDX files: read as the Markdown between their components, line for line (pinakes_core.mdx)."""
+"""MDX files: read as the Markdown between their components, line for line (pinakes_core.read.mdx)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB
-from pinakes_core.mdx import MAX_OPEN_LINES, is_mdx, markdown_of
+from pinakes_core.read.mdx import MAX_OPEN_LINES, is_mdx, markdown_of
 
 PAGE = """---
 title: Sidebar navigation

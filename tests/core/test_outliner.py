@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pinakes_core.chunking import chunk_document
-from pinakes_core.documents import name_title
-from pinakes_core.tokens import token_counter
+from pinakes_core.index.chunking import chunk_document
+from pinakes_core.index.tokens import token_counter
+from pinakes_core.read.documents import name_title
 
 COUNT = token_counter()
 

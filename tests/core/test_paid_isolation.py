@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import make_kb
-from pinakes_core.llm import install_hint
+from pinakes_core.paid.llm import install_hint
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -22,9 +22,9 @@ from paid_support import (
     synthesis,
 )
 from pinakes_core import KB
-from pinakes_core.ask import ask
 from pinakes_core.errors import ProviderError
-from pinakes_core.llm import LiteLLMClient, redact
+from pinakes_core.paid.ask import ask
+from pinakes_core.paid.llm import LiteLLMClient, redact
 
 KEYS = {
     "OPENAI_API_KEY": "sk-planted-openai-9f8e7d6c5b4a39281706",

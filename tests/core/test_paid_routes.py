@@ -25,11 +25,11 @@ import pytest
 from conftest import FakeHashEmbedder, make_kb, set_config
 from paid_support import constant_calibration, ledger_lines, ledger_path, synthesis
 from pinakes_core import KB
-from pinakes_core.ask import ask
-from pinakes_core.budget import Budget
 from pinakes_core.errors import ConfigError
-from pinakes_core.ledger import LEDGER_FILE, Ledger, ledger_dir, state_dir
-from pinakes_core.llm import (
+from pinakes_core.paid.ask import ask
+from pinakes_core.paid.budget import Budget
+from pinakes_core.paid.ledger import LEDGER_FILE, Ledger, ledger_dir, state_dir
+from pinakes_core.paid.llm import (
     LiteLLMClient,
     ProviderRefused,
     ProviderUnknownOutcome,
@@ -195,7 +195,7 @@ def test_local_without_a_server_of_its_own_is_refused(synced: KB) -> None:
 
 
 def test_a_crashed_local_call_leaves_nothing_for_doctor_to_ask_about(synced: KB) -> None:
-    from pinakes_core.ledger import Reservation, utc_now
+    from pinakes_core.paid.ledger import Reservation, utc_now
 
     ledger = Ledger.for_kb(synced.root, synced.config.kb.id)
     dead = 2**22 + 54321

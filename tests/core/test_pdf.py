@@ -13,10 +13,10 @@ import pytest
 
 from conftest import FakeHashEmbedder, db, make_kb, set_config
 from pinakes_core import KB, PinakesError
-from pinakes_core import extraction as extraction_module
-from pinakes_core.extraction import ExtractionError, Extractor, PdfLimits
-from pinakes_core.pdf import PdfSummary, extract
-from pinakes_core.sections import SliceError
+from pinakes_core.read import extraction as extraction_module
+from pinakes_core.read.extraction import ExtractionError, Extractor, PdfLimits
+from pinakes_core.read.pdf import PdfSummary, extract
+from pinakes_core.read.sections import SliceError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pdf"
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "pdf_extract.py"
@@ -140,7 +140,7 @@ def test_the_cache_is_hit_and_a_new_extractor_version_misses(
         second = extractor.extract(key, data)
     assert not first.cached and second.cached
     assert second.pages == first.pages and second.title == first.title
-    monkeypatch.setattr("pinakes_core.pdf.EXTRACTOR_VERSION", "test-next")
+    monkeypatch.setattr("pinakes_core.read.pdf.EXTRACTOR_VERSION", "test-next")
     with Extractor(tmp_path, PdfLimits()) as extractor:
         assert not extractor.extract(key, data).cached
         assert extractor.collect({key}) == 1  # the old version's entry goes
@@ -339,7 +339,7 @@ def test_a_2000_page_pdf_is_indexed_page_by_page(
 
 
 def test_a_note_write_never_replaces_a_pdf(pdf_kb: KB) -> None:
-    from pinakes_core.writing import PathError, write_note
+    from pinakes_core.manage.writing import PathError, write_note
 
     pdf_kb.sync()
     before = (pdf_kb.root / "table.pdf").read_bytes()

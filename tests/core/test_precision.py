@@ -9,8 +9,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB
-from pinakes_core.query import build_fts_query, fts_phrases, quoted_phrases
-from pinakes_core.retrieval import lift_quoted
+from pinakes_core.index.query import build_fts_query, fts_phrases, quoted_phrases
+from pinakes_core.search.retrieval import lift_quoted
 
 PHRASE_KB: dict[str, str | bytes] = {
     "sre/slo.md": (
@@ -160,7 +160,7 @@ def test_a_sync_reports_its_whole_wall_time_with_its_parts(tmp_path: Path) -> No
 def test_adopt_dry_run_shows_no_id_the_real_run_does_not_assign(tmp_path: Path) -> None:
     import re
 
-    from pinakes_core.adopt import adopt
+    from pinakes_core.manage.adopt import adopt
 
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -180,8 +180,8 @@ def test_adopt_dry_run_shows_no_id_the_real_run_does_not_assign(tmp_path: Path) 
 
 
 def test_adopt_leaves_out_the_obsidian_templates_folder(tmp_path: Path) -> None:
-    from pinakes_core.adopt import adopt
     from pinakes_core.config import load_config
+    from pinakes_core.manage.adopt import adopt
 
     vault = tmp_path / "vault"
     (vault / ".obsidian" / "plugins" / "templater-obsidian").mkdir(parents=True)

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB, PinakesError
-from pinakes_core.channels import QueryContext
-from pinakes_core.fusion import (
+from pinakes_core.models import Hit
+from pinakes_core.search.channels import QueryContext
+from pinakes_core.search.fusion import (
     LEXICAL_EXACT,
     LEXICAL_PROSE,
     bm25_idf,
@@ -24,7 +25,6 @@ from pinakes_core.fusion import (
     lexical_share,
     query_shape,
 )
-from pinakes_core.models import Hit
 
 FILES: dict[str, str | bytes] = {
     "services/ledger.md": (
@@ -260,7 +260,7 @@ def _reference_duplicate(a: str, b: str) -> bool:
     """The near-duplicate rule read straight from its definition (hits.DUPLICATE_JACCARD)."""
     import re
 
-    from pinakes_core.hits import DUPLICATE_JACCARD
+    from pinakes_core.search.hits import DUPLICATE_JACCARD
 
     small, large = sorted((len(a), len(b)))
     if small < 0.8 * large:
@@ -278,7 +278,7 @@ _PASSAGE = st.text(alphabet=st.sampled_from("ab cd\n.éZ"), max_size=40)
 
 @given(a=_PASSAGE, b=_PASSAGE, same=st.booleans())
 def test_folding_decides_as_the_near_duplicate_rule_does(a: str, b: str, same: bool) -> None:
-    from pinakes_core.hits import _duplicate, _Row
+    from pinakes_core.search.hits import _duplicate, _Row
 
     def row(text: str) -> _Row:
         return _Row(1, 0.5, "d", 0, "p.md", "t", [], text, (1, 1), "markdown", None, None)
@@ -306,7 +306,7 @@ def test_a_passage_no_channel_matched_does_not_ride_along(kb: KB) -> None:
     # The graph reranker can place a head document's other chunks at score 0 (reached by the
     # graph, matched by nothing): they are not among the document's best passages.
     from conftest import db
-    from pinakes_core.hits import build_hits
+    from pinakes_core.search.hits import build_hits
 
     conn = db(kb.root)
     try:
@@ -401,7 +401,7 @@ def test_a_query_that_is_a_title_or_alias_finds_that_document_first(
             assert result.ranking.stages["names"].startswith("skipped"), query
         # Without the stage the page that only mentions the name wins: the test can fail.
         monkeypatch.setattr(
-            "pinakes_core.retrieval.lift_named", lambda ctx, fused: (fused, "skipped")
+            "pinakes_core.search.retrieval.lift_named", lambda ctx, fused: (fused, "skipped")
         )
         assert kb.search("Tags", k=5).hits[0].path == "cli.md"
 
@@ -432,7 +432,7 @@ def _synced_chunks(
 
 
 def test_a_copy_of_a_listed_page_is_shown_under_that_page(tmp_path: Path) -> None:
-    from pinakes_core.hits import build_hits
+    from pinakes_core.search.hits import build_hits
 
     with _synced_chunks(tmp_path, VERSIONED_FILES) as (conn, chunk):
         docs, old = "docs/hooks.md", "versioned/v1/hooks.md"
@@ -457,7 +457,7 @@ def test_a_copy_of_a_listed_page_is_shown_under_that_page(tmp_path: Path) -> Non
 
 
 def test_a_note_sharing_template_text_is_listed_by_its_own_words(tmp_path: Path) -> None:
-    from pinakes_core.hits import build_hits
+    from pinakes_core.search.hits import build_hits
 
     template = "Budget sheet review and plants watering checklist for the morning routine."
     files = {
@@ -517,5 +517,5 @@ def test_a_query_that_is_a_heading_finds_that_section_first(
         assert result.ranking is not None
         assert result.ranking.stages["names"].startswith("skipped"), result.ranking.stages
         # Without the section lift the release note that only mentions it wins: the test can fail.
-        monkeypatch.setattr("pinakes_core.retrieval._named_sections", lambda *args: {})
+        monkeypatch.setattr("pinakes_core.search.retrieval._named_sections", lambda *args: {})
         assert kb.search("build.assetsInlineLimit", k=5).hits[0].path == "blog.md"

@@ -11,13 +11,19 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_calibration, make_kb, set_config
 from pinakes_core import KB
-from pinakes_core import calibration as selfcal
-from pinakes_core.calibration import SyntheticQuery, fit_self
-from pinakes_core.confidence import FEATURES, READER_FEATURES, Calibration
 from pinakes_core.errors import ReaderError
-from pinakes_core.reader import FILES, Reader, default_reader, reader_folder, sigmoid
-from pinakes_core.reading import WINDOW_CHARS, combine_scores, passage_text, reader_features, window
-from pinakes_core.retrieval import default_channels
+from pinakes_core.search import calibration as selfcal
+from pinakes_core.search.calibration import SyntheticQuery, fit_self
+from pinakes_core.search.confidence import FEATURES, READER_FEATURES, Calibration
+from pinakes_core.search.reader import FILES, Reader, default_reader, reader_folder, sigmoid
+from pinakes_core.search.reading import (
+    WINDOW_CHARS,
+    combine_scores,
+    passage_text,
+    reader_features,
+    window,
+)
+from pinakes_core.search.retrieval import default_channels
 
 NOTES = {
     f"notes/topic{i}.md": (
@@ -192,7 +198,7 @@ def _rows(reader: bool) -> list[tuple[SyntheticQuery, dict[str, float], bool]]:
 
 
 def test_a_coefficient_can_be_held_to_its_prior_while_another_is_learnt() -> None:
-    from pinakes_core.confidence import fit_logistic
+    from pinakes_core.search.confidence import fit_logistic
 
     rng = np.random.default_rng(1)
     z = rng.normal(size=(400, 2))
@@ -273,7 +279,7 @@ def test_the_kb_setting_turns_the_reader_on_and_its_calibration_refits(tmp_path:
 
 @pytest.mark.model
 def test_a_fleet_merges_the_reread_scores(tmp_path: Path) -> None:
-    from pinakes_core.fleet import Fleet, FleetRegistry
+    from pinakes_core.manage.fleet import Fleet, FleetRegistry
 
     registry = FleetRegistry.load()
     garden = {"garden/roses.md": "# Roses\n\nPrune roses in late winter, above an outward bud.\n"}

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB, ConfigError, PinakesError, load_config
-from pinakes_core.schema import match_relation
-from pinakes_core.suggestions import (
+from pinakes_core.manage.schema import match_relation
+from pinakes_core.paid.suggestions import (
     Candidate,
     promote,
     read_suggestions,
@@ -334,7 +334,7 @@ def test_each_threshold_on_its_own_blocks_a_promotion(review_kb: KB) -> None:
 
 
 def test_schema_text_lists_every_type_for_a_prompt(skb: KB) -> None:
-    from pinakes_core.schema import schema_text
+    from pinakes_core.manage.schema import schema_text
 
     lines = schema_text(skb.config.schema_).splitlines()
     assert lines[0] == "entity person: humans"

@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
 from pinakes_core import KB, IndexMissingError, PluginMissingError
-from pinakes_core.fusion import query_shape, rrf
-from pinakes_core.query import (
+from pinakes_core.index.query import (
     build_fts_query,
     fts_phrases,
     query_terms,
@@ -27,6 +26,7 @@ from pinakes_core.query import (
     symbol_words,
     words,
 )
+from pinakes_core.search.fusion import query_shape, rrf
 
 NASTY_QUERIES = [
     '"',
@@ -496,7 +496,7 @@ def test_the_query_is_embedded_beside_bm25_and_only_when_a_dense_channel_runs(
     hybrid = synced.search("leader election", channels=["bm25", "dense"], explain=True)
     assert threads and threads[0].startswith("pinakes-dense")
     # Embedded in the calling thread instead, the query ranks the same.
-    monkeypatch.setattr("pinakes_core.channels.QueryContext.start_dense", lambda self: None)
+    monkeypatch.setattr("pinakes_core.search.channels.QueryContext.start_dense", lambda self: None)
     again = synced.search("leader election", channels=["bm25", "dense"], explain=True)
     assert threads[-1] == threading.current_thread().name
     assert [(h.path, h.score) for h in again.hits] == [(h.path, h.score) for h in hybrid.hits]
@@ -506,7 +506,7 @@ def test_the_query_is_embedded_beside_bm25_and_only_when_a_dense_channel_runs(
 
 
 def test_work_put_on_the_dense_worker_runs_there_after_the_dense_work(synced: KB) -> None:
-    from pinakes_core.fusion import query_shape
+    from pinakes_core.search.fusion import query_shape
 
     ctx = synced.query_context("who leads the election that the raft log depends on")
     assert ctx.on_worker(lambda: 1) is None  # no dense work started: the caller computes

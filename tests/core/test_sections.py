@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb
 from pinakes_core import KB
-from pinakes_core.sections import approx_tokens, find_section, headings, section_span, truncate
+from pinakes_core.read.sections import approx_tokens, find_section, headings, section_span, truncate
 
 DOC = (
     "---\ntitle: T\n# not a heading: frontmatter\n---\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pinakes_core import SidecarError
-from pinakes_core.sidecar import (
+from pinakes_core.read.sidecar import (
     append_link,
     read_sidecar,
     sidecar_path,

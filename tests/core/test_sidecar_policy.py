@@ -9,7 +9,7 @@ import pytest
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
 from pinakes_core import KB, ConfigError
-from pinakes_core.identity import frontmatter_id, holds_only_id, path_id
+from pinakes_core.read.identity import frontmatter_id, holds_only_id, path_id
 
 FILES = {
     "plain.md": "# Plain\n\nA note with no frontmatter at all.\n",

@@ -17,10 +17,10 @@ import pytest
 
 from conftest import FakeHashEmbedder, make_kb, set_config, write_files
 from pinakes_core import KB
-from pinakes_core.channels import Filters, QueryContext
 from pinakes_core.config import EmbeddingConfig, ScaleConfig
-from pinakes_core.dense import load_ann, read_rows, update_ann
-from pinakes_core.store import Store
+from pinakes_core.index.dense import load_ann, read_rows, update_ann
+from pinakes_core.index.store import Store
+from pinakes_core.search.channels import Filters, QueryContext
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 
@@ -67,13 +67,13 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert {"pinakes_core", "numpy"} <= _top(loaded)  # the probe really searched
     assert not {"fastembed", "scipy", "onnxruntime", "tokenizers", "rich"} & _top(loaded)
     # Below [scale] bm25_index_min_chunks BM25 is FTS5's: tantivy is never imported.
-    assert not {"tantivy", "pinakes_core.lexical"} & (loaded | _top(loaded))
+    assert not {"tantivy", "pinakes_core.index.lexical"} & (loaded | _top(loaded))
     # Nor the modules only a sync or a document read needs, nor YAML (no sidecar is read),
     # nor the reader's model module.
     assert not {
-        "pinakes_core.reader",
-        "pinakes_core.sync",
-        "pinakes_core.chunking",
+        "pinakes_core.search.reader",
+        "pinakes_core.index.sync",
+        "pinakes_core.index.chunking",
         "markdown_it",
         "ruamel",
         "pathspec",
@@ -117,10 +117,10 @@ def test_no_change_sync_reads_no_yaml(tmp_path: Path) -> None:
         """,
         root,
     )
-    assert "pinakes_core.sync" in loaded  # the probe really synced
+    assert "pinakes_core.index.sync" in loaded  # the probe really synced
     # Nothing changed, so no frontmatter or sidecar is parsed and no document is chunked.
     assert not {"ruamel", "markdown_it", "onnxruntime"} & _top(loaded)
-    assert "pinakes_core.reader" not in loaded
+    assert "pinakes_core.search.reader" not in loaded
 
 
 def test_help_imports_no_model_and_no_reader(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_help_imports_no_model_and_no_reader(tmp_path: Path) -> None:
     )
     assert "pinakes_cli" in _top(loaded)
     assert not {"onnxruntime", "tokenizers", "fastembed"} & _top(loaded)
-    assert not {"pinakes_core.reader", "pinakes_core.reading"} & loaded
+    assert not {"pinakes_core.search.reader", "pinakes_core.search.reading"} & loaded
 
 
 def test_cli_freezes_the_heap_before_exit_and_still_prints(tmp_path: Path) -> None:
@@ -204,7 +204,7 @@ def test_our_processes_run_one_blas_thread_unless_the_user_set_one(package: str)
 
 @pytest.mark.model
 def test_onnx_embedder_vectors_equal_fastembed() -> None:
-    from pinakes_core.embedding import FastEmbedder, OnnxEmbedder
+    from pinakes_core.index.embedding import FastEmbedder, OnnxEmbedder
 
     config = EmbeddingConfig()
     narrow, reference = OnnxEmbedder(config), FastEmbedder(config)
@@ -225,7 +225,7 @@ def test_onnx_embedder_vectors_equal_fastembed() -> None:
 
 @pytest.mark.model
 def test_a_query_has_its_own_session_that_leaves_a_core_to_bm25() -> None:
-    from pinakes_core.embedding import OnnxEmbedder, _cores
+    from pinakes_core.index.embedding import OnnxEmbedder, _cores
 
     embedder = OnnxEmbedder(EmbeddingConfig())
     embedder.embed_query("how does leader election work")
@@ -245,7 +245,7 @@ def test_a_query_has_its_own_session_that_leaves_a_core_to_bm25() -> None:
 def test_optimised_graph_is_saved_once_with_mapped_weights(tmp_path: Path) -> None:
     import onnxruntime as ort
 
-    from pinakes_core.embedding import _optimized_model, assemble_default_model
+    from pinakes_core.index.embedding import _optimized_model, assemble_default_model
 
     folder, _ = assemble_default_model(tmp_path / "models")
     stale = folder / f"model.ort-{ort.__version__}.onnx"  # the one-file graph of earlier releases

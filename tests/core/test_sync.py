@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import SMALL_KB, FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB
-from pinakes_core.identity import path_id
+from pinakes_core.read.identity import path_id
 from pinakes_core.uri import is_ulid
 
 LONG_DOC = (

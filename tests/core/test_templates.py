@@ -10,7 +10,7 @@ import pytest
 from conftest import FakeHashEmbedder
 from pinakes_core import KB, ConfigError, load_config
 from pinakes_core.errors import TemplateError
-from pinakes_core.templates import (
+from pinakes_core.manage.templates import (
     LOCK_FILE,
     content_hash,
     init_from_template,
@@ -18,7 +18,7 @@ from pinakes_core.templates import (
     load_template,
     read_lock,
 )
-from pinakes_core.upgrade import apply_upgrade, plan_upgrade
+from pinakes_core.manage.upgrade import apply_upgrade, plan_upgrade
 
 # -- the shipped templates --------------------------------------------------------------------
 

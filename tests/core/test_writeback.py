@@ -16,10 +16,10 @@ from paid_support import (
     synthesis,
 )
 from pinakes_core import KB
-from pinakes_core.ask import ask
 from pinakes_core.errors import SidecarError
-from pinakes_core.suggestions import read_suggestions
-from pinakes_core.writeback import SUGGESTED_KEY, review, staged
+from pinakes_core.paid.ask import ask
+from pinakes_core.paid.suggestions import read_suggestions
+from pinakes_core.paid.writeback import SUGGESTED_KEY, review, staged
 
 FILES: dict[str, str | bytes] = {
     "services/ledger.md": "# Ledger service\n\nThe ledger service is owned by the payments team.\n",

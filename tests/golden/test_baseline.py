@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pinakes_core import KB
-from pinakes_core.eval import UNANSWERABLE, evaluate, matrix_configs
+from pinakes_core.manage.eval import UNANSWERABLE, evaluate, matrix_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = json.loads((ROOT / "golden" / "baseline.json").read_text())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pinakes_core.eval import load_questions
+from pinakes_core.manage.eval import load_questions
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPORA = ROOT.parent / "shared" / "corpora"

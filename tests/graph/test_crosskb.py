@@ -8,8 +8,8 @@ import pytest
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb
 from pinakes_core import KB, DocumentNotFoundError, PinakesError
-from pinakes_core.crosskb import Peers
-from pinakes_core.registry import FleetRegistry
+from pinakes_core.manage.crosskb import Peers
+from pinakes_core.manage.registry import FleetRegistry
 from pinakes_core.uri import new_ulid
 
 pytest.importorskip("pinakes_graph")
@@ -176,7 +176,7 @@ def test_links_written_with_a_fleet_name_resolve_both_ways(
 def test_a_cross_kb_hop_over_the_cap_goes_to_the_frontier_with_its_kb_and_path(
     tmp_path: Path, fake_embedder: FakeHashEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pinakes_core import crosskb
+    from pinakes_core.manage import crosskb
 
     monkeypatch.setattr(crosskb, "CROSS_CAP", 0)
     notes, _, ids = two_kbs(tmp_path, fake_embedder)

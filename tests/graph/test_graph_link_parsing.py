@@ -10,7 +10,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, doc_ids, make_kb
 from pinakes_core import KB
-from pinakes_core.links import IN_NOTE, TextLink, extract_links, read_text
+from pinakes_core.read.links import IN_NOTE, TextLink, extract_links, read_text
 
 
 def targets(text: str) -> list[str]:
@@ -645,7 +645,7 @@ def test_links_to_the_kbs_own_files_on_its_forge_are_document_links(tmp_path: Pa
 
 def test_a_broken_checkout_is_no_checkout(tmp_path: Path) -> None:
     # A NUL in a worktree's .git pointer was a ValueError traceback from every `pnk sync`.
-    from pinakes_core.forge import repository_pages
+    from pinakes_core.read.forge import repository_pages
 
     (tmp_path / "nul").mkdir()
     (tmp_path / "nul" / ".git").write_bytes(b"gitdir: a\x00b\n")

@@ -10,8 +10,8 @@ import pytest
 from fastmcp import Client
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb
-from pinakes_core.fleet import Fleet
-from pinakes_core.registry import FleetRegistry
+from pinakes_core.manage.fleet import Fleet
+from pinakes_core.manage.registry import FleetRegistry
 from pinakes_core.uri import new_ulid
 from pinakes_mcp import create_server
 from pinakes_mcp.server import main, open_fleet

@@ -18,7 +18,7 @@ pytest.importorskip("spacy")
 from conftest import db, make_kb, set_config
 from pinakes_core import KB
 from pinakes_core.config import EmbeddingConfig
-from pinakes_core.embedding import Embedder, load_embedder
+from pinakes_core.index.embedding import Embedder, load_embedder
 from pinakes_ner import extract
 from pinakes_ner.layer import label_hash
 

@@ -29,8 +29,8 @@ from rel_watchdog import Outcome, run_guarded
 
 from conftest import FakeHashEmbedder, make_kb, write_files
 from pinakes_core import KB
-from pinakes_core.sidecar import SIDECAR_SUFFIX
-from pinakes_core.store import Store
+from pinakes_core.index.store import Store
+from pinakes_core.read.sidecar import SIDECAR_SUFFIX
 
 # The KB before the sync that gets killed: synced once, with sidecars.
 BEFORE: dict[str, str | bytes] = {

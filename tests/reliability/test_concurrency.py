@@ -52,7 +52,7 @@ LOCK_RACER = """
 import errno, os, sys, time
 from pathlib import Path
 from pinakes_core import LockError
-from pinakes_core.lock import sync_lock
+from pinakes_core.index.lock import sync_lock
 
 store, marker, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 held = overlaps = 0

@@ -23,8 +23,8 @@ from rel_ledger import record
 from conftest import FakeHashEmbedder
 from pinakes_core import KB
 from pinakes_core.derived import UnsafeStoreError, store_problems
-from pinakes_core.hooks import run_hook_sync
-from pinakes_core.suggestions import record_schema_suggestion
+from pinakes_core.manage.hooks import run_hook_sync
+from pinakes_core.paid.suggestions import record_schema_suggestion
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

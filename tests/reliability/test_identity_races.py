@@ -20,7 +20,7 @@ from rel_ledger import record
 
 from conftest import FakeHashEmbedder
 from pinakes_core import KB
-from pinakes_core.sidecar import read_sidecar, write_skeleton
+from pinakes_core.read.sidecar import read_sidecar, write_skeleton
 
 ID_A = "01JA00000000000000000000AA"
 ID_X = "01JA00000000000000000000XX"

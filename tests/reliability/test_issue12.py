@@ -39,7 +39,7 @@ from rel_watchdog import LIMIT_BYTES, run_guarded
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, scalar
 from pinakes_core import KB, LockError, PinakesError, SyncReport
-from pinakes_core.sidecar import append_link
+from pinakes_core.read.sidecar import append_link
 
 ULID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 OTHER = "01ARZ3NDEKTSV4RRFFQ69G5FAW"
@@ -266,12 +266,12 @@ def test_5_a_kill_before_link_resolution_is_healed_by_the_next_sync(tmp_path: Pa
     root = make_kb(tmp_path / "kb", {"a.md": "# A\n\nSee [b](b.md).\n", "b.md": "# B\n"})
 
     def killed_sync() -> None:
-        import pinakes_core.sync
+        import pinakes_core.index.sync
 
         def die(*args: Any, **kwargs: Any) -> Any:
             os.kill(os.getpid(), signal.SIGKILL)
 
-        pinakes_core.sync.resolve_all = die  # type: ignore[assignment]
+        pinakes_core.index.sync.resolve_all = die  # type: ignore[assignment]
         sync(root)
 
     outcome = run_guarded(killed_sync, timeout=60)
@@ -286,7 +286,7 @@ def test_5_a_temp_file_left_by_a_killed_sidecar_write_is_removed(tmp_path: Path)
     root = make_kb(tmp_path / "kb", {"a.md": "# A\n"})
 
     def killed_write() -> None:
-        import pinakes_core.sidecar
+        import pinakes_core.read.sidecar
 
         real_replace = os.replace
 
@@ -295,7 +295,7 @@ def test_5_a_temp_file_left_by_a_killed_sidecar_write_is_removed(tmp_path: Path)
                 os.kill(os.getpid(), signal.SIGKILL)
             real_replace(src, dst)
 
-        pinakes_core.sidecar.os.replace = die_on_sidecars  # type: ignore[assignment]
+        pinakes_core.read.sidecar.os.replace = die_on_sidecars  # type: ignore[assignment]
         sync(root)
 
     outcome = run_guarded(killed_write, timeout=60)
@@ -401,12 +401,12 @@ def test_7_a_killed_rebuild_leaves_the_current_store_untouched(tmp_path: Path) -
     before = (root / ".pinakes" / "index.db").resolve()
 
     def killed_rebuild() -> None:
-        import pinakes_core.sync
+        import pinakes_core.index.sync
 
         def die(*args: Any, **kwargs: Any) -> Any:
             os.kill(os.getpid(), signal.SIGKILL)
 
-        pinakes_core.sync.resolve_all = die  # type: ignore[assignment]
+        pinakes_core.index.sync.resolve_all = die  # type: ignore[assignment]
         sync(root, rebuild=True)
 
     assert run_guarded(killed_rebuild, timeout=60).killed_by == signal.SIGKILL

@@ -31,7 +31,7 @@ from rel_ledger import record
 from conftest import FakeHashEmbedder, make_kb, scalar
 from pinakes_cli.main import cli
 from pinakes_core import KB, IndexWriteError
-from pinakes_core import store as store_module
+from pinakes_core.index import store as store_module
 
 NOTES: dict[str, str | bytes] = {
     "a.md": "# Alpha\n\nalpha words about leader election\n",

@@ -21,8 +21,8 @@ from rel_ledger import record
 
 from pinakes_core import KB
 from pinakes_core.errors import PinakesError
-from pinakes_core.sidecar import read_sidecar, write_skeleton
-from pinakes_core.writing import append, write_note
+from pinakes_core.manage.writing import append, write_note
+from pinakes_core.read.sidecar import read_sidecar, write_skeleton
 
 
 def _kb(tmp_path: Path) -> Path:
@@ -99,7 +99,7 @@ def test_appends_never_drop_another_writers_lines(tmp_path: Path) -> None:
 _LINKER = """
 import sys
 from pathlib import Path
-from pinakes_core.sidecar import append_link
+from pinakes_core.read.sidecar import append_link
 append_link(Path(sys.argv[1]), {"to": sys.argv[2], "rel": "mentions"}, root=Path(sys.argv[3]))
 """
 

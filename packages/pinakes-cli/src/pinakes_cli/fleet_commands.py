@@ -21,8 +21,8 @@ from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pinakes_core.adopt import AdoptReport
-    from pinakes_core.fleet import FleetKbStatus, FleetSearchResult, FleetSyncReport
+    from pinakes_core.manage.adopt import AdoptReport
+    from pinakes_core.manage.fleet import FleetKbStatus, FleetSearchResult, FleetSyncReport
 
 # rich and the fleet/adopt modules load inside the commands that use them (issue 14).
 
@@ -54,7 +54,7 @@ def fleet() -> None:
 @json_option("Print the entry as JSON.")
 def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
     """Register the KB at PATH; a KB already registered (moved folder) is updated, not doubled."""
-    from pinakes_core.registry import FleetRegistry
+    from pinakes_core.manage.registry import FleetRegistry
 
     registry = FleetRegistry.load()
     before = {e.kb_id: e.name for e in registry.entries}
@@ -93,7 +93,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
 @json_option("Print the removed entry as JSON.")
 def fleet_remove(name: str, as_json: bool) -> None:
     """Forget the KB NAME (a name, KB id or folder); its files are not touched."""
-    from pinakes_core.registry import FleetRegistry
+    from pinakes_core.manage.registry import FleetRegistry
 
     registry = FleetRegistry.load()
     entry = registry.remove(name)
@@ -109,8 +109,8 @@ def fleet_remove(name: str, as_json: bool) -> None:
 @json_option("Print the list as JSON.")
 def fleet_list(as_json: bool) -> None:
     """Each registered KB with its documents, chunks and how fresh its index is."""
-    from pinakes_core.fleet import registry_status
-    from pinakes_core.registry import FleetRegistry
+    from pinakes_core.manage.fleet import registry_status
+    from pinakes_core.manage.registry import FleetRegistry
 
     statuses = registry_status()
     out, _ = _consoles()
@@ -167,7 +167,7 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
     Exits 1 when any KB failed.
     """
     from pinakes_cli.main import _progress
-    from pinakes_core.fleet import Fleet
+    from pinakes_core.manage.fleet import Fleet
 
     out, err = _consoles()
     with Fleet.open(list(names) or None) as members:
@@ -272,7 +272,7 @@ def fleet_search(
 ) -> None:
     """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
     from pinakes_cli.main import _first_sync, _out, end_list, floor_list
-    from pinakes_core.fleet import Fleet
+    from pinakes_core.manage.fleet import Fleet
 
     if use_fleet and refs:
         raise click.UsageError("Pass --fleet (every registered KB) or --kb A --kb B, not both.")
@@ -302,7 +302,7 @@ def adopt_command(
     """
     from pinakes_cli.main import _progress
     from pinakes_core import KB
-    from pinakes_core.adopt import adopt
+    from pinakes_core.manage.adopt import adopt
 
     report = adopt(path, name=name, dry_run=dry_run)
     out, err = _consoles()

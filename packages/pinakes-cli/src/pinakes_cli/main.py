@@ -28,7 +28,7 @@ from pinakes_cli.setup_commands import (
     upgrade,
 )
 from pinakes_core import KB, PinakesError
-from pinakes_core.when import WhenError, parse_when
+from pinakes_core.search.when import WhenError, parse_when
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -506,7 +506,7 @@ def floor_list(result: Any, fmt: str, min_score: float | None) -> Any:
     hits = list(result.hits)
     if fmt not in LIST_FORMATS or min_score is not None or not hits:
         return result
-    from pinakes_core.hits import list_floor
+    from pinakes_core.search.hits import list_floor
 
     floor = list_floor([hit.score for hit in hits])
     kept = [hit for hit in hits if hit.score >= floor]
@@ -732,7 +732,7 @@ def eval_(
     as_json: bool,
 ) -> None:
     """Measure retrieval on a golden question set: per-class recall, MRR, nDCG, confidence errors."""
-    from pinakes_core import eval as evaluation
+    from pinakes_core.manage import eval as evaluation
 
     kb = _kb(ctx)
     questions = questions or evaluation.default_questions(kb.root)
@@ -804,7 +804,7 @@ def watch(ctx: click.Context, debounce_ms: int, as_json: bool) -> None:
     """
     import json
 
-    from pinakes_core.watching import watch as watch_files
+    from pinakes_core.index.watching import watch as watch_files
 
     kb = _kb(ctx)
     if not as_json:

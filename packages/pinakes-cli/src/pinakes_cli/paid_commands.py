@@ -198,8 +198,8 @@ def ask(
     refuses), and never breaches the per-operation, daily or monthly caps. The API key comes
     from the provider's environment variable (e.g. OPENAI_API_KEY).
     """
-    from pinakes_core.ask import CostEstimate
-    from pinakes_core.ask import ask as run_ask
+    from pinakes_core.paid.ask import CostEstimate
+    from pinakes_core.paid.ask import ask as run_ask
 
     kb = _kb(ctx)
 
@@ -264,7 +264,7 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
     from rich.table import Table
     from rich.text import Text
 
-    from pinakes_core.budget import Budget
+    from pinakes_core.paid.budget import Budget
 
     kb = _kb(ctx)
     keeper = Budget(kb.root, kb.config)
@@ -330,7 +330,7 @@ def review(
     from rich.table import Table
     from rich.text import Text
 
-    from pinakes_core import writeback
+    from pinakes_core.paid import writeback
 
     kb = _kb(ctx)
     if accept_all and reject_all:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from pinakes_core import DocumentView, Hit, SearchResult, Status, SyncReport
-    from pinakes_core.eval import CalibrationReport, EvalReport
+    from pinakes_core.manage.eval import CalibrationReport, EvalReport
     from pinakes_core.models import DoctorReport, LinksResult, Passage
 
 # rich is imported only when something is drawn: ``--json`` output goes straight to the stream
@@ -245,7 +245,7 @@ def _parts(parts: dict[str, float]) -> str:
 
 def _terms(query: str) -> re.Pattern[str] | None:
     # The words search itself drops (issue 35: "should", "we", "use" were highlighted).
-    from pinakes_core.query import STOPWORDS
+    from pinakes_core.index.query import STOPWORDS
 
     words = sorted(
         {w.lower() for w in re.findall(r"\w{2,}", query) if w.lower() not in STOPWORDS},
@@ -586,7 +586,7 @@ def render_links(console: Console, result: LinksResult) -> None:
             " · ",
             ", ".join(e.entities),
         )
-    from pinakes_core.intake import clip  # core is loaded: it made ``result``
+    from pinakes_core.read.intake import clip  # core is loaded: it made ``result``
 
     for u in result.unresolved[:_UNRESOLVED_SHOWN]:
         _say(console, ("unresolved", "yellow"), f" {clip(u.target, 200)}: {clip(u.reason, 200)}")

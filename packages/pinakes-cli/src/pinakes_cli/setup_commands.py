@@ -18,14 +18,14 @@ from pinakes_cli.options import json_option
 from pinakes_cli.render import console, print_data, print_json
 from pinakes_core import KB, PinakesError
 from pinakes_core.kb import find_root
-from pinakes_core.schema import GENERIC_REL, match_relation
+from pinakes_core.manage.schema import GENERIC_REL, match_relation
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from pinakes_core import hooks as git_hooks
-    from pinakes_core.templates import StampReport
-    from pinakes_core.upgrade import UpgradePlan
+    from pinakes_core.manage import hooks as git_hooks
+    from pinakes_core.manage.templates import StampReport
+    from pinakes_core.manage.upgrade import UpgradePlan
 
 
 # rich and the template/upgrade/suggestion modules load inside the commands that use them (issue 14).
@@ -107,7 +107,7 @@ def relation_note(kb: KB, rel: str) -> None:
 def init_with_template(path: Path, template: str, name: str | None, as_json: bool) -> StampReport:
     """``pnk init PATH --template T``: stamp the template and say what was written."""
     from pinakes_core.config import NEW_KB_SIDECARS
-    from pinakes_core.templates import init_from_template
+    from pinakes_core.manage.templates import init_from_template
 
     report = init_from_template(path, template, name=name, sidecars=NEW_KB_SIDECARS)
     if as_json:
@@ -137,7 +137,7 @@ def templates(as_json: bool) -> None:
     """List the templates `pnk init --template` can stamp."""
     from rich.table import Table
 
-    from pinakes_core.templates import list_templates
+    from pinakes_core.manage.templates import list_templates
 
     found = list_templates()
     out = _out()
@@ -213,7 +213,7 @@ def upgrade(
 
     Files and settings you changed are kept and reported as conflicts; a rerun does nothing.
     """
-    from pinakes_core.upgrade import apply_upgrade, plan_upgrade
+    from pinakes_core.manage.upgrade import apply_upgrade, plan_upgrade
 
     kb = _kb(ctx, kb_path)
     plan = plan_upgrade(kb, template)
@@ -257,7 +257,7 @@ def review(
     A suggestion is proposed when seen in enough runs and sources, with enough confidence, and
     unlike every existing type ([schema.review] sets the thresholds).
     """
-    from pinakes_core.suggestions import promote, review_schema
+    from pinakes_core.paid.suggestions import promote, review_schema
 
     kb = _kb(ctx, kb_path)
     result = review_schema(kb)
@@ -353,7 +353,7 @@ def hooks() -> None:
 @click.pass_context
 def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Install the hooks (existing hooks are kept and still run first)."""
-    from pinakes_core import hooks as git_hooks
+    from pinakes_core.manage import hooks as git_hooks
 
     kb = _kb(ctx, kb_path)
     report = git_hooks.install_hooks(kb.root, _pnk_command())
@@ -366,7 +366,7 @@ def install(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Remove the hooks for this KB, restoring what was there before."""
-    from pinakes_core import hooks as git_hooks
+    from pinakes_core.manage import hooks as git_hooks
 
     kb = _kb(ctx, kb_path)
     report = git_hooks.uninstall_hooks(kb.root)
@@ -379,7 +379,7 @@ def uninstall(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
     """Show which hooks are installed and how the last background sync went."""
-    from pinakes_core import hooks as git_hooks
+    from pinakes_core.manage import hooks as git_hooks
 
     kb = _kb(ctx, kb_path)
     report = git_hooks.hooks_status(kb.root)
@@ -391,7 +391,7 @@ def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def hook_sync(ctx: click.Context, kb_path: Path | None) -> None:
     """The quiet incremental sync the hooks run (waits its turn behind a running sync)."""
-    from pinakes_core import hooks as git_hooks
+    from pinakes_core.manage import hooks as git_hooks
 
     try:
         root = find_root(kb_path or (ctx.obj or {}).get("kb") or Path("."))

@@ -11,7 +11,6 @@ Quick start::
 
 from importlib.metadata import version
 
-from pinakes_core.channels import Channel, Filters, QueryContext
 from pinakes_core.config import Config, load_config
 from pinakes_core.errors import (
     ConfigError,
@@ -39,6 +38,7 @@ from pinakes_core.models import (
     SyncReport,
     UnresolvedLink,
 )
+from pinakes_core.search.channels import Channel, Filters, QueryContext
 from pinakes_core.uri import PnkUri, parse_uri
 
 __all__ = [

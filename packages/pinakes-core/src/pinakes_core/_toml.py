@@ -20,7 +20,7 @@ from tomlkit.toml_document import TOMLDocument
 
 from pinakes_core.config import CONFIG_FILE, load_config, validate_config
 from pinakes_core.errors import ConfigError
-from pinakes_core.sidecar import _atomic_write
+from pinakes_core.read.sidecar import _atomic_write
 
 __all__ = [
     "MISSING",

@@ -26,8 +26,8 @@ from pydantic import (
 from ulid import ULID
 
 from pinakes_core.errors import ConfigError, UnsafeFileError
-from pinakes_core.intake import read_limited
-from pinakes_core.sidecar import normalise_rel
+from pinakes_core.read.intake import read_limited
+from pinakes_core.read.sidecar import normalise_rel
 from pinakes_core.uri import is_ulid, new_ulid
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from pinakes_core.channels import Channel
+    from pinakes_core.search.channels import Channel
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -39,11 +39,11 @@ def after_sync(
 
     Args:
         kb: the :class:`~pinakes_core.kb.KB` being synced.
-        store: its open :class:`~pinakes_core.store.Store`.
+        store: its open :class:`~pinakes_core.index.store.Store`.
         changed: ids of documents added, changed or renamed.
         removed: ids of documents deleted.
         relinked: ids of other documents whose outgoing links now resolve differently.
-        progress: ``progress(stage, done, total)`` (a :data:`~pinakes_core.sync.ProgressFn`,
+        progress: ``progress(stage, done, total)`` (a :data:`~pinakes_core.index.sync.ProgressFn`,
             never ``None``): report long work under a stage name of your own (total 0 means
             "unknown"), so the progress bar never sits silent through a plugin's phase.
 

@@ -18,21 +18,6 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import ValidationError
 
-from pinakes_core import calibration as selfcal
-from pinakes_core.arguments import (
-    check_depth,
-    check_k,
-    clean_doc_ids,
-    clean_list,
-    clean_path,
-    clean_query,
-    clean_source_types,
-    clean_text,
-    clean_time,
-)
-from pinakes_core.backend import check_backend
-from pinakes_core.channels import Filters, QueryContext
-from pinakes_core.confidence import Calibration, prior_calibration
 from pinakes_core.config import (
     CONFIG_FILE,
     Config,
@@ -41,7 +26,6 @@ from pinakes_core.config import (
     load_config,
     render_config,
 )
-from pinakes_core.embedding import Embedder, load_embedder
 from pinakes_core.errors import (
     ConfigError,
     DocumentNotFoundError,
@@ -51,10 +35,17 @@ from pinakes_core.errors import (
     PluginMissingError,
     UnsafeFileError,
 )
-from pinakes_core.hits import GroupBy
-from pinakes_core.identity import frontmatter_id
-from pinakes_core.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
-from pinakes_core.meta import MetaFilter, parse_meta_filter
+from pinakes_core.index.backend import check_backend
+from pinakes_core.index.embedding import Embedder, load_embedder
+from pinakes_core.index.store import (
+    SCHEMA_VERSION,
+    STORE_DIR,
+    Store,
+    VectorMatrix,
+    disk_full,
+    lexical_paths,
+    writable,
+)
 from pinakes_core.models import (
     DoctorReport,
     DocumentInfo,
@@ -66,33 +57,42 @@ from pinakes_core.models import (
     Status,
     SyncReport,
 )
-from pinakes_core.notes import empty_note
-from pinakes_core.retrieval import default_channels, document_names, fuse_and_build
-from pinakes_core.sections import SliceError, slice_document
-from pinakes_core.sidecar import (
+from pinakes_core.read.identity import frontmatter_id
+from pinakes_core.read.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
+from pinakes_core.read.meta import MetaFilter, parse_meta_filter
+from pinakes_core.read.sections import SliceError, slice_document
+from pinakes_core.read.sidecar import (
     append_link,
     normalise_rel,
     read_sidecar,
     sidecar_path,
     write_skeleton,
 )
-from pinakes_core.sources import text_from_chunks
-from pinakes_core.store import (
-    SCHEMA_VERSION,
-    STORE_DIR,
-    Store,
-    VectorMatrix,
-    disk_full,
-    lexical_paths,
-    writable,
+from pinakes_core.read.sources import text_from_chunks
+from pinakes_core.search import calibration as selfcal
+from pinakes_core.search.arguments import (
+    check_depth,
+    check_k,
+    clean_doc_ids,
+    clean_list,
+    clean_path,
+    clean_query,
+    clean_source_types,
+    clean_text,
+    clean_time,
 )
+from pinakes_core.search.channels import Filters, QueryContext
+from pinakes_core.search.confidence import Calibration, prior_calibration
+from pinakes_core.search.hits import GroupBy
+from pinakes_core.search.notes import empty_note
+from pinakes_core.search.retrieval import default_channels, document_names, fuse_and_build
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
-    from pinakes_core.crosskb import Peers
-    from pinakes_core.dense import AnnIndex
-    from pinakes_core.lexical import LexicalIndex
-    from pinakes_core.sync import ProgressFn
+    from pinakes_core.index.dense import AnnIndex
+    from pinakes_core.index.lexical import LexicalIndex
+    from pinakes_core.index.sync import ProgressFn
+    from pinakes_core.manage.crosskb import Peers
 
 # Sync, document scanning, link extraction (markdown-it) and cross-KB resolution are imported
 # where they are used: a search process needs none of them (issue 14, start-up cost).
@@ -393,10 +393,10 @@ class KB:
         """The other KBs this KB's cross-KB links resolve in (DESIGN §10).
 
         By default the fleet registry's KBs (read once, on first use); a server or a
-        :class:`~pinakes_core.fleet.Fleet` may set exactly which with :meth:`use_peers`.
+        :class:`~pinakes_core.manage.fleet.Fleet` may set exactly which with :meth:`use_peers`.
         """
         if self._peers is None:
-            from pinakes_core.crosskb import Peers
+            from pinakes_core.manage.crosskb import Peers
 
             self._peers = Peers.from_registry(self.config.kb.id)
         return self._peers
@@ -411,7 +411,7 @@ class KB:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync.
 
         The matrix is memory-mapped from the store's vector snapshot (see
-        :mod:`pinakes_core.dense`), so a fresh process pays for the rows it touches only.
+        :mod:`pinakes_core.index.dense`), so a fresh process pays for the rows it touches only.
 
         Raises:
             IndexMissingError: if the stored vectors cannot be compared with this KB's query
@@ -428,7 +428,7 @@ class KB:
                     f"{self.embedder.model_id!r} ({self.embedder.dim} dimensions).",
                     f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
                 )
-            from pinakes_core.dense import load_vectors
+            from pinakes_core.index.dense import load_vectors
 
             self._generation, self._vectors = load_vectors(self.root, store, dim)
             self._ann_checked = False
@@ -440,7 +440,7 @@ class KB:
 
         There is one when the KB is past ``[scale] ann_min_chunks`` and the index is current.
         """
-        from pinakes_core.dense import load_ann
+        from pinakes_core.index.dense import load_ann
 
         self.vectors()  # reloads both after another process's sync
         if not self._ann_checked:
@@ -466,7 +466,7 @@ class KB:
             self._lexical_key = key
             self._lexical = None
             if stamp is not None:
-                from pinakes_core.lexical import load_lexical
+                from pinakes_core.index.lexical import load_lexical
 
                 self._lexical = load_lexical(self.root, self.store(), self.config.scale)
             self._lexical_checked = True
@@ -492,7 +492,7 @@ class KB:
 
         Read at the first query that may be a name after each write (one pass over the
         documents table, 3-4 ms per 1,000 documents here) and shared by the queries after it
-        (:func:`pinakes_core.retrieval.named_documents`).
+        (:func:`pinakes_core.search.retrieval.named_documents`).
         """
         generation = self.store().generation()
         if self._names[0] != generation:
@@ -534,10 +534,10 @@ class KB:
     # -- public API -----------------------------------------------------------------------
 
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
-        """Bring the store up to date with the files (see :func:`pinakes_core.sync.run_sync`)."""
-        from pinakes_core.dense import load_vectors, update_ann
+        """Bring the store up to date with the files (see :func:`pinakes_core.index.sync.run_sync`)."""
+        from pinakes_core.index.dense import load_vectors, update_ann
+        from pinakes_core.index.sync import run_sync
         from pinakes_core.plugins import plugin_manager, require_plugins
-        from pinakes_core.sync import run_sync
 
         started = time.perf_counter()
         require_plugins(self.config, self.root / CONFIG_FILE)
@@ -561,7 +561,7 @@ class KB:
             update_ann(self.root, store, self.config.scale, changed=bool(changed or removed))
             # Past the threshold it is kept up to date, below it deleted (tantivy is
             # imported only past it).
-            from pinakes_core.lexical import update_lexical
+            from pinakes_core.index.lexical import update_lexical
 
             update_lexical(self.root, store, self.config.scale, changed=changed, removed=removed)
 
@@ -641,7 +641,7 @@ class KB:
         """Hybrid search: BM25 + dense (+ plugin channels and rerankers), fused by score.
 
         A KB that was never synced is synced first. Filters apply inside every channel. Each
-        hit's ``score`` is its relevance in [0, 1] (see :mod:`pinakes_core.fusion`).
+        hit's ``score`` is its relevance in [0, 1] (see :mod:`pinakes_core.search.fusion`).
 
         Args:
             query: any text; it is never parsed as FTS syntax.
@@ -653,7 +653,7 @@ class KB:
             modified_before: file modified before (UNIX time or datetime).
             meta: frontmatter field conditions, all of which must hold: ``"status=draft"``,
                 ``"priority>2"``, ``"stage in a,b"``, ``"due exists"`` (see
-                :mod:`pinakes_core.meta`), or parsed ``MetaFilter`` objects.
+                :mod:`pinakes_core.read.meta`), or parsed ``MetaFilter`` objects.
             source_type: only documents of this source type, or of any of these:
                 ``"markdown"``, ``"text"``, ``"pdf"``, ``"code"``.
             entities: extra BM25 list over these names.
@@ -667,7 +667,7 @@ class KB:
             min_score: leave out hits whose score is below this (0-1).
             reader: run the reader (``True``) or not (``False``) instead of ``[retrieval] reader``.
 
-        An empty result carries a ``note`` saying why (see :mod:`pinakes_core.notes`).
+        An empty result carries a ``note`` saying why (see :mod:`pinakes_core.search.notes`).
 
         Raises:
             PinakesError: for an argument that cannot mean anything (``k=0``, ``tags="time"``,
@@ -779,11 +779,11 @@ class KB:
         """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
 
         A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
-        :func:`~pinakes_core.links.resolver`).
+        :func:`~pinakes_core.read.links.resolver`).
 
         Raises:
             DocumentNotFoundError: if nothing matches; its hint names up to three documents
-                whose names are close to ``ref`` (:func:`~pinakes_core.links.near_names`).
+                whose names are close to ``ref`` (:func:`~pinakes_core.read.links.near_names`).
         """
         given = clean_text(ref, "The document reference")
         ref = given.strip()
@@ -830,7 +830,7 @@ class KB:
             and conn.execute("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
         ):
             return doc_id
-        from pinakes_core.links import near_names, resolver
+        from pinakes_core.read.links import near_names, resolver
 
         if not ref.startswith(SCHEME):
             # A note's name, as its wikilinks write it (issue 35): from the KB's root.
@@ -850,7 +850,7 @@ class KB:
         """Whether a URI's KB part names this KB: its id, its ``[kb] name``, or its fleet name."""
         if ref.upper() == self.config.kb.id or ref == self.config.kb.name:
             return True
-        from pinakes_core.registry import FleetRegistry
+        from pinakes_core.manage.registry import FleetRegistry
 
         try:
             entry = FleetRegistry.load().find(ref)
@@ -1056,7 +1056,7 @@ class KB:
         shared = plugin_manager().hook.entity_neighbours(kb=self, doc_id=doc_id)
         if shared:
             result = result.model_copy(update={"entity_neighbours": shared})
-        from pinakes_core.crosskb import extend_links
+        from pinakes_core.manage.crosskb import extend_links
 
         return extend_links(self, result, direction=direction, query=query)
 
@@ -1089,10 +1089,10 @@ class KB:
             DocumentNotFoundError: if either document (or the other KB) is unknown.
             PinakesError: for a self-link or a link that already exists.
         """
-        from pinakes_core.crosskb import link_target
-        from pinakes_core.links import resolver
-        from pinakes_core.schema import GENERIC_REL, match_relation
-        from pinakes_core.suggestions import record_schema_suggestion
+        from pinakes_core.manage.crosskb import link_target
+        from pinakes_core.manage.schema import GENERIC_REL, match_relation
+        from pinakes_core.paid.suggestions import record_schema_suggestion
+        from pinakes_core.read.links import resolver
 
         src_id = self.resolve(src)
         other = link_target(self, dst, dst_kb)
@@ -1137,8 +1137,8 @@ class KB:
     def doctor(
         self, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
     ) -> DoctorReport:
-        """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.doctor``)."""
-        from pinakes_core.doctor import run_doctor
+        """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.manage.doctor``)."""
+        from pinakes_core.manage.doctor import run_doctor
 
         return run_doctor(self, fix=fix, remove_orphans=remove_orphans)
 
@@ -1149,7 +1149,7 @@ class KB:
             "kb_id": self.config.kb.id,
             "root": str(self.root),
         }
-        from pinakes_core.documents import scan
+        from pinakes_core.read.documents import scan
 
         entries, _ = scan(self.root, self.config.sync)
         self._notice_swap()
@@ -1169,7 +1169,7 @@ class KB:
             )
         store = self.store()
         conn = store.conn
-        from pinakes_core.sync import is_racy, racy_changed, racy_cutoff
+        from pinakes_core.index.sync import is_racy, racy_changed, racy_cutoff
 
         rows = {
             r[0]: tuple(r[1:])

@@ -134,7 +134,7 @@ class Hit(_Model):
         A leading heading that says what the title says (the usual H1, or a frontmatter title
         that extends it) is not repeated.
         """
-        from pinakes_core.chunking import heading_trail  # the chunker loads only for a reader
+        from pinakes_core.index.chunking import heading_trail  # the chunker loads only for a reader
 
         trail = heading_trail(self.title, self.heading_path)
         if len(trail) > 1:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pluggy
 
 from pinakes_core import hookspecs
-from pinakes_core.channels import Channel
 from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
+from pinakes_core.search.channels import Channel
 
 __all__ = ["channel_registry", "plugin_manager", "require_plugins"]
 
@@ -28,11 +28,11 @@ _PROVIDERS = {
 @functools.cache
 def plugin_manager() -> pluggy.PluginManager:
     """Return the process-wide plugin manager, loading entry points once."""
-    from pinakes_core import channels
+    from pinakes_core.search import channels
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(channels, name="pinakes_core.channels")
+    pm.register(channels, name="pinakes_core.search.channels")
     for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
         if pm.has_plugin(entry.name) or pm.is_blocked(entry.name):
             continue

@@ -14,7 +14,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 
-from pinakes_core.query import STOPWORDS, words
+from pinakes_core.index.query import STOPWORDS, words
 
 __all__ = ["derive_mentions", "mentioned", "mentioned_titles", "title_index"]
 

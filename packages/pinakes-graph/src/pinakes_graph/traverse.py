@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from pinakes_core.errors import PinakesError
+from pinakes_core.manage.schema import RelationMatch, match_relation
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
-from pinakes_core.schema import RelationMatch, match_relation
-from pinakes_core.sidecar import normalise_rel
+from pinakes_core.read.sidecar import normalise_rel
 
 __all__ = ["MAX_DEPTH", "MAX_ROWS", "TOKEN_BUDGET", "links", "resolve_relation"]
 
@@ -92,7 +92,7 @@ def resolve_relation(kb: Any, rel: str) -> RelationMatch:
     """Map a relation name or free-text verb to a relation of the schema or in use (DESIGN §9).
 
     Schema names, aliases and inverses match exactly; otherwise the closest relation label by
-    embedding cosine (see :func:`pinakes_core.schema.match_relation`).
+    embedding cosine (see :func:`pinakes_core.manage.schema.match_relation`).
 
     Raises:
         PinakesError: if nothing matches; the message lists the schema's and the KB's relations.
@@ -217,7 +217,7 @@ def links(
             )
             next_layer.append(edge.doc_id)
         layer = next_layer
-    from pinakes_core.links import IN_NOTE  # here: markdown-it is no search's import
+    from pinakes_core.read.links import IN_NOTE  # here: markdown-it is no search's import
 
     unresolved = [
         UnresolvedLink(target=r[0], reason=r[1])

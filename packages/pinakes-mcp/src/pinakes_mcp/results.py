@@ -1,7 +1,7 @@
 """Shaping core results for agents: merging KBs, token budgets, the search frontier.
 
 No ranking of its own happens here: several KBs' result lists are merged by core's fleet merge
-(:func:`~pinakes_core.fleet.merge_hits`, on comparable scores), and each KB's ordering and
+(:func:`~pinakes_core.manage.fleet.merge_hits`, on comparable scores), and each KB's ordering and
 confidence are kept as core made them.
 """
 
@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from pinakes_core import DocumentNotFoundError, Hit, SearchResult
-from pinakes_core.fleet import merge_hits
-from pinakes_core.sections import approx_tokens, truncate
+from pinakes_core.manage.fleet import merge_hits
+from pinakes_core.read.sections import approx_tokens, truncate
 from pinakes_mcp.models import FrontierDoc, SearchHit
 from pinakes_mcp.served import Registry, ServedKB
 
@@ -34,7 +34,7 @@ def merge(
     """Merge per-KB results into one ranking of at most ``k`` hits.
 
     One KB's result is passed through unchanged. Several are merged by core's fleet merge
-    (:func:`~pinakes_core.fleet.merge_hits`): on each hit's comparable ``score``, ties to the KB
+    (:func:`~pinakes_core.manage.fleet.merge_hits`): on each hit's comparable ``score``, ties to the KB
     whose own confidence is higher, each KB's own order kept. The merged ``confidence``/
     ``abstain`` are those of the KB holding the top hit, because core's confidence is the
     probability that *its* top hit answers, and that hit is now on top.

@@ -24,11 +24,11 @@ from pinakes_core import (
     SyncReport,
     parse_uri,
 )
-from pinakes_core.crosskb import Peers
+from pinakes_core.index.store import Store
+from pinakes_core.manage.crosskb import Peers
+from pinakes_core.manage.writing import PathError, confine
 from pinakes_core.plugins import plugin_manager
-from pinakes_core.store import Store
 from pinakes_core.uri import SCHEME, is_ulid
-from pinakes_core.writing import PathError, confine
 
 __all__ = ["ArgumentError", "Registry", "ServedKB"]
 

@@ -23,8 +23,8 @@ from fastmcp.exceptions import FastMCPError
 from starlette.middleware import Middleware
 
 from pinakes_core import KB, PinakesError
-from pinakes_core.fleet import Fleet
-from pinakes_core.registry import registry_path
+from pinakes_core.manage.fleet import Fleet
+from pinakes_core.manage.registry import registry_path
 from pinakes_mcp import __version__, tools
 from pinakes_mcp.errors import CallerErrors
 from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider

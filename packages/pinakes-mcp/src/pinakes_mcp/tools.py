@@ -22,10 +22,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from pinakes_core import PinakesError
-from pinakes_core.arguments import clean_text
 from pinakes_core.models import Neighbour
-from pinakes_core.sections import approx_tokens, truncate
-from pinakes_core.when import WhenError, parse_when
+from pinakes_core.read.sections import approx_tokens, truncate
+from pinakes_core.search.arguments import clean_text
+from pinakes_core.search.when import WhenError, parse_when
 from pinakes_mcp.models import (
     KbInfo,
     KbsOutput,

@@ -1,6 +1,6 @@
 """Watching (on by default): re-sync a served KB when its files change (debounced, one at a time).
 
-File events come from ``watchfiles`` with core's filter (:mod:`pinakes_core.watching`, which
+File events come from ``watchfiles`` with core's filter (:mod:`pinakes_core.index.watching`, which
 ``pnk watch`` uses too), batched over a debounce window. Each batch runs one incremental ``sync`` in a worker thread
 through a second ``KB`` object that shares the served KB's loaded model: the served KB keeps
 answering during the sync (SQLite WAL) and picks the result up by the store generation, exactly
@@ -18,7 +18,7 @@ import anyio.to_thread
 from watchfiles import awatch
 
 from pinakes_core import PinakesError, SyncReport
-from pinakes_core.watching import (
+from pinakes_core.index.watching import (
     DEFAULT_DEBOUNCE_MS,
     change_filter,
     folders_changed,
@@ -64,7 +64,7 @@ class Watcher:
 
     async def _watch(self, served: ServedKB) -> None:
         # The catch-up sync runs on the first (empty) yield, and each folder is watched on
-        # its own, made again when folders come or go (see pinakes_core.watching).
+        # its own, made again when folders come or go (see pinakes_core.index.watching).
         while not self._stop.is_set():
             folders = await anyio.to_thread.run_sync(watched_folders, served.root)
             known = {str(folder) for folder in folders}

@@ -1,6 +1,6 @@
 """Opt-in write tools (``--allow-write``) and ``pinakes_recent``.
 
-Each write tool confines its path exactly like a read (:func:`pinakes_core.writing.confine`),
+Each write tool confines its path exactly like a read (:func:`pinakes_core.manage.writing.confine`),
 writes atomically, then syncs the KB before it returns, so the next search sees the change.
 Annotations tell a host which calls can destroy content (``pinakes_write_note`` with
 ``overwrite``) and which are safe to repeat.
@@ -15,8 +15,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from pinakes_core import DocumentNotFoundError, PinakesError
+from pinakes_core.manage.writing import MAX_WRITE_CHARS, WriteResult, append, write_note
 from pinakes_core.models import DocumentList
-from pinakes_core.writing import MAX_WRITE_CHARS, WriteResult, append, write_note
 from pinakes_mcp.models import WriteOutput
 from pinakes_mcp.served import ArgumentError, Registry, ServedKB
 from pinakes_mcp.tools import _Doc, _Kb, _registry, _tool_errors

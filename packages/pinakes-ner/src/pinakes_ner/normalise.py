@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from pinakes_core.query import STOPWORDS
+from pinakes_core.index.query import STOPWORDS
 
 __all__ = ["MAX_WORDS", "contains", "entity_key"]
 

@@ -1,0 +1,10 @@
+"""Index: documents to the derived store.
+
+The incremental ``sync`` and what it writes: ``chunking`` and ``tokens``, the SQLite ``store``
+and the store contract (``backend``; ``pgstore`` for PostgreSQL), the ``lexical`` (tantivy) and
+``dense`` (vector) indexes, the ``embedding`` models, the sync ``lock``, file ``watching``, and
+the FTS5 text rules shared by index and query time (``query``).
+
+May import: ``read`` and the package root's base modules. Never ``search``, ``paid``,
+``manage`` or the ``KB`` facade.
+"""

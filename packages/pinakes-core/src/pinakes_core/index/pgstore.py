@@ -1,0 +1,828 @@
+"""The index in PostgreSQL + pgvector: :class:`~pinakes_core.index.backend.IndexBackend` (issue 38).
+
+Imported only when a KB or a caller asks for the ``postgres`` backend; it needs the extra
+``pinakes-core[postgres]`` (psycopg 3) and a server with the ``vector`` extension.
+
+Layout: one schema per KB (``pnk_<kb id>``, lower case), so several KBs share a database. Its
+tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, meta) plus:
+
+* ``vectors(embed_hash, vector vector(dim))``: pgvector. Search is exact (a scan) below
+  ``ann_min_chunks`` chunks; from there on an HNSW index (cosine) serves it (:meth:`ensure_ann`).
+* ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
+  side splits it (:func:`~pinakes_core.index.query.words`); PostgreSQL's text search gives
+  stopwords and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
+  has no inverse document frequency: a common word counts as much as a rare one. On that
+  tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
+  column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
+  is what :meth:`PostgresStore.lexical` returns; :meth:`PostgresStore.ts_rank` is the stock
+  ranking, kept for the comparison in docs/scaling.md.
+
+One writer at a time per KB: a session advisory lock keyed on the schema (:meth:`writer`).
+A transaction is PostgreSQL's own, so readers see a write whole or not at all; a rebuild is
+written in a schema of its own and swapped in by one transaction (:meth:`publish`). A server that
+is down or restarting fails with one sentence (:class:`~pinakes_core.index.backend.StoreUnavailableError`)
+after a bounded number of tries; a read on a dropped connection reconnects once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg import sql
+
+from pinakes_core.errors import LockError
+from pinakes_core.index.backend import (
+    ChunkHit,
+    ChunkRecord,
+    DocumentRecord,
+    LinkRecord,
+    StoreUnavailableError,
+)
+from pinakes_core.index.query import query_terms, words
+from pinakes_core.index.store import SCHEMA_VERSION, VectorMatrix
+from pinakes_core.search.fusion import BM25_K1
+
+__all__ = ["CONNECT_TRIES", "PostgresStore", "schema_name"]
+
+#: Connection attempts before a down server is reported, and the pause before each retry (s).
+CONNECT_TRIES = 3
+RETRY_PAUSES = (0.5, 1.0, 2.0)
+#: BM25's length normalisation (FTS5's and Lucene's default).
+BM25_B = 0.75
+#: Text search configuration: tokeniser, stopwords and Snowball English stemmer.
+TS_CONFIG = "english"
+#: Column weights of the lexical ranking, as the FTS5 channel's: names, headings, text, idents.
+_WEIGHTS = {"A": 2.0, "B": 1.5, "C": 1.0, "D": 1.0}
+#: HNSW search breadth (pgvector's ``hnsw.ef_search``; its default of 40 caps results at 40).
+EF_SEARCH = 200
+
+_T = TypeVar("_T")
+
+_BM25_ARGS = {"k1p": BM25_K1 + 1.0, "k1": BM25_K1, "b": BM25_B}
+_BM25_SQL = """
+WITH q AS MATERIALIZED (
+    SELECT coalesce(array_agg(DISTINCT x), '{}') AS lexemes
+    FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s, %(terms)s))) x),
+stats AS MATERIALIZED (
+    SELECT max(value::float8) FILTER (WHERE key = 'chunks') AS n,
+           max(value::float8) FILTER (WHERE key = 'chunk_length') AS total
+    FROM meta WHERE key IN ('chunks', 'chunk_length')),
+hits AS MATERIALIZED (
+    SELECT lexeme, chunk_id, tf, length FROM postings
+    WHERE lexeme = ANY((SELECT lexemes FROM q)::text[])),
+w AS (
+    SELECT h.lexeme, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM hits h, stats GROUP BY h.lexeme, stats.n),
+scored AS (
+    SELECT h.chunk_id, sum(w.idf * h.tf * %(k1p)s / (h.tf + %(k1)s * (1 - %(b)s + %(b)s
+               * h.length / greatest(stats.total / greatest(stats.n, 1), 1)))) AS score
+    FROM hits h JOIN w ON w.lexeme = h.lexeme, stats
+    GROUP BY h.chunk_id ORDER BY score DESC, h.chunk_id LIMIT %(k)s)
+SELECT s.chunk_id, c.doc_id, d.path, c.ordinal, s.score
+FROM scored s JOIN chunks c ON c.chunk_id = s.chunk_id JOIN documents d ON d.doc_id = c.doc_id
+ORDER BY s.score DESC, s.chunk_id
+"""
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE documents (
+    doc_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    tags JSONB NOT NULL DEFAULT '[]',
+    aliases JSONB NOT NULL DEFAULT '[]',
+    content_hash TEXT NOT NULL,
+    mtime_ns BIGINT NOT NULL,
+    size BIGINT NOT NULL,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    synced_at DOUBLE PRECISION NOT NULL,
+    meta JSONB NOT NULL DEFAULT '{}',
+    source_type TEXT NOT NULL DEFAULT 'markdown'
+        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
+    sidecar_hash TEXT,
+    sidecar_mtime_ns BIGINT,
+    sidecar_size BIGINT,
+    pages JSONB,
+    line_count INTEGER
+);
+CREATE TABLE doc_tags (
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (doc_id, tag)
+);
+CREATE INDEX doc_tags_by_tag ON doc_tags(tag);
+CREATE TABLE doc_meta (
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value_text TEXT NOT NULL,
+    value_num DOUBLE PRECISION,
+    PRIMARY KEY (doc_id, ord)
+);
+CREATE INDEX doc_meta_by_text ON doc_meta(key, lower(value_text));
+CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
+CREATE TABLE chunks (
+    chunk_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    heading_path JSONB NOT NULL,
+    text TEXT NOT NULL,
+    idents TEXT NOT NULL DEFAULT '',
+    embed_hash TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    page_start INTEGER,
+    page_end INTEGER,
+    tsv TSVECTOR NOT NULL,
+    length DOUBLE PRECISION NOT NULL,
+    UNIQUE (doc_id, ordinal)
+);
+CREATE INDEX chunks_by_hash ON chunks(embed_hash);
+CREATE INDEX chunks_tsv ON chunks USING gin(tsv);
+-- A chunk's length is repeated in each of its postings, so scoring reads postings only
+-- (index-only) and joins chunks for the top k alone.
+CREATE TABLE postings (
+    lexeme TEXT NOT NULL,
+    chunk_id BIGINT NOT NULL REFERENCES chunks(chunk_id) ON DELETE CASCADE,
+    tf DOUBLE PRECISION NOT NULL,
+    length DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (lexeme, chunk_id) INCLUDE (tf, length)
+);
+CREATE INDEX postings_by_chunk ON postings(chunk_id);
+CREATE TABLE links (
+    src_doc TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
+    dst_kb TEXT,
+    dst_doc TEXT,
+    rel TEXT NOT NULL,
+    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
+    reason TEXT,
+    PRIMARY KEY (src_doc, ord)
+);
+CREATE INDEX links_by_dst ON links(dst_doc);
+"""
+
+
+def schema_name(kb_id: str) -> str:
+    """The schema of a KB: ``pnk_`` and its id in lower case (ids are ULIDs: ``[0-9a-z]``)."""
+    cleaned = re.sub(r"[^0-9a-z_]", "_", kb_id.lower())
+    return f"pnk_{cleaned}"[:63]
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the configured database"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _words(text: str) -> str:
+    """``text`` as the FTS5 side splits it (:func:`~pinakes_core.index.query.words`), space-joined.
+
+    PostgreSQL's parser alone reads ``INC-2025-041`` as ``inc``, ``-2025``, ``-041`` (signed
+    numbers), so a query for it found other incidents; split first, then stem.
+    """
+    return " ".join(words(text))
+
+
+def _vector_text(vector: npt.NDArray[np.float32]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
+
+
+class PostgresStore:
+    """One KB's index in a PostgreSQL schema (see the module docstring).
+
+    Use :meth:`open`.
+    """
+
+    backend = "postgres"
+
+    def __init__(self, url: str, kb_id: str, conn: psycopg.Connection[Any]) -> None:
+        self.url = url
+        self.kb_id = kb_id
+        schema = schema_name(kb_id)
+        #: the KB's schema; a rebuild writes :attr:`schema` = ``<home>__next`` until published.
+        self.home = schema
+        self.schema = schema
+        self.conn = conn
+        # Advisory locks are (KB, what): 1 the writer, 2 making or swapping the schema.
+        self._lock_key = zlib.crc32(f"pinakes:{schema}".encode()) - (1 << 31)
+        self._rebuilt_from: str | None = None
+        self._created: str | None = None
+
+    # -- opening ------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, url: str, kb_id: str, *, create: bool = True, rebuild: bool = False
+    ) -> PostgresStore:
+        """Connect to ``url`` and open (with ``create``: make) the schema of KB ``kb_id``.
+
+        With ``rebuild``, or when the schema holds another ``schema_version``, the index is
+        built anew in ``<schema>__next``, invisible to readers until :meth:`publish` swaps it
+        in (one transaction); ``rebuilt_from`` says what it replaces.
+
+        Raises:
+            StoreUnavailableError: if the server does not answer after :data:`CONNECT_TRIES`.
+            IndexMissingError: (without ``create``) if the KB has no schema there.
+        """
+        store = cls(url, kb_id, _connect(url))
+        if create:
+            store._ensure_schema(rebuild=rebuild)
+        elif store._version(store.home) is not None:
+            store._use_schema()
+        else:
+            from pinakes_core.errors import IndexMissingError
+
+            store.close()
+            raise IndexMissingError(
+                f"The database {redact(url)} has no index of KB {kb_id} (schema {store.home}).",
+                "Run `pnk sync` against it first.",
+            )
+        store._created = store._home_created()
+        return store
+
+    def _version(self, schema: str) -> str | None:
+        """The ``schema_version`` kept in ``schema``, or ``None`` without one."""
+        found = self.conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'meta'",
+            (schema,),
+        ).fetchone()
+        if found is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
+                sql.Identifier(schema)
+            )
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _home_created(self) -> str | None:
+        found = self.conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'meta'",
+            (self.home,),
+        ).fetchone()
+        if found is None:
+            return None
+        row = self.conn.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE key = 'created'").format(
+                sql.Identifier(self.home)
+            )
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _ensure_schema(self, *, rebuild: bool) -> None:
+        with self.conn.transaction():
+            self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            # Two first syncs of one KB racing: one creates the schema, the other waits here.
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+            version = self._version(self.home)
+            if version is not None and (rebuild or version != str(SCHEMA_VERSION)):
+                self._rebuilt_from = version
+                self.schema = f"{self.home}__next"[:63]
+                self.conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
+            if version is None or self.schema != self.home:
+                exists = self.conn.execute(
+                    "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                    (self.schema,),
+                ).fetchone()
+                if exists is None:
+                    self.conn.execute(
+                        sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
+                    )
+                self._use_schema()
+                self.conn.execute(_SCHEMA)
+                self.conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('schema_version', %s), "
+                    "('generation', '0'), ('created', %s)",
+                    (str(SCHEMA_VERSION), f"{time.time():.6f}"),
+                )
+        self._use_schema()
+
+    def _use_schema(self) -> None:
+        self.conn.execute(
+            sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema))
+        )
+        # pgvector's default ef_search of 40 caps an HNSW search at 40 results.
+        self.conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+
+    def drop(self) -> None:
+        """Delete this KB's schema (and a rebuild's) with everything in it (files are the truth)."""
+        with self.conn.transaction():
+            for schema in dict.fromkeys((self.schema, self.home)):
+                self.conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
+
+    # -- reads with one reconnect ---------------------------------------------------------
+
+    def _read(self, job: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """Run a read; on a dropped connection (outside a transaction) reconnect once and retry."""
+        try:
+            return job(self.conn)
+        except psycopg.OperationalError as exc:
+            if not self.conn.closed and self.conn.info.transaction_status not in (
+                psycopg.pq.TransactionStatus.IDLE,
+                psycopg.pq.TransactionStatus.UNKNOWN,
+            ):
+                raise _unavailable(self.url, exc) from None
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = _connect(self.url)
+            self._use_schema()
+            try:
+                return job(self.conn)
+            except psycopg.OperationalError as again:
+                raise _unavailable(self.url, again) from None
+
+    # -- StoreLifecycle ---------------------------------------------------------------------
+
+    @property
+    def rebuilt_from(self) -> str | None:
+        """The schema version a rebuild replaces, or ``None`` when this is no rebuild."""
+        return self._rebuilt_from
+
+    @property
+    def pending(self) -> bool:
+        """Whether this is a rebuild that :meth:`publish` has yet to swap in."""
+        return self.schema != self.home
+
+    def file_token(self) -> str | None:
+        """The schema and its creation time: a rebuilt or re-made schema is a new store."""
+        return f"pg:{self.home}:{self.get_meta('created')}"
+
+    def publish(self) -> None:
+        """Swap a rebuild in: drop the old schema and rename the new one, in one transaction.
+
+        A reader's statement in flight finishes on the old tables (the drop waits for it);
+        its next one reads the new tables, and :meth:`replaced` tells it so.
+        """
+        if not self.pending:
+            return
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+            self.conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
+            )
+            self.conn.execute(
+                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                    sql.Identifier(self.schema), sql.Identifier(self.home)
+                )
+            )
+        self.schema = self.home
+        self._use_schema()
+        self._created = self._home_created()
+
+    def replaced(self) -> bool:
+        """Whether a rebuild was swapped in (or the schema dropped) since this store opened."""
+        if self.pending:
+            return False
+        return self._read(lambda c: self._home_created()) != self._created
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction that bumps ``meta.generation``; all or nothing.
+
+        Raises:
+            StoreUnavailableError: if the connection drops; nothing of the transaction stays.
+        """
+        try:
+            with self.conn.transaction():
+                yield self.conn
+                self.conn.execute(
+                    "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'"
+                )
+                # BM25's N and total length, read by every lexical query (one scan a write).
+                self.conn.execute(
+                    "INSERT INTO meta(key, value) SELECT k, v FROM (SELECT count(*)::text, "
+                    "coalesce(sum(length), 0)::text FROM chunks) s(n, total), "
+                    "LATERAL (VALUES ('chunks', s.n), ('chunk_length', s.total)) x(k, v) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                )
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+
+    def close(self) -> None:
+        """Close the connection (which lets go of a writer lock it holds)."""
+        self.conn.close()
+
+    def get_meta(self, key: str) -> str | None:
+        """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
+
+        def job(conn: psycopg.Connection[Any]) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return self._read(job)
+
+    def set_meta(self, conn: Any, key: str, value: str) -> None:
+        """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def generation(self) -> int:
+        """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
+        return int(self.get_meta("generation") or 0)
+
+    def load_vectors(self, dim: int) -> VectorMatrix:
+        """See :class:`~pinakes_core.index.backend.StoreLifecycle` (vectors travel as text)."""
+
+        def job(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            if not self._has_vectors(conn):
+                return []
+            return conn.execute(
+                "SELECT c.chunk_id, v.vector::text FROM chunks c "
+                "JOIN vectors v ON v.embed_hash = c.embed_hash ORDER BY c.chunk_id"
+            ).fetchall()
+
+        rows = self._read(job)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = (
+            np.array([json.loads(r[1]) for r in rows], dtype=np.float32).reshape(len(rows), dim)
+            if rows
+            else np.zeros((0, dim), np.float32)
+        )
+        return VectorMatrix(ids, matrix)
+
+    # -- IndexBackend: writing --------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writer(self, *, wait: float = 30.0) -> Iterator[None]:
+        """Hold this KB's writer lock (a session advisory lock) for the block.
+
+        Raises:
+            LockError: if another writer still holds it after ``wait`` seconds.
+        """
+        deadline = time.monotonic() + wait
+        while not self._read(
+            lambda c: _one(c.execute("SELECT pg_try_advisory_lock(%s, 1)", (self._lock_key,)))[0]
+        ):
+            if time.monotonic() >= deadline:
+                raise LockError(
+                    f"Another writer holds the index of schema {self.schema} in {redact(self.url)}.",
+                    "Wait for its sync to finish, then run this again.",
+                )
+            time.sleep(0.1)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(psycopg.OperationalError):
+                self.conn.execute("SELECT pg_advisory_unlock(%s, 1)", (self._lock_key,))
+
+    def put_document(self, conn: Any, doc: DocumentRecord) -> None:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+        conn.execute("DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path))
+        conn.execute(
+            "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, mtime_ns, "
+            "size, chunk_count, synced_at, meta, source_type, sidecar_hash, sidecar_mtime_ns, "
+            "sidecar_size, pages, line_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "extract(epoch FROM now()), %s, %s, %s, %s, %s, %s, %s)",
+            (
+                doc.doc_id,
+                doc.path,
+                doc.title,
+                json.dumps(list(doc.tags)),
+                json.dumps(list(doc.aliases)),
+                doc.content_hash,
+                doc.mtime_ns,
+                doc.size,
+                len(doc.chunks),
+                json.dumps(doc.meta),
+                doc.source_type,
+                doc.sidecar_hash,
+                doc.sidecar_mtime_ns,
+                doc.sidecar_size,
+                None if doc.pages is None else json.dumps(list(doc.pages)),
+                doc.line_count,
+            ),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO doc_tags(doc_id, tag) VALUES (%s, %s)",
+                [(doc.doc_id, t) for t in dict.fromkeys(doc.tags)],
+            )
+            cur.executemany(
+                "INSERT INTO doc_meta(doc_id, ord, key, value_text, value_num) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [(doc.doc_id, i, *row) for i, row in enumerate(doc.fields)],
+            )
+            cur.executemany(
+                "INSERT INTO chunks(doc_id, ordinal, heading_path, text, idents, embed_hash, "
+                "start_line, end_line, tokens, page_start, page_end, tsv, length) "
+                "SELECT %(doc)s, %(ordinal)s, %(heading_path)s, %(text)s, %(idents)s, "
+                "%(embed_hash)s, %(start_line)s, %(end_line)s, %(tokens)s, %(page_start)s, "
+                "%(page_end)s, t.tsv, "
+                "(SELECT coalesce(sum(array_length(u.positions, 1)), 0) FROM unnest(t.tsv) u) "
+                "FROM (SELECT setweight(to_tsvector(%(cfg)s, %(names)s), 'A') "
+                "|| setweight(to_tsvector(%(cfg)s, %(heading)s), 'B') "
+                "|| setweight(to_tsvector(%(cfg)s, %(words)s), 'C') "
+                "|| setweight(to_tsvector('simple', %(idents)s), 'D') AS tsv) t",
+                [
+                    {
+                        "doc": doc.doc_id,
+                        "ordinal": c.ordinal,
+                        "heading_path": json.dumps(list(c.heading_path)),
+                        "text": c.text,
+                        "idents": c.idents,
+                        "embed_hash": c.embed_hash,
+                        "start_line": c.start_line,
+                        "end_line": c.end_line,
+                        "tokens": c.tokens,
+                        "page_start": c.page_start,
+                        "page_end": c.page_end,
+                        "cfg": TS_CONFIG,
+                        "names": _words(doc.names),
+                        "heading": _words(" › ".join(c.heading_path)),
+                        "words": _words(c.text),
+                    }
+                    for c in doc.chunks
+                ],
+            )
+        weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
+        conn.execute(
+            "INSERT INTO postings(lexeme, chunk_id, tf, length) "
+            "SELECT u.lexeme, c.chunk_id, "
+            f"(SELECT sum(CASE w {weight} END) FROM unnest(u.weights) w), c.length "
+            "FROM chunks c, unnest(c.tsv) u WHERE c.doc_id = %s",
+            (doc.doc_id,),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO links(src_doc, ord, target, kind, rel, origin) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [
+                    (doc.doc_id, i, x.target, x.kind, x.rel, x.origin)
+                    for i, x in enumerate(doc.links)
+                ],
+            )
+
+    def delete_document(self, conn: Any, doc_id: str) -> None:
+        """See :class:`~pinakes_core.index.backend.IndexBackend` (the rest goes by cascade)."""
+        conn.execute("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
+
+    def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`; the first vector fixes the dimension."""
+        if not vectors:
+            return
+        dim = int(next(iter(vectors.values())).shape[0])
+        if not self._has_vectors(conn):
+            conn.execute(
+                f"CREATE TABLE vectors (embed_hash TEXT PRIMARY KEY, vector vector({dim}))"
+            )
+            self.set_meta(conn, "dim", str(dim))
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO vectors(embed_hash, vector) VALUES (%s, %s::vector) "
+                "ON CONFLICT (embed_hash) DO NOTHING",
+                [(h, _vector_text(v)) for h, v in vectors.items()],
+            )
+
+    def _has_vectors(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name = 'vectors'",
+            (self.schema,),
+        ).fetchone()
+        return row is not None
+
+    def ensure_ann(self, min_chunks: int) -> bool:
+        """Keep an HNSW index on the vectors from ``min_chunks`` chunks on (0: never).
+
+        Below the threshold the index is dropped and search scans exactly. Returns whether
+        the index exists now.
+        """
+        with self.transaction() as conn:
+            if not self._has_vectors(conn):
+                return False
+            count = int(_one(conn.execute("SELECT count(*) FROM chunks"))[0])
+            if min_chunks and count >= min_chunks:
+                conn.execute(
+                    "CREATE INDEX IF NOT EXISTS vectors_hnsw ON vectors "
+                    "USING hnsw (vector vector_cosine_ops)"
+                )
+                return True
+            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+            return False
+
+    # -- IndexBackend: reading --------------------------------------------------------------
+
+    def documents(self) -> Iterator[DocumentRecord]:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+
+        def job(conn: psycopg.Connection[Any]) -> list[DocumentRecord]:
+            tags = _grouped(conn.execute("SELECT doc_id, tag FROM doc_tags ORDER BY doc_id, tag"))
+            fields = _grouped(
+                conn.execute(
+                    "SELECT doc_id, key, value_text, value_num FROM doc_meta ORDER BY doc_id, ord"
+                )
+            )
+            links = _grouped(
+                conn.execute(
+                    "SELECT src_doc, target, kind, rel, origin FROM links "
+                    "WHERE origin != 'reverse-scan' ORDER BY src_doc, ord"
+                )
+            )
+            chunks = _grouped(
+                conn.execute(
+                    "SELECT doc_id, ordinal, heading_path, text, embed_hash, start_line, "
+                    "end_line, tokens, idents, page_start, page_end FROM chunks "
+                    "ORDER BY doc_id, ordinal"
+                )
+            )
+            return [
+                DocumentRecord(
+                    doc_id=r[0],
+                    path=r[1],
+                    title=r[2],
+                    content_hash=r[3],
+                    mtime_ns=int(r[4]),
+                    size=int(r[5]),
+                    tags=tuple(t[0] for t in tags.get(r[0], [])),
+                    aliases=tuple(r[6]),
+                    source_type=r[7],
+                    meta=r[8],
+                    fields=tuple((f[0], f[1], f[2]) for f in fields.get(r[0], [])),
+                    chunks=tuple(
+                        ChunkRecord(
+                            ordinal=c[0],
+                            heading_path=tuple(c[1]),
+                            text=c[2],
+                            embed_hash=c[3],
+                            start_line=c[4],
+                            end_line=c[5],
+                            tokens=c[6],
+                            idents=c[7],
+                            page_start=c[8],
+                            page_end=c[9],
+                        )
+                        for c in chunks.get(r[0], [])
+                    ),
+                    links=tuple(LinkRecord(*x) for x in links.get(r[0], [])),
+                    sidecar_hash=r[9],
+                    sidecar_mtime_ns=r[10],
+                    sidecar_size=r[11],
+                    pages=None if r[12] is None else tuple(r[12]),
+                    line_count=r[13],
+                )
+                for r in conn.execute(
+                    "SELECT doc_id, path, title, content_hash, mtime_ns, size, aliases, "
+                    "source_type, meta, sidecar_hash, sidecar_mtime_ns, sidecar_size, pages, "
+                    "line_count FROM documents ORDER BY path"
+                )
+            ]
+
+        yield from self._read(job)
+
+    def vectors(self) -> Iterator[tuple[str, npt.NDArray[np.float32]]]:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+
+        def job(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            if not self._has_vectors(conn):
+                return []
+            return conn.execute("SELECT embed_hash, vector::text FROM vectors").fetchall()
+
+        for h, text in self._read(job):
+            yield h, np.asarray(json.loads(text), dtype=np.float32)
+
+    def document_count(self) -> int:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+        return self._count("documents")
+
+    def chunk_count(self) -> int:
+        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+        return self._count("chunks")
+
+    def _count(self, table: str) -> int:
+        query = sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
+        return int(self._read(lambda c: _one(c.execute(query))[0]))
+
+    def lexical(self, text: str, k: int) -> list[ChunkHit]:
+        """BM25 over the postings of PostgreSQL's stemmer (module docstring), one statement.
+
+        A term's IDF is Lucene's, ln(1 + (N − n + 0.5) / (n + 0.5)), as the FTS5 channel's.
+        One statement is one snapshot and one round trip (four took 10 ms a query on golden
+        where this takes about a third of that).
+        """
+        terms = " ".join(query_terms(text))
+        if not terms:
+            return []
+
+        def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
+            rows = conn.execute(_BM25_SQL, {**_BM25_ARGS, "cfg": TS_CONFIG, "terms": terms, "k": k})
+            return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+
+        return self._read(job)
+
+    def ts_rank(self, text: str, k: int) -> list[ChunkHit]:
+        """PostgreSQL's stock ranking: ``ts_rank_cd`` over any of the query's words.
+
+        Kept to measure what text search alone gives (docs/scaling.md); search uses
+        :meth:`lexical`.
+        """
+        terms = " ".join(query_terms(text))
+        if not terms:
+            return []
+        # ts_rank_cd takes weights in [0, 1]: the same ratios, halved.
+        weights = "{" + ",".join(str(_WEIGHTS[w] / 2) for w in "DCBA") + "}"
+
+        def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
+            rows = conn.execute(
+                "WITH q AS (SELECT nullif(array_to_string(array(SELECT quote_literal(x) FROM "
+                "unnest(tsvector_to_array(to_tsvector(%s, %s))) x), ' | '), '')::tsquery AS q) "
+                "SELECT c.chunk_id, c.doc_id, d.path, c.ordinal, ts_rank_cd(%s::float4[], c.tsv, q.q) AS s "
+                "FROM q, chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                "WHERE c.tsv @@ q.q ORDER BY s DESC, c.chunk_id LIMIT %s",
+                (TS_CONFIG, terms, weights, k),
+            ).fetchall()
+            return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+
+        return self._read(job)
+
+    def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
+        """Cosine nearest chunks by pgvector: exact scan, or HNSW past :meth:`ensure_ann`."""
+        literal = _vector_text(vector)
+
+        def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
+            try:
+                rows = conn.execute(
+                    "WITH top AS (SELECT embed_hash, vector <=> %s::vector AS distance "
+                    "FROM vectors ORDER BY distance LIMIT %s) "
+                    "SELECT c.chunk_id, c.doc_id, d.path, c.ordinal, 1 - top.distance FROM top "
+                    "JOIN chunks c ON c.embed_hash = top.embed_hash "
+                    "JOIN documents d ON d.doc_id = c.doc_id "
+                    "ORDER BY top.distance, c.chunk_id LIMIT %s",
+                    (literal, k, k),
+                ).fetchall()
+            except psycopg.errors.UndefinedTable:  # nothing embedded yet
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    raise
+                return []
+            return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+
+        return self._read(job)
+
+
+def _one(cursor: psycopg.Cursor[Any]) -> Any:
+    row = cursor.fetchone()
+    assert row is not None  # an aggregate or a function call always gives a row
+    return row
+
+
+def _grouped(rows: Any) -> dict[str, list[tuple[Any, ...]]]:
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        out.setdefault(str(r[0]), []).append(tuple(r[1:]))
+    return out
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    """Connect with a bounded retry: :data:`CONNECT_TRIES` tries, pausing between them.
+
+    Raises:
+        StoreUnavailableError: if every try fails.
+    """
+    last: Exception | None = None
+    for attempt in range(CONNECT_TRIES):
+        try:
+            return psycopg.connect(url, autocommit=True, connect_timeout=5)
+        except psycopg.OperationalError as exc:
+            last = exc
+            if attempt + 1 < CONNECT_TRIES:
+                time.sleep(RETRY_PAUSES[min(attempt, len(RETRY_PAUSES) - 1)])
+    assert last is not None
+    raise _unavailable(url, last, tries=CONNECT_TRIES)
+
+
+def _unavailable(url: str, exc: Exception, *, tries: int = 1) -> StoreUnavailableError:
+    reason = (str(exc).strip().splitlines() or ["no answer"])[0].rstrip(".")
+    after = f" after {tries} tries" if tries > 1 else ""
+    return StoreUnavailableError(
+        f"The PostgreSQL server at {redact(url)} did not answer{after} ({reason}).",
+        "Start it (or wait for its restart) and run this again; check [store] url or "
+        "PINAKES_DATABASE_URL if it is the wrong server. Nothing in the KB's folder was changed.",
+    )
