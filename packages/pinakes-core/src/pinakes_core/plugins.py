@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pluggy
 
-from pinakes_core import hookspecs
+import pinakes_core.hookspecs as hookspecs
 from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
 from pinakes_core.search.channels import Channel
