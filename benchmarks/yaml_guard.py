@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from pinakes_core.read.intake import YamlLimitError, check_yaml
+from pinakes_core.intake import YamlLimitError, check_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPORA = [

@@ -586,7 +586,7 @@ def render_links(console: Console, result: LinksResult) -> None:
             " · ",
             ", ".join(e.entities),
         )
-    from pinakes_core.read.intake import clip  # core is loaded: it made ``result``
+    from pinakes_core.intake import clip  # core is loaded: it made ``result``
 
     for u in result.unresolved[:_UNRESOLVED_SHOWN]:
         _say(console, ("unresolved", "yellow"), f" {clip(u.target, 200)}: {clip(u.reason, 200)}")

@@ -26,8 +26,7 @@ from pydantic import (
 from ulid import ULID
 
 from pinakes_core.errors import ConfigError, UnsafeFileError
-from pinakes_core.read.intake import read_limited
-from pinakes_core.read.sidecar import normalise_rel
+from pinakes_core.intake import read_limited
 from pinakes_core.uri import is_ulid, new_ulid
 
 __all__ = [
@@ -60,6 +59,12 @@ __all__ = [
 CONFIG_FILE = "pinakes.toml"
 #: The offline default embedding model (DESIGN §12), assembled from two PyPI packages.
 DEFAULT_MODEL = "pinakes/all-MiniLM-L6-v2-int8"
+
+
+def normalise_rel(rel: str) -> str:
+    """Normalise a relation name to lower-kebab case (``"Depends On"`` → ``"depends-on"``)."""
+    words = "".join(c if c.isalnum() else " " for c in rel.strip().lower()).split()
+    return "-".join(words) or "links-to"
 
 
 class _Section(BaseModel):

@@ -24,6 +24,7 @@ from pinakes_core.config import (
     SidecarPolicy,
     default_kb_name,
     load_config,
+    normalise_rel,
     render_config,
 )
 from pinakes_core.errors import (
@@ -46,6 +47,7 @@ from pinakes_core.index.store import (
     lexical_paths,
     writable,
 )
+from pinakes_core.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
 from pinakes_core.models import (
     DoctorReport,
     DocumentInfo,
@@ -58,12 +60,10 @@ from pinakes_core.models import (
     SyncReport,
 )
 from pinakes_core.read.identity import frontmatter_id
-from pinakes_core.read.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
 from pinakes_core.read.meta import MetaFilter, parse_meta_filter
 from pinakes_core.read.sections import SliceError, slice_document
 from pinakes_core.read.sidecar import (
     append_link,
-    normalise_rel,
     read_sidecar,
     sidecar_path,
     write_skeleton,

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +49,14 @@ PageEnd = Annotated[
         exclude_if=lambda v: v is None,
     ),
 ]
+
+
+def heading_trail(title: str, heading_path: Sequence[str]) -> list[str]:
+    """The document title followed by the heading path, without repeating an H1 equal to it."""
+    path = list(heading_path)
+    if path and path[0].strip().lower() == title.strip().lower():
+        path = path[1:]
+    return [title, *path]
 
 
 class _Model(BaseModel):
@@ -134,8 +143,6 @@ class Hit(_Model):
         A leading heading that says what the title says (the usual H1, or a frontmatter title
         that extends it) is not repeated.
         """
-        from pinakes_core.index.chunking import heading_trail  # the chunker loads only for a reader
-
         trail = heading_trail(self.title, self.heading_path)
         if len(trail) > 1:
             title, first = trail[0].strip().lower(), trail[1].strip().lower()

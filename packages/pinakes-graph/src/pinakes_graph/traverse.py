@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from pinakes_core.config import normalise_rel
 from pinakes_core.errors import PinakesError
 from pinakes_core.manage.schema import RelationMatch, match_relation
 from pinakes_core.models import FrontierItem, LinksResult, Neighbour, UnresolvedLink
-from pinakes_core.read.sidecar import normalise_rel
 
 __all__ = ["MAX_DEPTH", "MAX_ROWS", "TOKEN_BUDGET", "links", "resolve_relation"]
 

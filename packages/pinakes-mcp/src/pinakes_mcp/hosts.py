@@ -18,7 +18,7 @@ from typing import Any
 
 from pinakes_core import PinakesError
 from pinakes_core.errors import UnsafeFileError
-from pinakes_core.read.intake import read_limited
+from pinakes_core.intake import read_limited
 from pinakes_core.read.sidecar import atomic_write
 
 __all__ = [

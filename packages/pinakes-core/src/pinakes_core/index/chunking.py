@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.index.tokens import TokenCounter
+from pinakes_core.models import heading_trail
 from pinakes_core.read.containers import unindent_containers
 from pinakes_core.read.markup import CODE_ELEMENT, CODE_ELEMENT_END, has_markup, strip_markup
 
@@ -220,14 +221,6 @@ def _cut_long_queries(line: str) -> str:
 def chunking_id(budget: int) -> str:
     """The store's record of how its chunks were made: chunker version and token budget."""
     return f"{CHUNKER_VERSION}:{budget}"
-
-
-def heading_trail(title: str, heading_path: Sequence[str]) -> list[str]:
-    """The document title followed by the heading path, without repeating an H1 equal to it."""
-    path = list(heading_path)
-    if path and path[0].strip().lower() == title.strip().lower():
-        path = path[1:]
-    return [title, *path]
 
 
 def embed_text(title: str, chunk: Chunk) -> str:

@@ -33,6 +33,7 @@ from pinakes_core.index.lock import sync_lock
 from pinakes_core.index.query import split_cjk, symbol_words
 from pinakes_core.index.store import Store
 from pinakes_core.index.tokens import TokenCounter, token_counter
+from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.models import RenamedPath, RepeatedId, SkippedFile, SyncReport
 from pinakes_core.read import meta
 from pinakes_core.read.code import Section, code_sections, identifier_terms
@@ -61,7 +62,6 @@ from pinakes_core.read.identity import (
     repeated_ids_warning,
     stand_in_id,
 )
-from pinakes_core.read.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.read.markup import is_placeholder
 from pinakes_core.read.mdx import is_mdx, markdown_of
 from pinakes_core.read.sidecar import (

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from pinakes_core.derived import STORE_DIR, store_problems
 from pinakes_core.errors import SidecarError
 from pinakes_core.index.store import SCHEMA_VERSION, Store
+from pinakes_core.intake import display_name
 from pinakes_core.manage.crosskb import cross_rows, doctor_findings
 from pinakes_core.manage.hooks import hook_findings
 from pinakes_core.manage.schema import schema_findings
 from pinakes_core.models import DoctorFinding, DoctorReport
 from pinakes_core.read.documents import MAX_DEPTH, never_indexed, not_included_hint, scan
-from pinakes_core.read.intake import display_name
 from pinakes_core.read.links import IN_NOTE, OTHER_KB
 from pinakes_core.read.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
 from pinakes_core.uri import new_ulid

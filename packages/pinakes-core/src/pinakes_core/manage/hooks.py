@@ -34,8 +34,8 @@ from pydantic import BaseModel
 from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import HookError, LockError, PinakesError, UnsafeFileError
 from pinakes_core.index.lock import _alive
+from pinakes_core.intake import read_limited
 from pinakes_core.models import DoctorFinding
-from pinakes_core.read.intake import read_limited
 from pinakes_core.read.sidecar import _atomic_write
 
 __all__ = [

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pinakes_core.config import SchemaConfig
+from pinakes_core.config import SchemaConfig, normalise_rel
 from pinakes_core.models import DoctorFinding
-from pinakes_core.read.sidecar import normalise_rel
 
 if TYPE_CHECKING:
     from pinakes_core.index.embedding import Embedder, Vectors

@@ -32,9 +32,9 @@ from typing import Annotated, Any
 import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pinakes_core._toml import set_path
 from pinakes_core.config import CONFIG_FILE, SidecarPolicy, load_config, validate_config
 from pinakes_core.errors import ConfigError, TemplateError
+from pinakes_core.manage._toml import set_path
 from pinakes_core.read.sidecar import _atomic_write
 from pinakes_core.uri import new_ulid
 

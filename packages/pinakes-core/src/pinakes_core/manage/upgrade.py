@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 from tomlkit.toml_document import TOMLDocument
 
-from pinakes_core._toml import (
+from pinakes_core.config import CONFIG_FILE, load_config
+from pinakes_core.errors import ConfigError, TemplateError
+from pinakes_core.manage._toml import (
     MISSING,
     Key,
     edit_config,
@@ -34,8 +36,6 @@ from pinakes_core._toml import (
     set_path,
     unified_diff,
 )
-from pinakes_core.config import CONFIG_FILE, load_config
-from pinakes_core.errors import ConfigError, TemplateError
 from pinakes_core.manage.templates import (
     Template,
     content_hash,

@@ -426,7 +426,7 @@ def synthesis_messages(
 def _relations(
     raw: Any, labels: dict[str, Passage], given: dict[tuple[str, int], Passage], cited: set[str]
 ) -> list[tuple[str, str, str]]:
-    from pinakes_core.read.sidecar import normalise_rel
+    from pinakes_core.config import normalise_rel
 
     def doc(ref: Any) -> str | None:
         if not isinstance(ref, str):

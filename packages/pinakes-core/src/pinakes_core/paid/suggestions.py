@@ -24,12 +24,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tomlkit.toml_document import TOMLDocument
 
-from pinakes_core._toml import edit_config, set_path, unified_diff
-from pinakes_core.config import CONFIG_FILE, SchemaConfig, load_config
+from pinakes_core.config import CONFIG_FILE, SchemaConfig, load_config, normalise_rel
 from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import PinakesError
+from pinakes_core.manage._toml import edit_config, set_path, unified_diff
 from pinakes_core.manage.schema import embed_labels, relation_label, relation_vocabulary
-from pinakes_core.read.sidecar import normalise_rel
 from pinakes_core.uri import new_ulid
 
 if TYPE_CHECKING:

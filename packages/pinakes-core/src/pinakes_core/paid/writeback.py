@@ -151,8 +151,8 @@ def _in_vocabulary(kb: KB, suggestion: LinkSuggestion) -> tuple[LinkSuggestion, 
     """
     if suggestion.rel == CO_CITED:
         return suggestion, True
+    from pinakes_core.config import normalise_rel
     from pinakes_core.manage.schema import match_relation
-    from pinakes_core.read.sidecar import normalise_rel
 
     match = match_relation(kb, suggestion.rel)
     types = kb.config.schema_.relation_types
@@ -258,7 +258,7 @@ def _staged_entries(side: Path) -> list[dict[str, Any]]:
     """
     from ruamel.yaml.error import YAMLError
 
-    from pinakes_core.read.intake import (
+    from pinakes_core.intake import (
         MAX_YAML_BYTES,
         YamlLimitError,
         check_yaml,

@@ -21,7 +21,7 @@ import pathspec
 from pinakes_core.config import FrontmatterConfig, SyncConfig, bounded_pattern, gitignore_line
 from pinakes_core.derived import STORE_DIR
 from pinakes_core.errors import SidecarError, UnsafeFileError
-from pinakes_core.read.intake import (
+from pinakes_core.intake import (
     MAX_GITIGNORE_BYTES,
     MAX_YAML_BYTES,
     YamlLimitError,

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from pinakes_core.errors import UnsafeFileError
-from pinakes_core.read.intake import read_limited
+from pinakes_core.intake import read_limited
 
 __all__ = ["repository_pages"]
 

@@ -140,7 +140,7 @@ def holds_only_id(sidecar: Path, doc_id: str) -> bool:
         return False
     from ruamel.yaml.error import YAMLError  # only here: opening a KB reads no YAML (issue 14)
 
-    from pinakes_core.read.intake import yaml_loader
+    from pinakes_core.intake import yaml_loader
 
     try:
         text = raw.decode("utf-8")

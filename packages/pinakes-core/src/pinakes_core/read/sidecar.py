@@ -2,7 +2,7 @@
 
 Sidecars are the user's files, and untrusted input. They are read only when they are regular
 files inside the KB (a symlink out of it is refused, as for documents), at most 256 KB, and YAML
-that cannot blow up when loaded (:func:`~pinakes_core.read.intake.check_yaml`). Pinakes writes them
+that cannot blow up when loaded (:func:`~pinakes_core.intake.check_yaml`). Pinakes writes them
 only through :func:`write_sidecar` and :func:`append_link`, which edit the text minimally (see
 ``_yamledit``: line ends, BOM, markers, quoting, long lines and comments stay as the user wrote
 them), check the result parses to exactly the intended data, and replace the file atomically
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pinakes_core.config import normalise_rel
 from pinakes_core.errors import PinakesError, SidecarError, UnsafeFileError
-from pinakes_core.read.intake import (
+from pinakes_core.intake import (
     MAX_YAML_BYTES,
     YamlLimitError,
     check_yaml,
@@ -45,7 +46,6 @@ __all__ = [
     "append_link",
     "atomic_write",
     "edit_sidecar",
-    "normalise_rel",
     "read_sidecar",
     "remove_leftover",
     "sidecar_path",
@@ -59,12 +59,6 @@ SIDECAR_SUFFIX = ".pnk.yaml"
 def sidecar_path(document: Path) -> Path:
     """Return the sidecar path of ``document`` (full file name + ``.pnk.yaml``)."""
     return document.with_name(document.name + SIDECAR_SUFFIX)
-
-
-def normalise_rel(rel: str) -> str:
-    """Normalise a relation name to lower-kebab case (``"Depends On"`` → ``"depends-on"``)."""
-    words = "".join(c if c.isalnum() else " " for c in rel.strip().lower()).split()
-    return "-".join(words) or "links-to"
 
 
 @dataclass(frozen=True)

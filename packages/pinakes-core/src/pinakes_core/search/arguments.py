@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from pinakes_core.errors import PinakesError
-from pinakes_core.read.intake import without_surrogates
+from pinakes_core.intake import without_surrogates
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 __all__ = [

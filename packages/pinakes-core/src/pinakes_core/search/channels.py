@@ -23,7 +23,7 @@ import numpy.typing as npt
 from pinakes_core.hookspecs import hookimpl
 from pinakes_core.index.query import fts_phrases, query_terms
 from pinakes_core.index.store import VectorMatrix, chunk_count
-from pinakes_core.read.intake import normal_tag, spellings
+from pinakes_core.intake import normal_tag, spellings
 from pinakes_core.read.meta import MetaFilter
 from pinakes_core.search.arguments import clean_path, clean_text, clean_time
 from pinakes_core.search.fusion import BM25_K1, QueryShape, bm25_idf, query_shape
