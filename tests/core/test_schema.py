@@ -127,7 +127,7 @@ def test_names_aliases_and_inverses_match_without_the_model(skb: KB) -> None:
         "required-by": ("depends-on", "inverse", True),
     }
     for text, (rel, via, inverted) in cases.items():
-        match = match_relation(skb, text)
+        match = match_relation(skb.config.schema_, lambda: skb.embedder, text)
         assert (match.rel, match.via, match.inverted, match.in_schema) == (rel, via, inverted, True)
     assert embedder.query_calls == calls, "exact vocabulary never needs the model"
 
@@ -135,7 +135,7 @@ def test_names_aliases_and_inverses_match_without_the_model(skb: KB) -> None:
 def test_a_kb_without_schema_keeps_free_relations(tmp_path: Path) -> None:
     root = make_kb(tmp_path / "kb", dict(FILES))
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
-        match = match_relation(kb, "Is Built On")
+        match = match_relation(kb.config.schema_, lambda: kb.embedder, "Is Built On")
         assert (match.rel, match.via, match.in_schema) == ("is-built-on", "none", False)
 
 
@@ -157,7 +157,7 @@ def test_link_with_an_inverse_writes_the_inverse(skb: KB) -> None:
 
 @pytest.mark.model
 def test_free_text_maps_to_a_schema_relation_by_meaning(model_skb: KB) -> None:
-    match = match_relation(model_skb, "is based on")
+    match = match_relation(model_skb.config.schema_, lambda: model_skb.embedder, "is based on")
     assert (match.rel, match.via, match.inverted) == ("depends-on", "embedding", False)
     assert match.score is not None and match.score >= 0.8
     # Close to the inverse's label: written as the inverse, which reads the link backwards.
@@ -241,9 +241,9 @@ def _candidate(kind: str = "relation", name: str = "reads-from") -> Candidate:
 
 def test_promotion_keeps_every_comment_and_adds_a_section(skb: KB) -> None:
     before = (skb.root / "pinakes.toml").read_text()
-    preview = promote(skb, _candidate(), write=False)
+    preview = promote(skb.root, _candidate(), write=False)
     assert (skb.root / "pinakes.toml").read_text() == before, "a preview writes nothing"
-    diff = promote(skb, _candidate(), write=True)
+    diff = promote(skb.root, _candidate(), write=True)
     assert diff == preview
     after = (skb.root / "pinakes.toml").read_text()
     for line in before.splitlines():
@@ -253,9 +253,8 @@ def test_promotion_keeps_every_comment_and_adds_a_section(skb: KB) -> None:
     added = [line[1:] for line in diff.splitlines() if line.startswith("+") and line[1:2] != "+"]
     removed = [line for line in diff.splitlines() if line.startswith("-") and line[1:2] != "-"]
     assert removed == [] and "[schema.relation_types.reads-from]" in added
-    assert "reads-from" in skb.config.schema_.relation_types
     assert "reads-from" in load_config(skb.root).schema_.relation_types
-    promote(skb, _candidate("entity", "ingredient"), write=True)
+    promote(skb.root, _candidate("entity", "ingredient"), write=True)
     text = (skb.root / "pinakes.toml").read_text()
     assert 'person = "humans"   # people' in text
     assert load_config(skb.root).schema_.entity_types["ingredient"] == ""
@@ -266,14 +265,14 @@ def test_promotion_into_a_list_and_into_a_kb_without_schema(tmp_path: Path) -> N
         tmp_path / "a", '\n[schema]\n# mine\nentity_types = ["person", "place"]  # short\n'
     )
     with KB.open(listed, embedder=FakeHashEmbedder()) as kb:
-        promote(kb, _candidate("entity", "ingredient"), write=True)
+        promote(kb.root, _candidate("entity", "ingredient"), write=True)
     text = (listed / "pinakes.toml").read_text()
     assert "# mine" in text and "# short" in text
     assert list(load_config(listed).schema_.entity_types) == ["person", "place", "ingredient"]
     bare = make_kb(tmp_path / "b", dict(FILES))
     with KB.open(bare, embedder=FakeHashEmbedder()) as kb:
-        promote(kb, _candidate(), write=True)
-        promote(kb, _candidate("attribute", "year"), write=True)
+        promote(kb.root, _candidate(), write=True)
+        promote(kb.root, _candidate("attribute", "year"), write=True)
     schema = load_config(bare).schema_
     assert "reads-from" in schema.relation_types and "year" in schema.attribute_types
 
@@ -310,7 +309,7 @@ def test_each_threshold_on_its_own_blocks_a_promotion(review_kb: KB) -> None:
     _log(root, "reviews", runs=5, sources=3, confidence=0.7)  # mean not above 0.7
     _log(root, "relies-upon", runs=5, sources=3, confidence=0.9)  # a synonym of depends-on
     _log(root, "relies-on", runs=9, sources=9, confidence=1.0)  # already an alias: no candidate
-    review = review_schema(review_kb)
+    review = review_schema(root, review_kb.config.schema_, lambda: review_kb.embedder)
     assert [p.name for p in review.proposals] == ["mentors"]
     assert review.proposals[0].diff.count("\n+") >= 2
     held = {c.name: c.blocked_by for c in review.held}
@@ -328,8 +327,8 @@ def test_each_threshold_on_its_own_blocks_a_promotion(review_kb: KB) -> None:
     mentors = review.proposals[0]
     assert mentors.similarity is not None and mentors.similarity < 0.85
     # Promoting it makes the next review propose nothing new: the type now exists.
-    promote(review_kb, mentors, write=True)
-    again = review_schema(review_kb)
+    promote(review_kb.root, mentors, write=True)
+    again = review_schema(root, load_config(root).schema_, lambda: review_kb.embedder)
     assert again.proposals == [] and "mentors" not in {c.name for c in again.held}
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from rel_helpers import sync
 from rel_ledger import record
 
 from conftest import FakeHashEmbedder
-from pinakes_core import KB
+from pinakes_core import KB, SyncReport
 from pinakes_core.derived import UnsafeStoreError, store_problems
 from pinakes_core.manage.hooks import run_hook_sync
 from pinakes_core.paid.suggestions import record_schema_suggestion
@@ -135,11 +136,17 @@ def test_every_derived_path_as_a_link_is_refused_and_nothing_outside_changes(
                     changed += 1
                 assert after == before, (inside, target, operation)
             # A hook sync (what `git pull` runs) records the refusal, writes nothing.
-            outcome = run_hook_sync(kb, wait_s=1)
+            outcome = run_hook_sync(kb, sync=partial(_sync_once, kb), wait_s=1)
             assert outcome["ok"] is False
             assert "symbolic link" in str(outcome["error"])
             assert _snapshot(home) == before
     record("derived folder links", tried=tried, outside_changed=changed, escapes=changed)
+
+
+def _sync_once(root: Path) -> SyncReport:
+    """What ``pnk hooks sync`` hands the hook sync: open the KB, sync it, close it."""
+    with KB.open(root) as handle:
+        return handle.sync()
 
 
 def test_the_store_pointer_aimed_elsewhere_is_refused(template: Path, tmp_path: Path) -> None:

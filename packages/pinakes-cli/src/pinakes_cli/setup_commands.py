@@ -16,8 +16,8 @@ import click
 
 from pinakes_cli.options import json_option
 from pinakes_cli.render import console, print_data, print_json
-from pinakes_core import KB, PinakesError
-from pinakes_core.kb import find_root
+from pinakes_core import KB, PinakesError, SyncReport
+from pinakes_core.manage.folder import find_root
 from pinakes_core.manage.schema import GENERIC_REL, match_relation
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def _confirm(question: str, yes: bool) -> bool:
 
 def relation_note(kb: KB, rel: str) -> None:
     """After ``pnk link``: say how ``rel`` matched the schema (stderr, one line)."""
-    match = match_relation(kb, rel)
+    match = match_relation(kb.config.schema_, lambda: kb.embedder, rel)
     if match.via in ("alias", "inverse", "embedding"):
         how = {"alias": "an alias", "inverse": "the inverse", "embedding": "closest in meaning"}
         _say(_err(), f"{rel!r} matched the schema relation {match.rel} ({how[match.via]}).")
@@ -260,12 +260,12 @@ def review(
     from pinakes_core.paid.suggestions import promote, review_schema
 
     kb = _kb(ctx, kb_path)
-    result = review_schema(kb)
+    result = review_schema(kb.root, kb.config.schema_, lambda: kb.embedder)
     applied: list[str] = []
     if as_json:
         if yes and not dry_run:
             for candidate in result.proposals:
-                promote(kb, candidate, write=True)
+                promote(kb.root, candidate, write=True)
                 applied.append(candidate.name)
         payload = result.model_dump(mode="json")
         payload["applied"] = applied
@@ -294,9 +294,9 @@ def review(
             _print_diff(out, candidate.diff)
             continue
         # Recomputed against the file as it is now (an earlier promotion changed it).
-        _print_diff(out, promote(kb, candidate, write=False))
+        _print_diff(out, promote(kb.root, candidate, write=False))
         if _confirm(f"Add {candidate.kind} type {candidate.name!r} to [schema]?", yes):
-            promote(kb, candidate, write=True)
+            promote(kb.root, candidate, write=True)
             applied.append(candidate.name)
     if applied:
         _say(out, f"Promoted: {', '.join(applied)}. Commit pinakes.toml to share them.", "green")
@@ -397,5 +397,10 @@ def hook_sync(ctx: click.Context, kb_path: Path | None) -> None:
         root = find_root(kb_path or (ctx.obj or {}).get("kb") or Path("."))
     except PinakesError:
         sys.exit(1)  # quiet: a hook has nowhere to show it
-    outcome = git_hooks.run_hook_sync(root)
+
+    def sync_once() -> SyncReport:
+        with KB.open(root) as kb:
+            return kb.sync()
+
+    outcome = git_hooks.run_hook_sync(root, sync=sync_once)
     sys.exit(0 if outcome.get("ok") else 1)

@@ -22,10 +22,8 @@ from pinakes_core.config import (
     CONFIG_FILE,
     Config,
     SidecarPolicy,
-    default_kb_name,
     load_config,
     normalise_rel,
-    render_config,
 )
 from pinakes_core.errors import (
     ConfigError,
@@ -40,14 +38,14 @@ from pinakes_core.index.backend import check_backend
 from pinakes_core.index.embedding import Embedder, load_embedder
 from pinakes_core.index.store import (
     SCHEMA_VERSION,
-    STORE_DIR,
     Store,
     VectorMatrix,
     disk_full,
     lexical_paths,
     writable,
 )
-from pinakes_core.intake import MAX_GITIGNORE_BYTES, read_limited, spellings
+from pinakes_core.intake import read_limited, spellings
+from pinakes_core.manage.folder import find_root, make_kb_folder
 from pinakes_core.models import (
     DoctorReport,
     DocumentInfo,
@@ -105,45 +103,6 @@ TimeLike = float | datetime | None
 #: Most FTS phrase counts a KB keeps between queries (a few MB at most; a long-lived server
 #: that sees this many distinct words starts again).
 MAX_COUNTED_PHRASES = 50_000
-
-
-def find_root(start: Path) -> Path:
-    """Return the nearest folder at or above ``start`` that holds ``pinakes.toml``.
-
-    Raises:
-        ConfigError: if there is none.
-    """
-    start = start.resolve()
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
-            return folder
-    raise ConfigError(
-        f"No {CONFIG_FILE} in {start} or any folder above it.", f"Run `pnk init {start}` first."
-    )
-
-
-def _read_gitignore(root: Path) -> str:
-    """The text of ``root/.gitignore`` (``""`` if there is none), read within limits.
-
-    Raises:
-        ConfigError: if it is not a UTF-8 text file init can add a line to (a folder, a FIFO,
-            a device, too big, UTF-16): naming the file, before anything was written.
-    """
-    path = root / ".gitignore"
-    try:
-        return read_limited(path, limit=MAX_GITIGNORE_BYTES).decode("utf-8")
-    except FileNotFoundError:
-        return ""
-    except UnsafeFileError as exc:
-        reason = exc.message
-    except UnicodeDecodeError:
-        reason = f"{path} is not UTF-8 text."
-    except OSError as exc:
-        reason = f"{path} cannot be read ({exc.strerror or exc})."
-    raise ConfigError(
-        f"Pinakes adds '{STORE_DIR}/' to .gitignore, but {reason[0].lower()}{reason[1:]}",
-        f"Fix or remove {path} (git reads it as UTF-8 text), then run the command again.",
-    )
 
 
 def _link_views(conn: sqlite3.Connection, doc_id: str) -> list[LinkView]:
@@ -207,30 +166,7 @@ class KB:
         Raises:
             ConfigError: if ``path`` already holds a ``pinakes.toml`` or the name is invalid.
         """
-        root = Path(path).resolve()
-        root.mkdir(parents=True, exist_ok=True)
-        config_path = root / CONFIG_FILE
-        if config_path.exists():
-            raise ConfigError(
-                f"{config_path} already exists.", "This folder is a KB already; run `pnk sync`."
-            )
-        name = name or default_kb_name(root)  # "My Notes (2024)" -> "My-Notes-2024"
-        ignored = _read_gitignore(root)  # before anything is written: a refusal leaves no trace
-        config_path.write_text(render_config(name, sidecars=sidecars), encoding="utf-8")
-        try:
-            config = load_config(root)
-        except ConfigError:
-            config_path.unlink()
-            raise ConfigError(
-                f"{name!r} is not a valid KB name.",
-                "Use letters, digits, '.', '_' or '-', e.g. --name my-notes.",
-            ) from None
-        if not any(line.strip().rstrip("/") == STORE_DIR for line in ignored.splitlines()):
-            nl = "\r\n" if "\r\n" in ignored else "\n"  # the file's own line ends
-            sep = "" if not ignored or ignored.endswith(("\n", "\r")) else nl
-            with (root / ".gitignore").open("a", encoding="utf-8", newline="") as handle:
-                handle.write(f"{sep}{STORE_DIR}/{nl}")
-        return cls(root, config)
+        return cls(*make_kb_folder(Path(path), name, sidecars=sidecars))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] = ".", *, embedder: Embedder | None = None) -> KB:
@@ -1058,7 +994,15 @@ class KB:
             result = result.model_copy(update={"entity_neighbours": shared})
         from pinakes_core.manage.crosskb import extend_links
 
-        return extend_links(self, result, direction=direction, query=query)
+        return extend_links(
+            result,
+            store=self.store(),
+            config=self.config,
+            peers=self.peers(),
+            embed_query=lambda text: self.embedder.embed_query(text),
+            direction=direction,
+            query=query,
+        )
 
     def add_link(
         self,
@@ -1095,13 +1039,17 @@ class KB:
         from pinakes_core.read.links import resolver
 
         src_id = self.resolve(src)
-        other = link_target(self, dst, dst_kb)
+        other = link_target(
+            dst, dst_kb, config=self.config, peers=self.peers(), resolve=self.resolve
+        )
         dst_kb_id, dst_id = (
             (other.kb_id, other.doc_id) if other else (self.config.kb.id, self.resolve(dst))
         )
         if src_id == dst_id and other is None:
             raise PinakesError("A document cannot link to itself.", "Pick a different target.")
-        match = match_relation(self, clean_text(rel, "rel")[:200])
+        match = match_relation(
+            self.config.schema_, lambda: self.embedder, clean_text(rel, "rel")[:200]
+        )
         inverse = self.config.schema_.relation_types[match.rel].inverse if match.inverted else None
         # An inverse ("cited-by") is schema vocabulary: written as such, followed backwards.
         rel = normalise_rel(inverse) if inverse else match.rel
@@ -1139,8 +1087,17 @@ class KB:
     ) -> DoctorReport:
         """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.manage.doctor``)."""
         from pinakes_core.manage.doctor import run_doctor
+        from pinakes_core.plugins import plugin_manager
 
-        return run_doctor(self, fix=fix, remove_orphans=remove_orphans)
+        return run_doctor(
+            self.root,
+            self.config,
+            store=self.store,
+            peers=self.peers,
+            plugin_checks=lambda store: plugin_manager().hook.doctor_checks(kb=self, store=store),
+            fix=fix,
+            remove_orphans=remove_orphans,
+        )
 
     def status(self) -> Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""

@@ -99,7 +99,7 @@ def resolve_relation(kb: Any, rel: str) -> RelationMatch:
     """
     conn = kb.store().conn
     in_use = [r[0] for r in conn.execute("SELECT DISTINCT rel FROM links ORDER BY rel")]
-    match = match_relation(kb, rel, also=in_use)
+    match = match_relation(kb.config.schema_, lambda: kb.embedder, rel, also=in_use)
     if match.via != "none":
         return match
     known = list(dict.fromkeys([*kb.config.schema_.relation_types, *in_use]))

@@ -17,14 +17,14 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pinakes_core.config import load_config
+from pinakes_core.config import Config, load_config
 from pinakes_core.errors import ConfigError, DocumentNotFoundError, UriError
 from pinakes_core.index.store import SCHEMA_VERSION, Store
 from pinakes_core.manage.registry import FleetRegistry
@@ -39,7 +39,7 @@ from pinakes_core.read.links import NO_SUCH_ID, OTHER_KB
 from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
-    from pinakes_core.kb import KB
+    from pinakes_core.index.embedding import Vectors
 
 __all__ = [
     "Peer",
@@ -246,30 +246,27 @@ def _marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def _outgoing(kb: KB, sources: Sequence[str], rel: str | None) -> list[sqlite3.Row]:
+def _outgoing(
+    conn: sqlite3.Connection, sources: Sequence[str], rel: str | None
+) -> list[sqlite3.Row]:
     """Stored links from ``sources`` that point outside the KB (or at an unknown ULID)."""
     rel_clause = " AND rel = ?" if rel else ""
     rows: list[sqlite3.Row] = []
     for i in range(0, len(sources), _CHUNK):
         part = list(sources[i : i + _CHUNK])
-        rows += (
-            kb.store()
-            .conn.execute(
-                "SELECT rowid, src_doc, target, dst_kb, dst_doc, rel, origin, reason FROM links "
-                f"WHERE src_doc IN ({_marks(part)}) AND dst_doc IS NOT NULL AND reason IN (?, ?)"
-                f"{rel_clause} ORDER BY rowid",
-                [*part, OTHER_KB, NO_SUCH_ID, *([rel] if rel else [])],
-            )
-            .fetchall()
-        )
+        rows += conn.execute(
+            "SELECT rowid, src_doc, target, dst_kb, dst_doc, rel, origin, reason FROM links "
+            f"WHERE src_doc IN ({_marks(part)}) AND dst_doc IS NOT NULL AND reason IN (?, ?)"
+            f"{rel_clause} ORDER BY rowid",
+            [*part, OTHER_KB, NO_SUCH_ID, *([rel] if rel else [])],
+        ).fetchall()
     return rows
 
 
 def _incoming(
-    kb: KB, peer: Peer, targets: Sequence[str], rel: str | None
+    keys: Sequence[str], peer: Peer, targets: Sequence[str], rel: str | None
 ) -> list[sqlite3.Row] | None:
-    """The peer's stored links whose target is one of ``targets`` in this KB."""
-    keys = sorted({kb.config.kb.id, kb.config.kb.name, *kb.peers().own_names})
+    """The peer's stored links whose target is one of ``targets`` in this KB (named by ``keys``)."""
     rel_clause = " AND l.rel = ?" if rel else ""
     sql = (
         "SELECT l.src_doc, d.title, d.path, l.dst_doc, l.rel, l.origin FROM links l "
@@ -281,15 +278,18 @@ def _incoming(
 
 
 def _scores(
-    kb: KB, query: str, found: Sequence[PeerDoc], peers: Peers
+    model: str | None,
+    embed_query: Callable[[str], Vectors],
+    query: str,
+    found: Sequence[PeerDoc],
+    peers: Peers,
 ) -> dict[tuple[str, str], float]:
     """Best-chunk cosine of each cross-KB neighbour to ``query``.
 
-    Only for peers whose vectors come from the same model as this KB's (the query vector is
-    this KB's); others score 0.
+    Only for peers whose vectors come from the same model as this KB's, ``model`` (the query
+    vector is this KB's); others score 0.
     """
-    model = kb.store().get_meta("model_id")
-    vector = np.asarray(kb.embedder.embed_query(query), dtype=np.float32)
+    vector = np.asarray(embed_query(query), dtype=np.float32)
     scores: dict[tuple[str, str], float] = {}
     by_kb: dict[str, list[str]] = {}
     for doc in found:
@@ -312,7 +312,16 @@ def _scores(
     return scores
 
 
-def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | None) -> LinksResult:
+def extend_links(
+    result: LinksResult,
+    *,
+    store: Store,
+    config: Config,
+    peers: Peers,
+    embed_query: Callable[[str], Vectors],
+    direction: str,
+    query: str | None,
+) -> LinksResult:
     """Add the cross-KB neighbours to a ``links`` answer (one hop across, DESIGN §10).
 
     The start document and every neighbour found in this KB closer than the served depth
@@ -320,8 +329,16 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
     one hop further. A neighbour in another KB carries ``kb`` and is terminal: it is never
     expanded inside its own KB. The start document's cross-KB links that do not resolve stay in
     ``unresolved`` with the fleet's reason. Never raises for a peer that cannot be read.
+
+    Args:
+        result: the answer inside this KB.
+        store: this KB's store.
+        config: this KB's config (its id, name and ``[graph]`` weights).
+        peers: the KBs cross-KB links resolve in.
+        embed_query: this KB's query embedding, called only to rank by ``query``.
+        direction: ``"out"``, ``"in"`` or ``"both"``.
+        query: rank the neighbours by similarity to this text.
     """
-    peers = kb.peers()
     sources = {result.doc_id: 0}
     for n in result.neighbours:
         if n.kb is None and n.distance < result.depth:
@@ -331,7 +348,7 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
     reasons: dict[str, str] = {}
     resolved_targets: set[str] = set()
     if direction in ("out", "both"):
-        for row in _outgoing(kb, list(sources), rel):
+        for row in _outgoing(store.conn, list(sources), rel):
             kb_ref = row["dst_kb"] if row["reason"] == OTHER_KB else None
             doc, reason = peers.resolve(kb_ref, row["dst_doc"])
             if row["src_doc"] == result.doc_id:
@@ -343,15 +360,20 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
                 found.append((doc, row["rel"], "out", row["src_doc"], sources[row["src_doc"]] + 1))
     if direction in ("in", "both") and len(peers):
         targets = list(sources)
+        keys = sorted({config.kb.id, config.kb.name, *peers.own_names})
         for peer in peers:
             for i in range(0, len(targets), _CHUNK):
-                for row in _incoming(kb, peer, targets[i : i + _CHUNK], rel) or ():
+                for row in _incoming(keys, peer, targets[i : i + _CHUNK], rel) or ():
                     doc = PeerDoc(peer.name, peer.kb_id, row["src_doc"], row["title"], row["path"])
                     found.append(
                         (doc, row["rel"], "in", row["dst_doc"], sources[row["dst_doc"]] + 1)
                     )
-    weights = kb.config.graph
-    scores = _scores(kb, query, [f[0] for f in found], peers) if query and found else {}
+    weights = config.graph
+    scores = (
+        _scores(store.get_meta("model_id"), embed_query, query, [f[0] for f in found], peers)
+        if query and found
+        else {}
+    )
     best: dict[tuple[str, str], Neighbour] = {}
     for doc, link_rel, way, via, distance in found:
         weight = weights.authored / distance
@@ -393,26 +415,23 @@ def extend_links(kb: KB, result: LinksResult, *, direction: str, query: str | No
     )
 
 
-def cross_rows(kb: KB) -> tuple[set[int], list[tuple[str, str, str]]]:
-    """Classify the KB's stored links that only the fleet can resolve.
+def cross_rows(
+    conn: sqlite3.Connection, peers: Peers
+) -> tuple[set[int], list[tuple[str, str, str]]]:
+    """Classify the stored links (in the store ``conn``) that only the fleet can resolve.
 
     Returns:
         The rowids of links that resolve in another KB, and ``(path, target, reason)`` of the
         links naming another KB that do not.
     """
-    peers = kb.peers()
     resolved: set[int] = set()
     dangling: list[tuple[str, str, str]] = []
-    rows = (
-        kb.store()
-        .conn.execute(
-            "SELECT l.rowid, d.path, l.target, l.dst_kb, l.dst_doc, l.reason FROM links l "
-            "JOIN documents d ON d.doc_id = l.src_doc WHERE l.dst_doc IS NOT NULL AND l.reason IN (?, ?) "
-            "ORDER BY d.path, l.rowid",
-            (OTHER_KB, NO_SUCH_ID),
-        )
-        .fetchall()
-    )
+    rows = conn.execute(
+        "SELECT l.rowid, d.path, l.target, l.dst_kb, l.dst_doc, l.reason FROM links l "
+        "JOIN documents d ON d.doc_id = l.src_doc WHERE l.dst_doc IS NOT NULL AND l.reason IN (?, ?) "
+        "ORDER BY d.path, l.rowid",
+        (OTHER_KB, NO_SUCH_ID),
+    ).fetchall()
     for row in rows:
         kb_ref = row["dst_kb"] if row["reason"] == OTHER_KB else None
         doc, reason = peers.resolve(kb_ref, row["dst_doc"])
@@ -446,17 +465,30 @@ def doctor_findings(dangling: list[tuple[str, str, str]], resolved: int) -> list
     return []
 
 
-def link_target(kb: KB, dst: str, dst_kb: str | None) -> PeerDoc | None:
+def link_target(
+    dst: str,
+    dst_kb: str | None,
+    *,
+    config: Config,
+    peers: Peers,
+    resolve: Callable[[str], str],
+) -> PeerDoc | None:
     """The document in another KB that ``pnk link``'s target names, or ``None`` if it is local.
 
     ``dst`` is a ``pnk://<kb>/<doc>`` URI naming another KB, a document ULID (or path, with
     ``dst_kb``) in the KB ``dst_kb`` names, or a bare ULID found in no KB but another.
 
+    Args:
+        dst: the link's target as given.
+        dst_kb: the KB holding it, when given apart.
+        config: this KB's config (its id and name).
+        peers: the KBs cross-KB links resolve in.
+        resolve: this KB's document lookup (raises ``DocumentNotFoundError``).
+
     Raises:
         DocumentNotFoundError: if the named KB or document cannot be found.
     """
-    peers = kb.peers()
-    own = {kb.config.kb.id, kb.config.kb.name}
+    own = {config.kb.id, config.kb.name}
     ref = dst.strip()
     kb_ref: str | None = None
     doc_ref = ref
@@ -476,7 +508,7 @@ def link_target(kb: KB, dst: str, dst_kb: str | None) -> PeerDoc | None:
         if not is_ulid(doc_ref.upper()):
             return None
         try:
-            kb.resolve(doc_ref)
+            resolve(doc_ref)
             return None  # a local document
         except DocumentNotFoundError:
             doc, reason = peers.resolve(None, doc_ref.upper())

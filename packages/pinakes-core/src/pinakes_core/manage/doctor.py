@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from pinakes_core.config import Config
 from pinakes_core.derived import STORE_DIR, store_problems
 from pinakes_core.errors import SidecarError
 from pinakes_core.index.store import SCHEMA_VERSION, Store
 from pinakes_core.intake import display_name
-from pinakes_core.manage.crosskb import cross_rows, doctor_findings
+from pinakes_core.manage.crosskb import Peers, cross_rows, doctor_findings
 from pinakes_core.manage.hooks import hook_findings
 from pinakes_core.manage.schema import schema_findings
 from pinakes_core.models import DoctorFinding, DoctorReport
@@ -25,9 +25,6 @@ from pinakes_core.read.documents import MAX_DEPTH, never_indexed, not_included_h
 from pinakes_core.read.links import IN_NOTE, OTHER_KB
 from pinakes_core.read.sidecar import SIDECAR_SUFFIX, read_sidecar, write_sidecar
 from pinakes_core.uri import new_ulid
-
-if TYPE_CHECKING:
-    from pinakes_core.kb import KB
 
 __all__ = ["run_doctor"]
 
@@ -60,21 +57,30 @@ def _sidecars(root: Path) -> list[Path]:
 
 
 def run_doctor(
-    kb: KB, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
+    root: Path,
+    config: Config,
+    *,
+    store: Callable[[], Store],
+    peers: Callable[[], Peers],
+    plugin_checks: Callable[[Store], Iterable[list[DoctorFinding]]],
+    fix: bool = False,
+    remove_orphans: bool | Callable[[int], bool] = False,
 ) -> DoctorReport:
     """Run every check; with ``fix``, repair what is safe and say what was done.
 
     Args:
-        kb: the KB.
+        root: the KB root.
+        config: its config.
+        store: opens (or gives the open) store; called only when the KB was synced.
+        peers: gives the KBs its cross-KB links resolve in; called only when synced.
+        plugin_checks: the plugins' ``doctor_checks`` over the store, one list per plugin.
         fix: give a copied sidecar (duplicate id) a new ULID, and with ``remove_orphans`` delete
             sidecars whose document is gone.
         remove_orphans: the caller's consent to delete orphan sidecars: a bool, or a function
             asked with their number once they are found (a CLI prompt).
     """
     from pinakes_core.index.sync import model_id_for
-    from pinakes_core.plugins import plugin_manager
 
-    root = kb.root
     unsafe = store_problems(root)
     if unsafe:  # every other check reads or writes the index: this comes first, alone
         return DoctorReport(
@@ -93,7 +99,7 @@ def run_doctor(
     findings: list[DoctorFinding] = []
     fixed: list[str] = []
     not_included: Counter[str] = Counter()
-    entries, _ = scan(root, kb.config.sync, not_included=not_included)
+    entries, _ = scan(root, config.sync, not_included=not_included)
     documents = {e.sidecar for e in entries}
     hint = not_included_hint(not_included)
     if hint is not None:
@@ -126,10 +132,8 @@ def run_doctor(
             ids[sidecar.id].append(side)
 
     indexed: dict[str, str] = {}
-    if kb.synced:
-        indexed = {
-            r[0]: r[1] for r in kb.store().conn.execute("SELECT doc_id, path FROM documents")
-        }
+    if Store.exists(root):
+        indexed = {r[0]: r[1] for r in store().conn.execute("SELECT doc_id, path FROM documents")}
     duplicates = {i: paths for i, paths in ids.items() if len(paths) > 1}
     if duplicates:
         items = [
@@ -208,16 +212,16 @@ def run_doctor(
             )
         )
 
-    if not kb.synced:
+    if not Store.exists(root):
         findings.append(
             DoctorFinding(
                 check="store", severity="info", message="The KB was never synced; run `pnk sync`."
             )
         )
     else:
-        store = kb.store()
-        conn = store.conn
-        version = store.get_meta("schema_version")
+        opened = store()
+        conn = opened.conn
+        version = opened.get_meta("schema_version")
         if version != str(SCHEMA_VERSION):
             findings.append(
                 DoctorFinding(
@@ -226,7 +230,7 @@ def run_doctor(
                     message=f"The store has schema {version}, this version uses {SCHEMA_VERSION}; the next sync rebuilds it.",
                 )
             )
-        stored, configured = store.get_meta("model_id"), model_id_for(kb.config)
+        stored, configured = opened.get_meta("model_id"), model_id_for(config)
         if stored != configured:
             findings.append(
                 DoctorFinding(
@@ -236,7 +240,7 @@ def run_doctor(
                 )
             )
         # Links into other KBs are resolved through the fleet and reported on their own.
-        via_fleet, cross_dangling = cross_rows(kb)
+        via_fleet, cross_dangling = cross_rows(conn, peers())
         dangling = [
             r
             for r in conn.execute(
@@ -247,7 +251,7 @@ def run_doctor(
             if r[0] not in via_fleet
         ]
         total_links = conn.execute("SELECT COUNT(*) FROM links").fetchone()[0]
-        if (kb.root / "logseq" / "config.edn").is_file():
+        if (root / "logseq" / "config.edn").is_file():
             # In a Logseq graph a [[reference]] names a page that exists once it is opened: most
             # name pages nobody wrote (650 of 947 "dangling" on Logseq's own docs graph).
             unwritten = [r for r in dangling if r[4] == "wiki"]
@@ -302,12 +306,14 @@ def run_doctor(
                 message=f"The store holds {docs} documents and {chunks} chunks in {size / 1048576:.1f} MB.",
             )
         )
-        for group in plugin_manager().hook.doctor_checks(kb=kb, store=store):
+        for group in plugin_checks(opened):
             findings.extend(group)
-        findings.extend(schema_findings(kb))  # relations outside [schema] (issue 16)
+        findings.extend(
+            schema_findings(config.schema_, conn)
+        )  # relations outside [schema] (issue 16)
     findings.extend(hook_findings(root))  # git hooks keeping the index fresh (issue 16)
 
     from pinakes_core.paid.budget import budget_findings  # the paid path's ledger (never litellm)
 
-    findings.extend(budget_findings(root, kb.config))
+    findings.extend(budget_findings(root, config))
     return DoctorReport(findings=findings, fixed=fixed)

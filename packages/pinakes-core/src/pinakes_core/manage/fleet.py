@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pinakes_core.config import load_config
 from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.index.embedding import Embedder
-from pinakes_core.kb import KB, find_root
+from pinakes_core.kb import KB
+from pinakes_core.manage.folder import find_root
 from pinakes_core.manage.registry import FleetEntry, FleetRegistry
 from pinakes_core.models import Hit, SearchResult, Status, SyncReport
 

@@ -25,7 +25,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -35,7 +35,7 @@ from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import HookError, LockError, PinakesError, UnsafeFileError
 from pinakes_core.index.lock import _alive
 from pinakes_core.intake import read_limited
-from pinakes_core.models import DoctorFinding
+from pinakes_core.models import DoctorFinding, SyncReport
 from pinakes_core.read.sidecar import _atomic_write
 
 __all__ = [
@@ -388,15 +388,26 @@ def _release_pending(store: Path) -> None:
             marker.unlink()
 
 
-def run_hook_sync(root: Path, *, wait_s: float = 600.0, poll_s: float = 0.5) -> dict[str, object]:
+def run_hook_sync(
+    root: Path,
+    *,
+    sync: Callable[[], SyncReport],
+    wait_s: float = 600.0,
+    poll_s: float = 0.5,
+) -> dict[str, object]:
     """The sync a hook starts: incremental, quiet, waiting its turn behind a running sync.
 
     Of several hook syncs waiting at once only one stays. The outcome (``ok``, ``error``,
     counts, times) is written to ``.pinakes/hook-sync.json`` and returned. Never raises for a
     :class:`PinakesError`: the outcome records it.
-    """
-    from pinakes_core.kb import KB
 
+    Args:
+        root: the KB root.
+        sync: syncs the KB at ``root`` once (opening and closing it); called again after a
+            :class:`LockError` until ``wait_s`` has passed.
+        wait_s: how long to wait behind a running sync.
+        poll_s: how often to try again meanwhile.
+    """
     started = time.time()
     outcome: dict[str, object] = {"started": started, "pid": os.getpid()}
     try:
@@ -411,8 +422,7 @@ def run_hook_sync(root: Path, *, wait_s: float = 600.0, poll_s: float = 0.5) -> 
     while True:
         _release_pending(store)
         try:
-            with KB.open(root) as kb:
-                report = kb.sync()
+            report = sync()
             outcome.update(
                 ok=True,
                 error=None,

@@ -31,6 +31,7 @@ from tomlkit.toml_document import TOMLDocument
 
 from pinakes_core.config import CONFIG_FILE, load_config
 from pinakes_core.errors import ConfigError
+from pinakes_core.manage.folder import find_root
 from pinakes_core.read.sidecar import _atomic_write
 from pinakes_core.uri import is_ulid
 
@@ -104,8 +105,6 @@ class FleetEntry:
 
 def _root_of(path: Path) -> Path:
     """The KB root at or above ``path`` (the folder holding ``pinakes.toml``)."""
-    from pinakes_core.kb import find_root
-
     return find_root(path)
 
 

@@ -9,8 +9,9 @@ relation outside the schema is allowed; ``pnk doctor`` lists the ones in use.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -21,7 +22,6 @@ from pinakes_core.models import DoctorFinding
 
 if TYPE_CHECKING:
     from pinakes_core.index.embedding import Embedder, Vectors
-    from pinakes_core.kb import KB
 
 __all__ = [
     "GENERIC_REL",
@@ -117,15 +117,26 @@ def embed_labels(embedder: Embedder, labels: Sequence[str]) -> Vectors:
     return cached
 
 
-def match_relation(kb: KB, text: str, *, also: Iterable[str] = ()) -> RelationMatch:
+def match_relation(
+    schema: SchemaConfig,
+    embedder: Callable[[], Embedder],
+    text: str,
+    *,
+    also: Iterable[str] = (),
+) -> RelationMatch:
     """Map a relation name or free-text verb to a schema relation (or one in ``also``).
 
     Exact names, aliases and inverses need no model; otherwise every word for every relation is
     embedded in a sentence and the best relation wins if its cosine is at least
     :data:`REL_THRESHOLD` and beats the runner-up relation by :data:`REL_MARGIN`. Nothing is
     written and nothing raises: an unmatched text comes back with ``via="none"``.
+
+    Args:
+        schema: the KB's ``[schema]``.
+        embedder: gives the KB's embedding model; called only when no exact word matches.
+        text: the relation as someone typed it.
+        also: more relation names to match (e.g. the ones in use).
     """
-    schema = kb.config.schema_
     wanted = normalise_rel(text)
     vocab = relation_vocabulary(schema, also)
     if wanted in vocab:
@@ -140,8 +151,9 @@ def match_relation(kb: KB, text: str, *, also: Iterable[str] = ()) -> RelationMa
     if not vocab:
         return RelationMatch(asked=text, rel=wanted, via="none")
     words = list(vocab)
-    vectors = embed_labels(kb.embedder, [relation_label(w) for w in words])
-    query = np.asarray(kb.embedder.embed_query(relation_label(text.strip())), dtype=np.float32)
+    model = embedder()
+    vectors = embed_labels(model, [relation_label(w) for w in words])
+    query = np.asarray(model.embed_query(relation_label(text.strip())), dtype=np.float32)
     scores = vectors @ query
     best: dict[tuple[str, bool], float] = {}
     for word, score in zip(words, scores.tolist(), strict=True):
@@ -181,23 +193,18 @@ def schema_text(schema: SchemaConfig) -> str:
     return "\n".join(lines)
 
 
-def schema_findings(kb: KB) -> list[DoctorFinding]:
-    """Doctor findings: relations in use that the schema lacks, or that are aliases.
+def schema_findings(schema: SchemaConfig, conn: sqlite3.Connection) -> list[DoctorFinding]:
+    """Doctor findings: relations in use (in the store ``conn``) that the schema lacks, or aliases.
 
     Silent when the KB has no relation types in ``[schema]`` (it opted out of a schema).
     """
-    schema = kb.config.schema_
     if not schema.relation_types:
         return []
     vocab = relation_vocabulary(schema)
-    rows = (
-        kb.store()
-        .conn.execute(
-            "SELECT l.rel, COUNT(*), MIN(d.path) FROM links l JOIN documents d ON d.doc_id = l.src_doc "
-            "WHERE l.origin != 'reverse-scan' GROUP BY l.rel ORDER BY COUNT(*) DESC, l.rel"
-        )
-        .fetchall()
-    )
+    rows = conn.execute(
+        "SELECT l.rel, COUNT(*), MIN(d.path) FROM links l JOIN documents d ON d.doc_id = l.src_doc "
+        "WHERE l.origin != 'reverse-scan' GROUP BY l.rel ORDER BY COUNT(*) DESC, l.rel"
+    ).fetchall()
     outside, aliased = [], []
     for rel, count, example in rows:
         entry = vocab.get(rel)

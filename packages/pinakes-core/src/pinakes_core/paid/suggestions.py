@@ -17,6 +17,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tomlkit.toml_document import TOMLDocument
 
-from pinakes_core.config import CONFIG_FILE, SchemaConfig, load_config, normalise_rel
+from pinakes_core.config import CONFIG_FILE, SchemaConfig, normalise_rel
 from pinakes_core.derived import open_nofollow, store_dir
 from pinakes_core.errors import PinakesError
 from pinakes_core.manage._toml import edit_config, set_path, unified_diff
@@ -32,7 +33,7 @@ from pinakes_core.manage.schema import embed_labels, relation_label, relation_vo
 from pinakes_core.uri import new_ulid
 
 if TYPE_CHECKING:
-    from pinakes_core.kb import KB
+    from pinakes_core.index.embedding import Embedder
 
 __all__ = [
     "SUGGESTIONS_FILE",
@@ -244,16 +245,17 @@ def _label(kind: str, word: str) -> str:
     return relation_label(word) if kind == "relation" else word.replace("-", " ")
 
 
-def _nearest(kb: KB, kind: str, names: list[str]) -> dict[str, tuple[str, float]]:
+def _nearest(
+    schema: SchemaConfig, embedder: Callable[[], Embedder], kind: str, names: list[str]
+) -> dict[str, tuple[str, float]]:
     """For each name, the most similar existing type of ``kind`` and the cosine (real model)."""
-    known = _known(kb.config.schema_, kind)
+    known = _known(schema, kind)
     if not known or not names:
         return {}
     words = list(known)
-    existing = embed_labels(kb.embedder, [_label(kind, w) for w in words])
-    asked = np.asarray(
-        kb.embedder.embed_documents([_label(kind, n) for n in names]), dtype=np.float32
-    )
+    model = embedder()
+    existing = embed_labels(model, [_label(kind, w) for w in words])
+    asked = np.asarray(model.embed_documents([_label(kind, n) for n in names]), dtype=np.float32)
     scores = asked @ existing.T
     out = {}
     for i, name in enumerate(names):
@@ -262,7 +264,9 @@ def _nearest(kb: KB, kind: str, names: list[str]) -> dict[str, tuple[str, float]
     return out
 
 
-def review_schema(kb: KB) -> SchemaReview:
+def review_schema(
+    root: Path, schema: SchemaConfig, embedder: Callable[[], Embedder]
+) -> SchemaReview:
     """Weigh every logged suggestion against ``[schema.review]``; nothing is written.
 
     Suggestions naming a type the schema already has (or, for relations, one of its aliases or
@@ -270,10 +274,14 @@ def review_schema(kb: KB) -> SchemaReview:
     in at least ``min_runs`` runs and ``min_sources`` sources, with a mean confidence above
     ``min_confidence``, and its cosine to the nearest existing type of its kind (embedded with
     the KB's model) is below ``max_similarity``.
+
+    Args:
+        root: the KB root (its suggestions log and ``pinakes.toml``).
+        schema: the KB's ``[schema]`` as loaded.
+        embedder: gives the KB's embedding model; called only when there is something to embed.
     """
-    schema = kb.config.schema_
     limits = schema.review
-    suggestions, bad = read_suggestions(kb.root)
+    suggestions, bad = read_suggestions(root)
     groups: dict[tuple[str, str], list[SchemaSuggestion]] = defaultdict(list)
     known = {kind: _known(schema, kind) for kind in TABLES}
     for s in suggestions:
@@ -284,7 +292,7 @@ def review_schema(kb: KB) -> SchemaReview:
     near: dict[tuple[str, str], tuple[str, float]] = {}
     for kind in TABLES:
         names = [name for (k, name), _ in ranked if k == kind]
-        near.update({(kind, n): v for n, v in _nearest(kb, kind, names).items()})
+        near.update({(kind, n): v for n, v in _nearest(schema, embedder, kind, names).items()})
     proposals, held = [], []
     for (kind, name), group in ranked:
         runs = len({s.run for s in group})
@@ -317,10 +325,10 @@ def review_schema(kb: KB) -> SchemaReview:
         if blocked:
             held.append(candidate)
         else:
-            diff = promote(kb, candidate, write=False)
+            diff = promote(root, candidate, write=False)
             proposals.append(candidate.model_copy(update={"diff": diff}))
     return SchemaReview(
-        file=str(suggestions_path(kb.root).relative_to(kb.root)),
+        file=str(suggestions_path(root).relative_to(root)),
         suggestions=len(suggestions),
         bad_lines=bad,
         proposals=proposals,
@@ -328,12 +336,13 @@ def review_schema(kb: KB) -> SchemaReview:
     )
 
 
-def promote(kb: KB, candidate: Candidate, *, write: bool) -> str:
-    """Add ``candidate`` to ``[schema]`` in ``pinakes.toml``, keeping comments and layout.
+def promote(root: Path, candidate: Candidate, *, write: bool) -> str:
+    """Add ``candidate`` to ``[schema]`` in the ``pinakes.toml`` of the KB at ``root``.
 
-    The new type gets a comment with its evidence. A table written as a list of names gets the
-    name appended. With ``write=False`` nothing is written (the diff is a preview); with
-    ``write=True`` the file is replaced atomically and ``kb.config`` reloaded.
+    Comments and layout are kept. The new type gets a comment with its evidence. A table written
+    as a list of names gets the name appended. With ``write=False`` nothing is written (the diff
+    is a preview); with ``write=True`` the file is replaced atomically (a caller holding the
+    KB's ``Config`` loads it again to see the new type).
 
     Returns:
         The unified diff of ``pinakes.toml``.
@@ -358,7 +367,5 @@ def promote(kb: KB, candidate: Candidate, *, write: bool) -> str:
         value: Any = {} if candidate.kind == "relation" else ""
         set_path(doc, (*table, candidate.name), value, comment=note)
 
-    before, after = edit_config(kb.root, change, write=write)
-    if write:
-        kb.config = load_config(kb.root)
+    before, after = edit_config(root, change, write=write)
     return unified_diff(CONFIG_FILE, before, after)

@@ -154,7 +154,7 @@ def _in_vocabulary(kb: KB, suggestion: LinkSuggestion) -> tuple[LinkSuggestion, 
     from pinakes_core.config import normalise_rel
     from pinakes_core.manage.schema import match_relation
 
-    match = match_relation(kb, suggestion.rel)
+    match = match_relation(kb.config.schema_, lambda: kb.embedder, suggestion.rel)
     types = kb.config.schema_.relation_types
     inverse = types[match.rel].inverse if match.inverted and match.rel in types else None
     rel = normalise_rel(inverse) if inverse else match.rel
