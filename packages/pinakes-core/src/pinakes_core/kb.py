@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import bisect
-import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,32 +20,23 @@ from pinakes_core.config import (
     Config,
     SidecarPolicy,
     load_config,
-    normalise_rel,
 )
 from pinakes_core.errors import (
-    ConfigError,
-    DocumentNotFoundError,
     IndexMissingError,
-    IndexWriteError,
     PinakesError,
-    PluginMissingError,
-    UnsafeFileError,
 )
+from pinakes_core.index import catalogue
 from pinakes_core.index.backend import check_backend
 from pinakes_core.index.embedding import Embedder, load_embedder
 from pinakes_core.index.store import (
-    SCHEMA_VERSION,
     Store,
     VectorMatrix,
-    disk_full,
     lexical_paths,
-    writable,
 )
-from pinakes_core.intake import read_limited, spellings
+from pinakes_core.index.views import read_document
 from pinakes_core.manage.folder import find_root, make_kb_folder
 from pinakes_core.models import (
     DoctorReport,
-    DocumentInfo,
     DocumentList,
     DocumentView,
     LinksResult,
@@ -57,19 +45,9 @@ from pinakes_core.models import (
     Status,
     SyncReport,
 )
-from pinakes_core.read.identity import frontmatter_id
 from pinakes_core.read.meta import MetaFilter, parse_meta_filter
-from pinakes_core.read.sections import SliceError, slice_document
-from pinakes_core.read.sidecar import (
-    append_link,
-    read_sidecar,
-    sidecar_path,
-    write_skeleton,
-)
-from pinakes_core.read.sources import text_from_chunks
 from pinakes_core.search import calibration as selfcal
 from pinakes_core.search.arguments import (
-    check_depth,
     check_k,
     clean_doc_ids,
     clean_list,
@@ -84,7 +62,6 @@ from pinakes_core.search.confidence import Calibration, prior_calibration
 from pinakes_core.search.hits import GroupBy
 from pinakes_core.search.notes import empty_note
 from pinakes_core.search.retrieval import default_channels, document_names, fuse_and_build
-from pinakes_core.uri import SCHEME, is_ulid, parse_uri
 
 if TYPE_CHECKING:
     from pinakes_core.index.dense import AnnIndex
@@ -103,20 +80,6 @@ TimeLike = float | datetime | None
 #: Most FTS phrase counts a KB keeps between queries (a few MB at most; a long-lived server
 #: that sees this many distinct words starts again).
 MAX_COUNTED_PHRASES = 50_000
-
-
-def _link_views(conn: sqlite3.Connection, doc_id: str) -> list[LinkView]:
-    """The links document ``doc_id`` holds, in the order they were stored."""
-    return [
-        LinkView(
-            target=r["target"],
-            rel=r["rel"],
-            origin=r["origin"],
-            dst_doc=r["dst_doc"],
-            dst_kb=r["dst_kb"],
-        )
-        for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
-    ]
 
 
 class KB:
@@ -249,22 +212,6 @@ class KB:
         # Never synced, or written by another schema version: a sync (re)builds it.
         if self._store is None and not Store.current(self.root):
             self.sync()
-
-    def _check_writable(self) -> None:
-        """Refuse, in one sentence, to sync into a ``.pinakes/`` this process cannot write.
-
-        Raises:
-            IndexWriteError: if the folder (or the KB root, before the first sync) is read-only.
-        """
-        store_dir = Store.location(self.root).parent
-        folder = store_dir if store_dir.is_dir() else self.root
-        if not writable(folder, *Store.files(self.root)):
-            state = "has an index" if Store.current(self.root) else "has no current index"
-            raise IndexWriteError(
-                f"{folder} (or the index in it) is read-only for this user, so the index cannot be written "
-                f"(the KB {state}; search and show read it without writing).",
-                f"Run `pnk sync` as a user who can write {folder}, or make it writable.",
-            )
 
     def calibration(self) -> Calibration | None:
         """Return the confidence calibration in force.
@@ -471,56 +418,31 @@ class KB:
 
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
         """Bring the store up to date with the files (see :func:`pinakes_core.index.sync.run_sync`)."""
-        from pinakes_core.index.dense import load_vectors, update_ann
-        from pinakes_core.index.sync import run_sync
+        from pinakes_core.index import refresh
         from pinakes_core.plugins import plugin_manager, require_plugins
 
         started = time.perf_counter()
         require_plugins(self.config, self.root / CONFIG_FILE)
-        self._check_writable()
+        refresh.check_writable(self.root)
         if self._store is not None:
             self._store.close()
             self._store = None
-
-        def after(
-            store: Store, changed: list[str], removed: list[str], relinked: list[str]
-        ) -> None:
-            plugin_manager().hook.after_sync(
+        report = refresh.sync_folder(
+            self.root,
+            self.config,
+            lambda: self.embedder,
+            rebuild=rebuild,
+            model_id=self._embedder.model_id if self._embedder is not None else None,
+            progress=progress,
+            after_sync=lambda store, changed, removed, relinked: plugin_manager().hook.after_sync(
                 kb=self,
                 store=store,
                 changed=changed,
                 removed=removed,
                 relinked=relinked,
                 progress=progress or (lambda stage, done, total: None),
-            )
-            # Last, under the sync's lock: the chunks are final for this sync.
-            update_ann(self.root, store, self.config.scale, changed=bool(changed or removed))
-            # Past the threshold it is kept up to date, below it deleted (tantivy is
-            # imported only past it).
-            from pinakes_core.index.lexical import update_lexical
-
-            update_lexical(self.root, store, self.config.scale, changed=changed, removed=removed)
-
-        try:
-            report = run_sync(
-                self.root,
-                self.config,
-                lambda: self.embedder,
-                rebuild=rebuild,
-                model_id=self._embedder.model_id if self._embedder is not None else None,
-                progress=progress,
-                after_write=after,
-            )
-        except (sqlite3.OperationalError, OSError) as exc:
-            if not disk_full(exc):
-                raise
-            store_dir = Store.location(self.root).parent
-            raise IndexWriteError(
-                f"The disk holding {store_dir} is full, so the sync stopped; the index is "
-                "unchanged but for documents it had finished (each is all old or all new), "
-                "and search keeps working.",
-                "Free some space and run `pnk sync` again; it goes on where this one stopped.",
-            ) from None
+            ),
+        )
         self._vectors = None
         self._ann_checked = False
         self._lexical_checked = False
@@ -544,11 +466,7 @@ class KB:
                 )
         parts["self-calibration"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
-        store = self.store()
-        if store.get_meta("dim"):
-            # Leave the vector snapshot of the final generation for the next process to map
-            # (a no-change sync finds it there already; the model is never loaded for this).
-            load_vectors(self.root, store, int(store.get_meta("dim") or 0))
+        refresh.snapshot_vectors(self.root, self.store())
         parts["vector snapshot"] = round(time.perf_counter() - t0, 3)
         # The whole wall time, with its parts (issue 35: "synced in 6.1 s" for an 11.9 s run).
         seconds = round(time.perf_counter() - started, 3)
@@ -715,84 +633,26 @@ class KB:
         """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
 
         A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
-        :func:`~pinakes_core.read.links.resolver`).
+        :func:`~pinakes_core.read.links.resolver`); see
+        :func:`pinakes_core.index.catalogue.find_document`.
 
         Raises:
             DocumentNotFoundError: if nothing matches; its hint names up to three documents
                 whose names are close to ``ref`` (:func:`~pinakes_core.read.links.near_names`).
         """
         given = clean_text(ref, "The document reference")
-        ref = given.strip()
-        if not ref or len(ref) > 4096:
-            raise DocumentNotFoundError(
-                f"The document reference {ref[:60]!r} is empty or too long.",
-                "Use a ULID, a pnk:// URI or a path relative to the KB root.",
-            )
+        ref = catalogue.check_reference(given)
         self._ensure_synced()
         conn = self.store().conn
-        if ref.startswith(SCHEME):
-            uri = parse_uri(ref)
-            if uri.kb is not None and not self._is_named(uri.kb):
-                raise DocumentNotFoundError(
-                    f"{ref!r} names KB {uri.kb!r}, not this one ({self.config.kb.name!r}); "
-                    "it was not looked up here.",
-                    "Open that KB (--kb <its folder>), or search the fleet (pnk search --fleet).",
-                )
-            doc_id: str | None = uri.doc_id
-        elif is_ulid(ref.upper()):
-            doc_id = ref.upper()
-        else:
-            candidate = Path(ref)
-            if candidate.is_absolute():
-                try:
-                    candidate = candidate.resolve().relative_to(self.root)
-                except ValueError:
-                    raise DocumentNotFoundError(
-                        f"{ref} is outside the KB at {self.root}."
-                    ) from None
-            rel = candidate.as_posix().removeprefix("./")
-            # The name as given (" notes.md" is a file name too), then in either Unicode
-            # normal form: a file named on macOS is NFD, the name typed for it NFC.
-            for path in dict.fromkeys((given, *spellings(rel))):
-                row = conn.execute(
-                    "SELECT doc_id FROM documents WHERE path = ?", (path,)
-                ).fetchone()
-                if row:
-                    break
-            # Not a path: perhaps a frontmatter id (a Dendron id, a Zettelkasten number).
-            doc_id = row[0] if row else frontmatter_id(self.config.kb.id, ref)
-        if (
-            doc_id is not None
-            and conn.execute("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        ):
-            return doc_id
-        from pinakes_core.read.links import near_names, resolver
-
-        if not ref.startswith(SCHEME):
-            # A note's name, as its wikilinks write it (issue 35): from the KB's root.
-            named = resolver(conn, self.config.kb.id, self.config.kb.name)("", ref)
-            if named is not None:
-                return named
-        near = near_names(conn, ref)
-        raise DocumentNotFoundError(
-            f"No document {ref!r} in KB {self.config.kb.name!r}.",
-            (f"Did you mean {', '.join(map(repr, near))}? " if near else "")
-            + "Use a ULID, a pnk:// URI, a path relative to the KB root or a note's name; "
-            "run `pnk sync` if it is new.",
-            near=near,
+        return catalogue.find_document(
+            conn, self.root, self.config, given, ref, is_named=self._is_named
         )
 
     def _is_named(self, ref: str) -> bool:
         """Whether a URI's KB part names this KB: its id, its ``[kb] name``, or its fleet name."""
-        if ref.upper() == self.config.kb.id or ref == self.config.kb.name:
-            return True
-        from pinakes_core.manage.registry import FleetRegistry
+        from pinakes_core.manage.registry import names_kb
 
-        try:
-            entry = FleetRegistry.load().find(ref)
-        except PinakesError:  # an unreadable registry names nothing
-            return False
-        return entry is not None and entry.kb_id == self.config.kb.id
+        return names_kb(ref, self.config.kb.id, self.config.kb.name)
 
     def read(
         self,
@@ -806,7 +666,8 @@ class KB:
         """Return one document (current file text, or a slice of it) with its metadata.
 
         A PDF's text is its extracted text as indexed, each page under a ``[page N]`` line; it
-        is rebuilt from the store, so a read never parses the PDF again.
+        is rebuilt from the store, so a read never parses the PDF again (see
+        :func:`pinakes_core.index.views.read_document`).
 
         Args:
             doc: a ULID, ``pnk://`` URI or path.
@@ -824,74 +685,15 @@ class KB:
                 (pages of a document that has none, more than one of lines/section/pages).
         """
         doc_id = self.resolve(doc)
-        conn = self.store().conn
-        row = conn.execute("SELECT * FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        if not (self.root / row["path"]).resolve().is_relative_to(self.root.resolve()):
-            raise DocumentNotFoundError(
-                f"{row['path']} now leads outside the KB (a symlink?); it is not read.",
-                "Run `pnk sync`.",
-            )
-        paged = row["source_type"] == "pdf" and row["pages"] is not None
-        page_lines: list[int] = []
-        if paged:
-            if not (self.root / row["path"]).is_file():
-                raise DocumentNotFoundError(
-                    f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
-                )
-            page_lines = [int(n) for n in json.loads(row["pages"])]
-            chunk_rows = conn.execute(
-                "SELECT text, start_line, end_line FROM chunks WHERE doc_id = ? ORDER BY ordinal",
-                (doc_id,),
-            ).fetchall()
-            text = text_from_chunks(chunk_rows, page_lines, int(row["line_count"] or 0))
-        else:
-            try:
-                data = read_limited(
-                    self.root / row["path"],
-                    limit=int(self.config.sync.max_file_mb * 1024 * 1024),
-                    root=self.root.resolve(),
-                    name=row["path"],
-                )
-            except UnsafeFileError as exc:
-                raise DocumentNotFoundError(exc.message, "Run `pnk sync`.") from None
-            except OSError:
-                raise DocumentNotFoundError(
-                    f"{row['path']} is in the index but its file is gone.", "Run `pnk sync`."
-                ) from None
-            text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-        if pages is not None:
-            lines = _page_lines(
-                row["path"], page_lines if paged else None, pages, lines, section, text
-            )
-        links = _link_views(conn, doc_id)
-        part = slice_document(
-            row["path"],
-            text.replace("\r\n", "\n"),
+        return read_document(
+            self.store().conn,
+            self.root,
+            self.config,
+            doc_id,
             lines=lines,
             section=section,
+            pages=pages,
             max_tokens=max_tokens,
-        )
-        return DocumentView(
-            doc_id=doc_id,
-            uri=f"{SCHEME}{self.config.kb.id}/{doc_id}",
-            path=row["path"],
-            title=row["title"],
-            tags=json.loads(row["tags"]),
-            aliases=json.loads(row["aliases"]),
-            links=links,
-            chunks=row["chunk_count"],
-            modified=row["mtime_ns"] / 1e9,
-            text=part.text,
-            meta=json.loads(row["meta"]),
-            lines=part.lines,
-            section=part.section,
-            headings=part.headings,
-            tokens=part.tokens,
-            total_tokens=part.total_tokens,
-            truncated=part.truncated,
-            source_type=row["source_type"],
-            page_count=len(page_lines) if paged else None,
-            pages=_pages_of(page_lines, part.lines) if paged else None,
         )
 
     def outlinks(self, doc: str) -> tuple[str, list[LinkView]]:
@@ -905,9 +707,7 @@ class KB:
             DocumentNotFoundError: if ``doc`` matches nothing.
         """
         doc_id = self.resolve(doc)
-        conn = self.store().conn
-        row = conn.execute("SELECT title FROM documents WHERE doc_id = ?", (doc_id,)).fetchone()
-        return row["title"], _link_views(conn, doc_id)
+        return catalogue.outlinks(self.store().conn, doc_id)
 
     def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
         """Return a page of the indexed documents (no text), by path or newest first.
@@ -920,34 +720,10 @@ class KB:
         Raises:
             PinakesError: if ``offset`` or ``limit`` is out of range.
         """
-        if offset < 0 or not 1 <= limit <= 1000:
-            raise PinakesError(
-                f"offset {offset} / limit {limit} is out of range.",
-                "Use offset >= 0 and a limit from 1 to 1000.",
-            )
+        catalogue.check_page(offset, limit)
         self._ensure_synced()
-        conn = self.store().conn
-        total = int(conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
-        order = "mtime_ns DESC, path" if recent else "path"
-        rows = conn.execute(
-            f"SELECT doc_id, path, title, tags, mtime_ns FROM documents ORDER BY {order} "
-            "LIMIT ? OFFSET ?",
-            (limit, offset),
-        ).fetchall()
-        return DocumentList(
-            documents=[
-                DocumentInfo(
-                    doc_id=r["doc_id"],
-                    uri=f"{SCHEME}{self.config.kb.id}/{r['doc_id']}",
-                    path=r["path"],
-                    title=r["title"],
-                    tags=json.loads(r["tags"]),
-                    modified=r["mtime_ns"] / 1e9,
-                )
-                for r in rows
-            ],
-            total=total,
-            next_offset=offset + len(rows) if offset + len(rows) < total else None,
+        return catalogue.document_page(
+            self.store().conn, self.config.kb.id, offset=offset, limit=limit, recent=recent
         )
 
     def links(
@@ -972,33 +748,20 @@ class KB:
             PluginMissingError: if no installed plugin answers links.
             DocumentNotFoundError: if ``doc`` matches nothing.
         """
+        from pinakes_core.manage.linking import check_link_arguments, follow_links
         from pinakes_core.plugins import plugin_manager
 
-        if direction not in ("out", "in", "both"):
-            raise ConfigError(f"direction {direction!r} is not one of out, in, both.")
-        depth = check_depth(depth)
-        rel = None if rel is None else clean_text(rel, "rel")[:200]
-        query = None if query is None else clean_query(query)
+        rel, direction, depth, query = check_link_arguments(rel, direction, depth, query)
         doc_id = self.resolve(doc)
-        result = plugin_manager().hook.kb_links(
-            kb=self, doc_id=doc_id, rel=rel, direction=direction, depth=depth, query=query
-        )
-        if result is None:
-            raise PluginMissingError(
-                "Following links needs the pinakes-graph plugin.",
-                "Install it: uv pip install pinakes-graph",
-            )
-        assert isinstance(result, LinksResult)
-        shared = plugin_manager().hook.entity_neighbours(kb=self, doc_id=doc_id)
-        if shared:
-            result = result.model_copy(update={"entity_neighbours": shared})
-        from pinakes_core.manage.crosskb import extend_links
-
-        return extend_links(
-            result,
+        hook = plugin_manager().hook
+        return follow_links(
+            hook.kb_links(
+                kb=self, doc_id=doc_id, rel=rel, direction=direction, depth=depth, query=query
+            ),
+            shared=lambda: hook.entity_neighbours(kb=self, doc_id=doc_id),
             store=self.store(),
             config=self.config,
-            peers=self.peers(),
+            peers=self.peers,
             embed_query=lambda text: self.embedder.embed_query(text),
             direction=direction,
             query=query,
@@ -1033,54 +796,22 @@ class KB:
             DocumentNotFoundError: if either document (or the other KB) is unknown.
             PinakesError: for a self-link or a link that already exists.
         """
-        from pinakes_core.manage.crosskb import link_target
-        from pinakes_core.manage.schema import GENERIC_REL, match_relation
-        from pinakes_core.paid.suggestions import record_schema_suggestion
-        from pinakes_core.read.links import resolver
+        from pinakes_core.manage import linking
 
         src_id = self.resolve(src)
-        other = link_target(
-            dst, dst_kb, config=self.config, peers=self.peers(), resolve=self.resolve
+        return linking.add_link(
+            self.root,
+            self.config,
+            self.store().conn,
+            src_id,
+            dst,
+            rel,
+            note,
+            dst_kb=dst_kb,
+            peers=self.peers(),
+            resolve=self.resolve,
+            embedder=lambda: self.embedder,
         )
-        dst_kb_id, dst_id = (
-            (other.kb_id, other.doc_id) if other else (self.config.kb.id, self.resolve(dst))
-        )
-        if src_id == dst_id and other is None:
-            raise PinakesError("A document cannot link to itself.", "Pick a different target.")
-        match = match_relation(
-            self.config.schema_, lambda: self.embedder, clean_text(rel, "rel")[:200]
-        )
-        inverse = self.config.schema_.relation_types[match.rel].inverse if match.inverted else None
-        # An inverse ("cited-by") is schema vocabulary: written as such, followed backwards.
-        rel = normalise_rel(inverse) if inverse else match.rel
-        note = None if note is None else clean_text(note, "note")
-        conn = self.store().conn
-        path = conn.execute("SELECT path FROM documents WHERE doc_id = ?", (src_id,)).fetchone()[0]
-        side = sidecar_path(self.root / path)
-        real_root = self.root.resolve()
-        if not side.exists() and not side.is_symlink():
-            write_skeleton(side, src_id)
-        resolve = resolver(conn, self.config.kb.id, self.config.kb.name)
-        peers = self.peers()
-        for link in read_sidecar(side, root=real_root).links:
-            if link.rel != rel:
-                continue
-            if other is None:
-                same = resolve(path, link.to) == dst_id
-            else:
-                same = _names_doc(link.to, dst_id) and _names_kb(link.to, other.kb_id, peers)
-            if same:
-                raise PinakesError(
-                    f"{side.relative_to(self.root)} already links to {dst_id} as {rel!r}.",
-                    "Nothing to do.",
-                )
-        entry: dict[str, str] = {"to": f"{SCHEME}{dst_kb_id}/{dst_id}", "rel": rel}
-        if note:
-            entry["note"] = note
-        before, after = append_link(side, entry, root=real_root)
-        if not match.in_schema and rel != GENERIC_REL:
-            record_schema_suggestion(self.root, "relation", rel, source=path, origin="link")
-        return str(side.relative_to(self.root)), before, after
 
     def doctor(
         self, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
@@ -1101,155 +832,11 @@ class KB:
 
     def status(self) -> Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
-        base: dict[str, Any] = {
-            "name": self.config.kb.name,
-            "kb_id": self.config.kb.id,
-            "root": str(self.root),
-        }
-        from pinakes_core.read.documents import scan
+        from pinakes_core.index.status import kb_status
 
-        entries, _ = scan(self.root, self.config.sync)
+        return kb_status(self.root, self.config, store=self._current_store)
+
+    def _current_store(self) -> Store | None:
+        """The store as it is now (a swapped-in rebuild reopened), ``None`` if never synced."""
         self._notice_swap()
-        if not self.synced:
-            return Status(
-                **base,
-                synced=False,
-                documents=0,
-                chunks=0,
-                vectors=0,
-                model=None,
-                dim=None,
-                schema_version=None,
-                last_sync=None,
-                stale={"new": len(entries), "changed": 0, "removed": 0},
-                store_bytes=0,
-            )
-        store = self.store()
-        conn = store.conn
-        from pinakes_core.index.sync import is_racy, racy_changed, racy_cutoff
-
-        rows = {
-            r[0]: tuple(r[1:])
-            for r in conn.execute(
-                "SELECT path, mtime_ns, size, sidecar_mtime_ns, sidecar_size, content_hash, "
-                "sidecar_hash FROM documents"
-            )
-        }
-        seen = {e.rel for e in entries}
-        # A file whose stat is as stored but that was written in the last sync's clock tick
-        # is read and hashed, as the next sync will (racily clean, as git calls it).
-        racy = racy_cutoff(store.get_meta("sync_started"))
-        limit = int(self.config.sync.max_file_mb * 1024 * 1024)
-        changed = sum(
-            1
-            for e in entries
-            if e.rel in rows
-            and (
-                rows[e.rel][:4] != e.stamp
-                or (
-                    is_racy(e, racy)
-                    and racy_changed(e, self.root.resolve(), limit, *rows[e.rel][4:])
-                )
-            )
-        )
-
-        def count(table: str) -> int:
-            return int(conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-
-        last = store.get_meta("last_sync")
-        skipped = json.loads(store.get_meta("skipped_files") or "{}")
-        dim = store.get_meta("dim")
-        ner = store.get_meta("ner_settings") is not None  # the NER layer was derived
-        mentions = conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'mentions'").fetchone()
-        size = sum(p.stat().st_size for p in Store.files(self.root))
-        return Status(
-            **base,
-            synced=True,
-            documents=count("documents"),
-            chunks=count("chunks"),
-            vectors=count("vectors"),
-            model=store.get_meta("model_id"),
-            dim=int(dim) if dim else None,
-            schema_version=int(store.get_meta("schema_version") or SCHEMA_VERSION),
-            last_sync=float(last) if last else None,
-            stale={
-                "new": sum(
-                    1
-                    for e in entries
-                    if e.rel not in rows
-                    and tuple(skipped.get(e.rel, ())) != e.stamp  # skipped as it is
-                ),
-                "changed": changed,
-                "removed": len(rows.keys() - seen),
-            },
-            store_bytes=size,
-            entities=int(
-                conn.execute("SELECT COUNT(*) FROM nodes WHERE kind = 'entity'").fetchone()[0]
-            )
-            if ner
-            else None,
-            mentions=int(mentions[0]) if ner else None,
-        )
-
-
-def _names_doc(target: str, doc_id: str) -> bool:
-    """Whether an authored link target names document ``doc_id`` (as a URI or a bare ULID)."""
-    try:
-        uri = parse_uri(target if target.startswith(SCHEME) else SCHEME + target)
-    except PinakesError:
-        return False
-    return uri.doc_id == doc_id
-
-
-def _names_kb(target: str, kb_id: str, peers: Peers) -> bool:
-    """Whether a ``pnk://`` target names the KB ``kb_id`` (by id or a fleet name), or no KB."""
-    try:
-        uri = parse_uri(target if target.startswith(SCHEME) else SCHEME + target)
-    except PinakesError:
-        return False
-    if uri.kb is None or uri.kb == kb_id:
-        return True
-    peer = peers.find(uri.kb)
-    return peer is not None and peer.kb_id == kb_id
-
-
-def _page_lines(
-    path: str,
-    page_lines: list[int] | None,
-    pages: tuple[int, int],
-    lines: tuple[int, int] | None,
-    section: str | None,
-    text: str,
-) -> tuple[int, int]:
-    """The line span (1-based, inclusive) of a page range (a last page past the end clamped)."""
-    if lines is not None or section:
-        raise SliceError("Give one of a line range, a section or a page range.", "Drop the others.")
-    if page_lines is None:
-        raise SliceError(
-            f"{path} has no pages (only PDFs do).", "Use a line range or a section instead."
-        )
-    first, last = pages
-    count = len(page_lines)
-    if first < 1 or last < first:
-        raise SliceError(
-            f"The page range {first}-{last} is not valid.", "Use N or N-M with 1 <= N <= M."
-        )
-    if first > count:
-        raise SliceError(
-            f"{path} has {count} pages; page {first} is past the end.",
-            f"Use pages within 1-{count}.",
-        )
-    last = min(last, count)
-    end = page_lines[last] - 1 if last < count else text.count("\n") + 1
-    while end > page_lines[last - 1] and not text.split("\n")[end - 1].strip():
-        end -= 1
-    return page_lines[first - 1], end
-
-
-def _pages_of(page_lines: list[int], span: tuple[int, int]) -> tuple[int, int] | None:
-    """The pages a line span covers."""
-    if not page_lines:
-        return None
-    first = max(bisect.bisect_right(page_lines, span[0]), 1)
-    last = max(bisect.bisect_right(page_lines, span[1]), 1)
-    return first, last
+        return self.store() if self.synced else None

@@ -30,12 +30,12 @@ from tomlkit.items import AoT
 from tomlkit.toml_document import TOMLDocument
 
 from pinakes_core.config import CONFIG_FILE, load_config
-from pinakes_core.errors import ConfigError
+from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.manage.folder import find_root
 from pinakes_core.read.sidecar import _atomic_write
 from pinakes_core.uri import is_ulid
 
-__all__ = ["ENV_VAR", "FleetEntry", "FleetRegistry", "registry_path"]
+__all__ = ["ENV_VAR", "FleetEntry", "FleetRegistry", "names_kb", "registry_path"]
 
 #: Environment variable naming the registry file (tests and several setups use it).
 ENV_VAR = "PINAKES_FLEET"
@@ -339,3 +339,17 @@ def _kb_name(entry: FleetEntry) -> str | None:
         return load_config(entry.path).kb.name
     except ConfigError:
         return None
+
+
+def names_kb(ref: str, kb_id: str, kb_name: str) -> bool:
+    """Whether ``ref`` (a URI's KB part) names the KB ``kb_id``: its id, ``[kb] name`` or fleet name.
+
+    An unreadable fleet registry names nothing.
+    """
+    if ref.upper() == kb_id or ref == kb_name:
+        return True
+    try:
+        entry = FleetRegistry.load().find(ref)
+    except PinakesError:
+        return False
+    return entry is not None and entry.kb_id == kb_id
