@@ -1,8 +1,9 @@
 """Manage: a KB's life outside one query.
 
-Starting and keeping a KB (``templates``, ``upgrade``, ``adopt``, git ``hooks``), its seed
-``schema``, the ``doctor``, several KBs at once (``registry``, ``fleet``, ``crosskb`` links),
-agent writes (``writing``) and evaluation on labelled questions (``eval``).
+Starting and keeping a KB (the KB ``folder``, ``templates``, ``upgrade``, ``adopt``, git
+``hooks``), its seed ``schema``, typed links added and followed (``linking``), the ``doctor``,
+several KBs at once (``registry``, ``fleet``, ``crosskb`` links), agent writes (``writing``) and
+evaluation on labelled questions (``eval``).
 
 May import: ``search``, ``index``, ``read`` and the package root. ``fleet``, ``eval``,
 ``writing``, ``adopt``, ``templates`` and ``upgrade`` drive KBs from above the ``KB`` facade; the
