@@ -9,37 +9,41 @@ Quick start::
     print(result.hits[0].path, result.hits[0].text)
 """
 
-from importlib.metadata import version
+from __future__ import annotations
 
-from pinakes_core.config import Config, load_config
-from pinakes_core.errors import (
-    ConfigError,
-    DocumentNotFoundError,
-    IndexMissingError,
-    IndexWriteError,
-    LockError,
-    PinakesError,
-    PluginMissingError,
-    SidecarError,
-    UriError,
-)
-from pinakes_core.hookspecs import hookimpl
-from pinakes_core.kb import KB
-from pinakes_core.models import (
-    DoctorFinding,
-    DoctorReport,
-    DocumentView,
-    FrontierItem,
-    Hit,
-    LinksResult,
-    Neighbour,
-    SearchResult,
-    Status,
-    SyncReport,
-    UnresolvedLink,
-)
-from pinakes_core.search.channels import Channel, Filters, QueryContext
-from pinakes_core.uri import PnkUri, parse_uri
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pinakes_core.config import Config, load_config
+    from pinakes_core.errors import (
+        ConfigError,
+        DocumentNotFoundError,
+        IndexMissingError,
+        IndexWriteError,
+        LockError,
+        PinakesError,
+        PluginMissingError,
+        SidecarError,
+        UriError,
+    )
+    from pinakes_core.hookspecs import hookimpl
+    from pinakes_core.kb import KB
+    from pinakes_core.models import (
+        DoctorFinding,
+        DoctorReport,
+        DocumentView,
+        FrontierItem,
+        Hit,
+        LinksResult,
+        Neighbour,
+        SearchResult,
+        Status,
+        SyncReport,
+        UnresolvedLink,
+    )
+    from pinakes_core.search.channels import Channel, Filters, QueryContext
+    from pinakes_core.uri import PnkUri, parse_uri
 
 __all__ = [
     "KB",
@@ -74,4 +78,55 @@ __all__ = [
     "parse_uri",
 ]
 
-__version__ = version("pinakes-core")
+#: Where each public name is defined. The names load on first use (PEP 562), so importing
+#: ``pinakes_core`` or a light module in it (``pinakes_core.errors``) costs nothing: ``pnk
+#: --help`` never pays for numpy, pydantic or the engine (issue 37).
+_HOMES = {
+    "Config": "config",
+    "load_config": "config",
+    "ConfigError": "errors",
+    "DocumentNotFoundError": "errors",
+    "IndexMissingError": "errors",
+    "IndexWriteError": "errors",
+    "LockError": "errors",
+    "PinakesError": "errors",
+    "PluginMissingError": "errors",
+    "SidecarError": "errors",
+    "UriError": "errors",
+    "hookimpl": "hookspecs",
+    "KB": "kb",
+    "DoctorFinding": "models",
+    "DoctorReport": "models",
+    "DocumentView": "models",
+    "FrontierItem": "models",
+    "Hit": "models",
+    "LinksResult": "models",
+    "Neighbour": "models",
+    "SearchResult": "models",
+    "Status": "models",
+    "SyncReport": "models",
+    "UnresolvedLink": "models",
+    "Channel": "search.channels",
+    "Filters": "search.channels",
+    "QueryContext": "search.channels",
+    "PnkUri": "uri",
+    "parse_uri": "uri",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its defining module on first use, then keep it here."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value: Any = version("pinakes-core")
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(f"pinakes_core.{_HOMES[name]}"), name)
+    else:
+        raise AttributeError(f"module 'pinakes_core' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
