@@ -1,16 +1,19 @@
 """Entry module for the ``pinakes`` entry-point group: the graph plugin's hook implementations.
 
-Core loads this module through pluggy. It registers factories only; scipy is imported inside
-the graph channels when they first run.
+Core loads this module through pluggy, and ``pnk`` on every start-up (``pnk --help`` too), so
+it imports nothing but pluggy's marker: each hook imports what it needs when it first runs
+(numpy, core's models, the edge and traversal modules), and scipy loads inside the graph
+channels when they first run.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.hookspecs import hookimpl
-from pinakes_core.models import DoctorFinding, LinksResult
-from pinakes_graph import edges, traverse
+
+if TYPE_CHECKING:
+    from pinakes_core.models import DoctorFinding, LinksResult
 
 __all__ = ["after_sync", "doctor_checks", "kb_links", "register_channels"]
 
@@ -43,6 +46,8 @@ def after_sync(
     progress: Any,
 ) -> None:
     """Derive nodes and edges for what the sync changed, reporting progress as it goes."""
+    from pinakes_graph import edges
+
     edges.derive_edges(kb, store, changed, removed, relinked, progress=progress)
 
 
@@ -51,12 +56,16 @@ def kb_links(
     kb: Any, doc_id: str, rel: str | None, direction: str, depth: int, query: str | None
 ) -> LinksResult:
     """Answer ``KB.links``."""
+    from pinakes_graph import traverse
+
     return traverse.links(kb, doc_id, rel, direction, depth, query)
 
 
 @hookimpl
 def doctor_checks(kb: Any, store: Any) -> list[DoctorFinding]:
     """Report the edge census and the highest-degree hubs (a tag that became glue)."""
+    from pinakes_core.models import DoctorFinding
+
     conn = store.conn
     census = conn.execute("SELECT kind, COUNT(*) FROM edges GROUP BY kind ORDER BY kind").fetchall()
     docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] or 1

@@ -1,16 +1,19 @@
 """Entry module for the ``pinakes`` entry-point group: the NER plugin's hook implementations.
 
-Core loads this module at start-up, so it stays light: spaCy is imported only when
+Core loads this module at start-up, and ``pnk`` on every start-up (``pnk --help`` too), so it
+stays light: core's models load only under type checking, and spaCy is imported only when
 extraction runs (a sync with new text and ``[ner] enabled = true``, or a query with
 ``[ner] query_model``). With ``[ner] enabled = false`` (the default) every hook returns at once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.hookspecs import hookimpl
-from pinakes_core.models import DoctorFinding, EntityNeighbour
+
+if TYPE_CHECKING:
+    from pinakes_core.models import DoctorFinding, EntityNeighbour
 
 __all__ = [
     "after_sync",
