@@ -177,7 +177,7 @@ def test_plugins_lists_what_is_installed() -> None:
 def test_a_missing_command_says_what_to_install() -> None:
     group = click.Group("pnk-test")
     group.add_command(_missing("mcp", "pinakes-mcp", "Serve KBs to agents over MCP."))
-    from pinakes_cli.main import _Group
+    from pinakes_cli.root import _Group
 
     wrapper = _Group("pnk", commands=group.commands)
     result = CliRunner().invoke(wrapper, ["mcp", "--kb", "x"], obj={})

@@ -1,4 +1,6 @@
-"""``pnk fleet`` (registry, sync, list) and ``pnk adopt``; fleet search rendering (DESIGN §10).
+"""``pnk fleet`` (registry, sync, list) and ``pnk adopt`` (DESIGN §10).
+
+Searching the fleet is ``pnk search --fleet`` (:mod:`pinakes_cli.search_commands`).
 
 Every command parses its arguments, calls one core function and renders its result; text that
 came from a user's files is printed with Rich markup off.
@@ -8,31 +10,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from pinakes_cli import render
 from pinakes_cli.options import json_option
-from pinakes_core import SearchResult
-from pinakes_core.errors import UriError
-from pinakes_core.uri import SCHEME, is_ulid, parse_uri
+from pinakes_cli.root import cli, err, out, progress_bar
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from pinakes_core.manage.adopt import AdoptReport
-    from pinakes_core.manage.fleet import FleetKbStatus, FleetSearchResult, FleetSyncReport
+    from pinakes_core.manage.fleet import FleetKbStatus, FleetSyncReport
 
 # rich and the fleet/adopt modules load inside the commands that use them (issue 14).
 
-__all__ = ["adopt_command", "fleet", "fleet_search", "render_fleet_search"]
+__all__ = ["adopt_command", "fleet"]
 
 
 def _consoles() -> tuple[Console, Console]:
-    from pinakes_cli.main import _err, _out
-
-    return _out(), _err()
+    return out(), err()
 
 
 def _say(console: Console, *parts: str | tuple[str, str]) -> None:
@@ -40,7 +38,7 @@ def _say(console: Console, *parts: str | tuple[str, str]) -> None:
     console.print(render.line(*parts), soft_wrap=True)
 
 
-@click.group()
+@cli.group()
 def fleet() -> None:
     """Several KBs as one: register them, sync them, search them with `pnk search --fleet`.
 
@@ -166,7 +164,6 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
 
     Exits 1 when any KB failed.
     """
-    from pinakes_cli.main import _progress
     from pinakes_core.manage.fleet import Fleet
 
     out, err = _consoles()
@@ -176,7 +173,7 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
             if not as_json:
                 _say(err, (f"syncing {name}", "dim"))
 
-        with _progress(not as_json) as progress:
+        with progress_bar(not as_json) as progress:
             report = members.sync(rebuild=rebuild, progress=progress, announce=announce)
     if as_json:
         render.print_json(out, report)
@@ -207,86 +204,7 @@ def render_fleet_sync(console: Console, report: FleetSyncReport) -> None:
             _say(console, ("  warning ", "yellow"), warning)
 
 
-def render_fleet_search(
-    console: Console, result: FleetSearchResult, *, explain: bool = False, fmt: str = "table"
-) -> None:
-    """The merged ranking as ``table``, ``files`` (absolute paths), ``md`` or ``json``.
-
-    ``table`` and ``md`` are core's single-KB renderings with each path labelled ``[kb]``;
-    KBs that could not answer are named first.
-    """
-    if fmt == "json":
-        render.print_json(console, result)
-        return
-    if fmt in ("files", "files0"):
-        roots = {item.name: item.root for item in result.kbs}
-        paths = [
-            str(Path(roots.get(kb_name, ".")) / rel)
-            for kb_name, rel in dict.fromkeys((h.kb, h.path) for h in result.hits)
-        ]
-        if fmt == "files0":  # -0: NUL-ended, as they are
-            render.write_raw(console, "".join(f"{path}\0" for path in paths))
-            return
-        for path in paths:
-            console.out(render.one_line(path), highlight=False)
-        return
-    if fmt == "table":
-        for item in result.kbs:
-            if item.error:
-                _say(console, (f"{item.name}: not searched: ", "yellow"), item.error)
-        if result.hits and result.kb:
-            _say(console, (f"confidence and abstain from {result.kb}, the top hit's KB", "dim"))
-    labelled = SearchResult(
-        query=result.query,
-        hits=[h.model_copy(update={"path": f"[{h.kb}] {h.path}"}) for h in result.hits],
-        confidence=result.confidence,
-        abstain=result.abstain,
-        timings_ms=result.timings_ms,
-    )
-    render.render_search(console, labelled, explain=explain, fmt=fmt)
-
-
-def _doc_id(ref: str) -> str:
-    """A ``--doc`` reference that means the same in every KB: a ULID or a ``pnk://`` URI."""
-    ref = ref.strip()
-    if ref.startswith(SCHEME):
-        return parse_uri(ref).doc_id
-    if is_ulid(ref.upper()):
-        return ref.upper()
-    raise UriError(
-        f"--doc {ref!r} is a path, which names a document in one KB only.",
-        "With several KBs pass the document's ULID or pnk:// URI.",
-    )
-
-
-def fleet_search(
-    ctx: click.Context,
-    query: str,
-    refs: tuple[str, ...],
-    *,
-    use_fleet: bool,
-    docs: tuple[str, ...],
-    explain: bool,
-    fmt: str,
-    **filters: Any,
-) -> None:
-    """``pnk search --fleet`` / ``--kb A --kb B``: one core call, the merged result rendered."""
-    from pinakes_cli.main import _first_sync, _out, end_list, floor_list
-    from pinakes_core.manage.fleet import Fleet
-
-    if use_fleet and refs:
-        raise click.UsageError("Pass --fleet (every registered KB) or --kb A --kb B, not both.")
-    members = Fleet.open(None if use_fleet else list(refs))
-    ctx.call_on_close(members.close)
-    for _, kb in members:
-        _first_sync(kb, quiet=fmt != "table")
-    result = members.search(query, doc_ids=[_doc_id(d) for d in docs], explain=explain, **filters)
-    result = floor_list(result, fmt, filters.get("min_score"))
-    render_fleet_search(_out(), result, explain=explain, fmt=fmt)
-    end_list(ctx, result.hits, fmt)
-
-
-@click.command("adopt")
+@cli.command("adopt")
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", help="The KB name [default: the folder name].")
 @click.option("--dry-run", is_flag=True, help="Analyse and report only; write nothing.")
@@ -300,7 +218,6 @@ def adopt_command(
     Reads ids, titles, tags and aliases from frontmatter (and a tag vocabulary file) and maps
     them into the KB without touching a document; reports what it mapped and what it could not.
     """
-    from pinakes_cli.main import _progress
     from pinakes_core import KB
     from pinakes_core.manage.adopt import adopt
 
@@ -308,7 +225,7 @@ def adopt_command(
     out, err = _consoles()
     sync_report = None
     if then_sync and not dry_run:
-        with KB.open(report.root) as kb, _progress(not as_json) as progress:
+        with KB.open(report.root) as kb, progress_bar(not as_json) as progress:
             sync_report = kb.sync(progress=progress)
     if as_json:
         data = report.model_dump(mode="json")

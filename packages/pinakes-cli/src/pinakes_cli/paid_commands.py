@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import sys
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from pinakes_cli import render
 from pinakes_cli.options import json_option
-from pinakes_core import KB, PinakesError
-from pinakes_core.errors import BudgetExceededError
+from pinakes_cli.root import cli, kb_option, open_kb
+from pinakes_core.errors import BudgetExceededError, PinakesError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,29 +23,6 @@ if TYPE_CHECKING:
 # rich loads inside the functions that draw (issue 14, start-up cost).
 
 __all__ = ["ask", "budget", "review"]
-
-
-def _main() -> Any:
-    from pinakes_cli import main
-
-    return main
-
-
-def _kb_option(command: Any) -> Any:
-    """``--kb`` after the command name, handled exactly as the other commands do."""
-    return click.option(
-        "--kb",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        expose_value=False,
-        callback=lambda ctx, param, value: _main()._set_kb(ctx, param, value),
-        help="The KB folder (or any folder inside it).",
-    )(command)
-
-
-def _kb(ctx: click.Context) -> KB:
-    kb: KB = _main()._kb(ctx)
-    return kb
 
 
 def _out() -> Console:
@@ -152,8 +128,8 @@ def render_answer(console: Console, result: Any) -> None:
         _plain(console, f"transcript: {result.transcript_file}", "dim")
 
 
-@click.command()
-@_kb_option
+@cli.command()
+@kb_option
 @click.argument("question")
 @click.option(
     "--deep",
@@ -201,7 +177,7 @@ def ask(
     from pinakes_core.paid.ask import CostEstimate
     from pinakes_core.paid.ask import ask as run_ask
 
-    kb = _kb(ctx)
+    kb = open_kb(ctx)
 
     def approve(estimate: CostEstimate) -> bool:
         render_estimate(_err(), estimate)
@@ -251,8 +227,8 @@ def _amount(text: str) -> Decimal:
     return value
 
 
-@click.command()
-@_kb_option
+@cli.command()
+@kb_option
 @click.option(
     "--resolve", "call", metavar="CALL_ID", help="Settle a call whose outcome is unknown."
 )
@@ -266,7 +242,7 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
 
     from pinakes_core.paid.budget import Budget
 
-    kb = _kb(ctx)
+    kb = open_kb(ctx)
     keeper = Budget(kb.root, kb.config)
     if (call is None) != (actual is None):
         raise click.UsageError("--resolve and --actual go together.")
@@ -310,8 +286,8 @@ def budget(ctx: click.Context, call: str | None, actual: str | None, as_json: bo
         )
 
 
-@click.command()
-@_kb_option
+@cli.command()
+@kb_option
 @click.option("--accept", multiple=True, metavar="ID", help="Move a staged suggestion into links:.")
 @click.option("--reject", multiple=True, metavar="ID", help="Delete a staged suggestion.")
 @click.option("--accept-all", is_flag=True, help="Accept every staged suggestion.")
@@ -332,7 +308,7 @@ def review(
 
     from pinakes_core.paid import writeback
 
-    kb = _kb(ctx)
+    kb = open_kb(ctx)
     if accept_all and reject_all:
         raise click.UsageError("--accept-all and --reject-all exclude each other.")
     if accept_all or reject_all:

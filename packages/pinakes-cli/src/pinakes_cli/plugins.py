@@ -4,25 +4,28 @@ Front-ends never import each other (STYLE "Layering"): a distribution adds its `
 subcommands through core's ``register_commands`` hook in its ``pinakes`` entry-point module,
 the way llm plugins do. A known command whose distribution is missing stays visible in
 ``pnk --help`` and, when run, says exactly what to install.
+
+The commands are collected by a plugin manager of the CLI's own that loads the entry modules
+and nothing else, not by core's :func:`~pinakes_core.plugins.plugin_manager`, which also
+registers core's channels and so loads the engine: ``pnk --help`` stays light (issue 37). An
+entry module is imported once either way; it must stay light itself (STYLE "Layering").
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import click
+import pluggy
 
+import pinakes_core.hookspecs as hookspecs
 from pinakes_cli import render
-from pinakes_core import PluginMissingError
-from pinakes_core.hookspecs import PROJECT
-from pinakes_core.plugins import plugin_manager
+from pinakes_cli.root import cli
+from pinakes_core.errors import PluginMissingError
 
-if TYPE_CHECKING:
-    pass
-
-# rich loads only when the listing is drawn (issue 14, start-up cost).
+# rich and core's plugin manager load only when the listing is drawn (issue 14, start-up cost).
 
 __all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
 
@@ -61,15 +64,40 @@ def _missing(name: str, dist: str, summary: str) -> click.Command:
     return _MissingCommand(name, dist, run, summary)
 
 
-def register_plugin_commands(cli: click.Group) -> None:
+def _command_manager() -> pluggy.PluginManager:
+    """A plugin manager holding the ``pinakes`` entry modules only (core's channels need not load).
+
+    Loads each entry point as core's manager does: one that fails to import is logged and
+    skipped, a blocked or repeated name is left out.
+    """
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
+        if manager.has_plugin(entry.name) or manager.is_blocked(entry.name):
+            continue
+        try:
+            plugin = entry.load()
+        except Exception as exc:  # a broken plugin must not take pnk down with it
+            log.warning(
+                "Pinakes plugin %r (%s) failed to load and is ignored: %s",
+                entry.name,
+                entry.value,
+                exc,
+            )
+            continue
+        manager.register(plugin, name=entry.name)
+    return manager
+
+
+def register_plugin_commands(group: click.Group) -> None:
     """Let installed plugins add their commands; add install hints for known missing ones."""
     try:
-        plugin_manager().hook.register_commands(cli=cli)
+        _command_manager().hook.register_commands(cli=group)
     except Exception:  # a broken plugin must not take pnk down with it
         log.warning("A Pinakes plugin failed to register its commands.", exc_info=True)
     for name, (dist, summary) in KNOWN_COMMANDS.items():
-        if name not in cli.commands:
-            cli.add_command(_missing(name, dist, summary))
+        if name not in group.commands:
+            group.add_command(_missing(name, dist, summary))
 
 
 def _installed() -> list[dict[str, Any]]:
@@ -84,9 +112,11 @@ def _installed() -> list[dict[str, Any]]:
 
 
 def _entry_points() -> list[dict[str, Any]]:
+    from pinakes_core.plugins import plugin_manager
+
     manager = plugin_manager()
     rows = []
-    for entry in importlib.metadata.entry_points(group=PROJECT):
+    for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
         plugin = manager.get_plugin(entry.name)
         hooks = (
             sorted(h.name for h in manager.get_hookcallers(plugin) or [])
@@ -107,7 +137,7 @@ def _entry_points() -> list[dict[str, Any]]:
     return rows
 
 
-@click.command()
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:

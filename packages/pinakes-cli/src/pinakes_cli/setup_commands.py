@@ -1,4 +1,4 @@
-"""``pnk templates``, ``pnk upgrade``, ``pnk schema review`` and ``pnk hooks`` (issue 16).
+"""``pnk init``, ``pnk templates``, ``pnk upgrade``, ``pnk schema review``, ``pnk hooks`` (issue 16).
 
 Commands that change committed files (``upgrade``, ``schema review``) show the diff first and
 write only on confirmation: ``--yes``, or a "y" at the prompt on a terminal. Without a terminal
@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from pinakes_cli import render
 from pinakes_cli.options import json_option
 from pinakes_cli.render import console, print_data, print_json
-from pinakes_core import KB, PinakesError, SyncReport
-from pinakes_core.manage.folder import find_root
-from pinakes_core.manage.schema import GENERIC_REL, match_relation
+from pinakes_cli.root import cli, kb_option
+from pinakes_cli.root import out as _lazy_out
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from pinakes_core import KB, SyncReport
     from pinakes_core.manage import hooks as git_hooks
     from pinakes_core.manage.templates import StampReport
     from pinakes_core.manage.upgrade import UpgradePlan
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 # rich and the template/upgrade/suggestion modules load inside the commands that use them (issue 14).
 
-__all__ = ["hooks", "init_with_template", "relation_note", "schema", "templates", "upgrade"]
+__all__ = ["hooks", "init", "init_with_template", "schema", "templates", "upgrade"]
 
 
 def _out() -> Console:
@@ -47,6 +48,8 @@ def _say(console: Console, text: str, style: str | None = None) -> None:
 
 
 def _kb(ctx: click.Context, kb_path: Path | None) -> KB:
+    from pinakes_core import KB
+
     kb = KB.open(kb_path or (ctx.obj or {}).get("kb") or Path("."))
     ctx.call_on_close(kb.close)
     return kb
@@ -87,18 +90,41 @@ def _confirm(question: str, yes: bool) -> bool:
     return click.confirm(question, default=False)
 
 
-def relation_note(kb: KB, rel: str) -> None:
-    """After ``pnk link``: say how ``rel`` matched the schema (stderr, one line)."""
-    match = match_relation(kb.config.schema_, lambda: kb.embedder, rel)
-    if match.via in ("alias", "inverse", "embedding"):
-        how = {"alias": "an alias", "inverse": "the inverse", "embedding": "closest in meaning"}
-        _say(_err(), f"{rel!r} matched the schema relation {match.rel} ({how[match.via]}).")
-    elif not match.in_schema and match.rel != GENERIC_REL:
-        _say(
-            _err(),
-            f"{match.rel!r} is not in [schema] relation_types: written as is, and noted for "
-            "`pnk schema review`.",
+# -- init ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@kb_option
+@click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", help="KB name (default: the folder name).")
+@click.option(
+    "--template",
+    help="Stamp a template: general, research-papers, engineering-docs (see `pnk templates`) "
+    "or a template folder.",
+)
+@json_option()
+@click.pass_context
+def init(
+    ctx: click.Context, path: Path | None, name: str | None, template: str | None, as_json: bool
+) -> None:
+    """Make PATH (default: --kb or the current folder) a KB: writes pinakes.toml and .gitignore."""
+    if template:
+        init_with_template(path or ctx.obj["kb"], template, name, as_json)
+        return
+    from pinakes_core import KB
+    from pinakes_core.config import NEW_KB_SIDECARS
+
+    kb = KB.init(path or ctx.obj["kb"], name=name, sidecars=NEW_KB_SIDECARS)
+    if as_json:
+        render.print_data(
+            _lazy_out(), {"root": str(kb.root), "name": kb.config.kb.name, "id": kb.config.kb.id}
         )
+    else:
+        out = _lazy_out()
+        out.print(
+            render.line(f"Initialised KB {kb.config.kb.name!r} ({kb.config.kb.id}) in {kb.root}")
+        )
+        out.print(render.line(f"Next: pnk sync --kb {kb.root}"))
 
 
 # -- init --template ----------------------------------------------------------------------------
@@ -131,7 +157,7 @@ def init_with_template(path: Path, template: str, name: str | None, as_json: boo
 # -- templates ---------------------------------------------------------------------------------
 
 
-@click.command()
+@cli.command()
 @json_option("Print the templates as JSON.")
 def templates(as_json: bool) -> None:
     """List the templates `pnk init --template` can stamp."""
@@ -190,7 +216,7 @@ def _render_plan(console: Console, plan: UpgradePlan) -> None:
         _say(console, f"conflict: {line}", "yellow")
 
 
-@click.command()
+@cli.command()
 @_kb_path_option
 @click.option(
     "--template",
@@ -238,7 +264,7 @@ def upgrade(
 # -- schema ------------------------------------------------------------------------------------
 
 
-@click.group()
+@cli.group()
 def schema() -> None:
     """The seed schema in pinakes.toml: review what the KB suggests adding."""
 
@@ -342,7 +368,7 @@ def _show_hooks(report: git_hooks.HooksReport, as_json: bool) -> None:
         _render_hooks(report)
 
 
-@click.group()
+@cli.group()
 def hooks() -> None:
     """Git hooks that re-sync the KB in the background after commit, merge, checkout, rebase."""
 
@@ -391,7 +417,10 @@ def status(ctx: click.Context, kb_path: Path | None, as_json: bool) -> None:
 @click.pass_context
 def hook_sync(ctx: click.Context, kb_path: Path | None) -> None:
     """The quiet incremental sync the hooks run (waits its turn behind a running sync)."""
+    from pinakes_core import KB
+    from pinakes_core.errors import PinakesError
     from pinakes_core.manage import hooks as git_hooks
+    from pinakes_core.manage.folder import find_root
 
     try:
         root = find_root(kb_path or (ctx.obj or {}).get("kb") or Path("."))
