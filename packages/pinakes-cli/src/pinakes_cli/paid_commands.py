@@ -7,7 +7,6 @@ Rich markup and highlighting off.
 from __future__ import annotations
 
 import sys
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,6 +17,8 @@ from pinakes_cli.root import cli, kb_option, open_kb
 from pinakes_core.errors import BudgetExceededError, PinakesError
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from rich.console import Console
 
 # rich loads inside the functions that draw (issue 14, start-up cost).
@@ -216,6 +217,8 @@ def ask(
 
 
 def _amount(text: str) -> Decimal:
+    from decimal import Decimal, InvalidOperation
+
     try:
         value = Decimal(text.strip().lstrip("€"))
     except InvalidOperation:

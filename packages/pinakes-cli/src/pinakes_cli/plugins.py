@@ -14,8 +14,7 @@ entry module is imported once either way; it must stay light itself (STYLE "Laye
 from __future__ import annotations
 
 import importlib.metadata
-import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import pluggy
@@ -25,11 +24,12 @@ from pinakes_cli import render
 from pinakes_cli.root import cli
 from pinakes_core.errors import PluginMissingError
 
+if TYPE_CHECKING:
+    import logging
+
 # rich and core's plugin manager load only when the listing is drawn (issue 14, start-up cost).
 
 __all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
-
-log = logging.getLogger(__name__)
 
 #: commands other Pinakes distributions provide: name → (distribution, what it does).
 KNOWN_COMMANDS = {"mcp": ("pinakes-mcp", "Serve KBs to agents over MCP.")}
@@ -64,6 +64,12 @@ def _missing(name: str, dist: str, summary: str) -> click.Command:
     return _MissingCommand(name, dist, run, summary)
 
 
+def _log() -> logging.Logger:
+    import logging  # only when something goes wrong: pnk --help need not load it
+
+    return logging.getLogger(__name__)
+
+
 def _command_manager() -> pluggy.PluginManager:
     """A plugin manager holding the ``pinakes`` entry modules only (core's channels need not load).
 
@@ -78,7 +84,7 @@ def _command_manager() -> pluggy.PluginManager:
         try:
             plugin = entry.load()
         except Exception as exc:  # a broken plugin must not take pnk down with it
-            log.warning(
+            _log().warning(
                 "Pinakes plugin %r (%s) failed to load and is ignored: %s",
                 entry.name,
                 entry.value,
@@ -94,7 +100,7 @@ def register_plugin_commands(group: click.Group) -> None:
     try:
         _command_manager().hook.register_commands(cli=group)
     except Exception:  # a broken plugin must not take pnk down with it
-        log.warning("A Pinakes plugin failed to register its commands.", exc_info=True)
+        _log().warning("A Pinakes plugin failed to register its commands.", exc_info=True)
     for name, (dist, summary) in KNOWN_COMMANDS.items():
         if name not in group.commands:
             group.add_command(_missing(name, dist, summary))

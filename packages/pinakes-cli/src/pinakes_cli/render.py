@@ -12,7 +12,6 @@ consoles :func:`console` makes print them as ``\\xNN`` escapes, whatever renders
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import functools
 import json
 import os
@@ -603,6 +602,8 @@ def render_links(console: Console, result: LinksResult) -> None:
 
 def render_diff(console: Console, path: str, before: str, after: str) -> None:
     """A unified diff of a sidecar write."""
+    import difflib
+
     diff = difflib.unified_diff(
         before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
     )

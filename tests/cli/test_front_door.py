@@ -1,0 +1,91 @@
+"""``pnk --help`` and ``pnk --version`` load neither numpy nor pydantic nor the engine (issue 37).
+
+Each case runs the real entry point (``pinakes_cli.main:main``, what the ``pnk`` script calls)
+in a fresh interpreter and reports what it printed, its exit code and every module it loaded.
+A top-level import of the engine, numpy or pydantic anywhere on the way (a command module,
+render, a plugin's entry module, ``pinakes_core/__init__``) fails these tests. The last case
+shows the probe sees a lazy import when a command really opens a KB.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+#: what the front door must not load: the engine's heavy stacks and its modules.
+HEAVY = {
+    "numpy",
+    "pydantic",
+    "pydantic_core",
+    "rich",
+    "pinakes_core.kb",
+    "pinakes_core.models",
+    "pinakes_core.config",
+    "pinakes_core.plugins",
+    "pinakes_core.search",
+    "pinakes_core.index",
+}
+
+_PROBE = textwrap.dedent(
+    """
+    import json, sys
+
+    args = sys.argv[1:]
+    sys.argv = ["pnk", *args]
+    from pinakes_cli.main import main
+
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    report = {"code": code, "modules": sorted(sys.modules)}
+    print("\\n" + json.dumps(report), file=sys.stderr)
+    """
+)
+
+
+def _run(args: list[str], cwd: Path) -> tuple[str, int, set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return proc.stdout, report["code"], set(report["modules"])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+def test_help_and_version_load_no_engine(args: list[str], tmp_path: Path) -> None:
+    stdout, code, loaded = _run(args, tmp_path)
+    assert code in (0, None)
+    if args == ["--version"]:
+        assert stdout.startswith("pnk, version ")
+    else:
+        # The whole command list is there, the plugin's `pnk mcp` included.
+        assert "Commands:" in stdout
+        for command in ("search", "sync", "show", "fleet", "ask", "plugins", "mcp"):
+            assert f"\n  {command} " in stdout, command
+    assert "pinakes_cli.main" in loaded  # the probe really ran pnk
+    assert not HEAVY & loaded, sorted(HEAVY & loaded)
+    assert not {"numpy", "pydantic", "rich", "scipy", "fastmcp"} & {m.split(".")[0] for m in loaded}
+
+
+def test_a_command_help_loads_no_engine_either(tmp_path: Path) -> None:
+    stdout, code, loaded = _run(["search", "--help"], tmp_path)
+    assert code in (0, None) and "--fleet" in stdout
+    assert not HEAVY & loaded, sorted(HEAVY & loaded)
+
+
+def test_the_probe_sees_the_engine_when_a_command_opens_a_kb(tmp_path: Path) -> None:
+    # Not a KB: `pnk status` fails with one clean message, after importing the engine to try.
+    _, code, loaded = _run(["--kb", str(tmp_path), "status"], tmp_path)
+    assert code == 1
+    assert {"pinakes_core.kb", "pydantic"} <= loaded
