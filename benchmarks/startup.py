@@ -9,7 +9,12 @@ On a copy of ``examples/distsys-notes`` (synced once before timing), each figure
    reply to ``initialize`` arrives (the host's view of "server ready"), and until the first
    ``pinakes_search`` call returns (the model and vectors load in the background meanwhile);
 4. **imports** — ``python -X importtime`` of the cold search: the top packages by their own
-   import time, summed over their modules (one run; noisy, read it as a ranking).
+   import time, summed over their modules (one run; noisy, read it as a ranking);
+5. **front door against the yardstick** (issue 37) — ``pnk --help``, ``pnk --version`` and the
+   cold search, each as a ratio to ``python -c "import numpy, pydantic"`` measured in the same
+   rounds: every round runs the yardstick, then each command once, and a figure's ratio is the
+   median of its per-round ratios, so load that comes and goes weighs on both sides alike.
+   Targets: ``--help``/``--version`` ≤ 0.3×, cold search ≤ 2×.
 
 Load average (1 min) is read before and after; the machine is shared, so compare figures from
 the same run. Child processes run without ``PYTHONDONTWRITEBYTECODE`` (the untimed first run
@@ -148,6 +153,42 @@ def mcp_once(kb: Path) -> tuple[float, float]:
     return ready, first
 
 
+#: what a process pays to load numpy and pydantic: the front door's yardstick (issue 37).
+YARDSTICK = [sys.executable, "-c", "import numpy, pydantic"]
+
+
+#: click, pluggy and a scan of the ``pinakes`` entry points: what ``pnk --help`` cannot skip.
+FLOOR_DISCOVERY = (
+    "import click, importlib.metadata, pluggy; importlib.metadata.entry_points(group='pinakes')"
+)
+
+
+def against_yardstick(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, float]]:
+    """Each command's spread and its median ratio to :data:`YARDSTICK`, run in the same rounds.
+
+    One untimed round first (page cache, bytecode); then ``runs`` rounds of the yardstick and
+    every command once each. Ratios are taken per round, wall and CPU, then their median.
+    """
+    for argv in (YARDSTICK, *commands.values()):
+        timed(argv)
+    rounds: dict[str, list[tuple[float, float]]] = {"yardstick": []}
+    rounds.update({name: [] for name in commands})
+    for _ in range(runs):
+        rounds["yardstick"].append(timed(YARDSTICK))
+        for name, argv in commands.items():
+            rounds[name].append(timed(argv))
+    base = rounds["yardstick"]
+    out: dict[str, dict[str, float]] = {}
+    for name, pairs in rounds.items():
+        row = spread([wall for wall, _ in pairs])
+        row["cpu_median"] = round(statistics.median(cpu for _, cpu in pairs), 3)
+        ratios = [(w / bw, c / bc) for (w, c), (bw, bc) in zip(pairs, base, strict=True)]
+        row["ratio"] = round(statistics.median(r for r, _ in ratios), 2)
+        row["cpu_ratio"] = round(statistics.median(r for _, r in ratios), 2)
+        out[name] = row
+    return out
+
+
 def mcp_ready(kb: Path, runs: int) -> dict[str, dict[str, float]]:
     mcp_once(kb)
     pairs = [mcp_once(kb) for _ in range(runs)]
@@ -217,6 +258,18 @@ def main() -> None:
         log("MCP")
         out["mcp"] = mcp_ready(kb, args.runs)
         out["imports_top"] = import_profile(kb)
+        log("front door against the yardstick")
+        out["front_door"] = against_yardstick(
+            {
+                "help": [pnk, "--help"],
+                "version": [pnk, "--version"],
+                # The floors under --help: click, and what finding plugin commands costs.
+                "floor_click": [sys.executable, "-c", "import click"],
+                "floor_discovery": [sys.executable, "-c", FLOOR_DISCOVERY],
+                "cold_search": [pnk, "--kb", str(kb), "search", QUERY, "--json"],
+            },
+            args.runs,
+        )
     out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if args.json:
@@ -235,6 +288,20 @@ def main() -> None:
     print(row("no-change `pnk sync`", out["nochange_sync"]))
     print(row("MCP `initialize` reply after start", out["mcp"]["initialize"]))
     print(row("MCP first `pinakes_search` reply after start", out["mcp"]["first_search"]))
+    print('\nAgainst the yardstick `python -c "import numpy, pydantic"`, in the same rounds:\n')
+    print("| figure | median | min–max | CPU median | × yardstick | × yardstick (CPU) | target |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    labels = {
+        "yardstick": ("`python -c 'import numpy, pydantic'`", "1"),
+        "help": ("`pnk --help`", "≤ 0.3"),
+        "version": ("`pnk --version`", "≤ 0.3"),
+        "cold_search": ("cold `pnk search --json`", "≤ 2"),
+        "floor_click": ("floor: `python -c 'import click'`", "—"),
+        "floor_discovery": ("floor: click + pluggy + entry-point scan", "—"),
+    }
+    for name, s in out["front_door"].items():
+        label, target = labels[name]
+        print(f"{row(label, s)} {s['ratio']:.2f} | {s['cpu_ratio']:.2f} | {target} |")
     print("\nOwn import time by package (cold search, one run):\n")
     print("| package | ms |\n|---|--:|")
     for name, ms in out["imports_top"]:
