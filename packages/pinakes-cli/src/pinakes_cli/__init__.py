@@ -1,7 +1,7 @@
 """``pnk``: the Pinakes command line. Commands parse input, call one core function and render it."""
 
 import os
-from importlib.metadata import version
+from typing import Any
 
 # Before anything imports numpy: its OpenBLAS would run the dense worker's products on every
 # core and spin-wait between them, taking the core the BM25 channel runs on beside it (the
@@ -12,4 +12,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 __all__ = ["__version__"]
 
-__version__ = version("pinakes-cli")
+
+def __getattr__(name: str) -> Any:
+    """``__version__``, read from the installed metadata on first use (``pnk --help`` skips it)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value = version("pinakes-cli")
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

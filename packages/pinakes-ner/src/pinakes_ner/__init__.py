@@ -8,8 +8,17 @@ name them; queries that name an entity seed Personalized PageRank from it and ge
 automatic ``entities=`` term; ``links`` lists documents that name the same entities.
 """
 
-from importlib.metadata import version
+from typing import Any
 
 __all__ = ["__version__"]
 
-__version__ = version("pinakes-ner")
+
+def __getattr__(name: str) -> Any:
+    """``__version__``, read from the installed metadata on first use (``pnk`` starts without it)."""
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value = version("pinakes-ner")
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
