@@ -20,7 +20,6 @@ The server module (and fastmcp) is imported on first use of ``create_server``, `
 from __future__ import annotations
 
 import os
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 # Before anything imports numpy: one OpenBLAS thread, so the dense worker's products do not
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["__version__", "create_server", "main", "serve"]
 
-__version__ = version("pinakes-mcp")
+from pinakes_mcp.about import VERSION as __version__
 
 
 def __getattr__(name: str) -> Any:

@@ -25,12 +25,14 @@ from starlette.middleware import Middleware
 from pinakes_core import KB, PinakesError
 from pinakes_core.manage.fleet import Fleet
 from pinakes_core.manage.registry import registry_path
-from pinakes_mcp import __version__, tools
+from pinakes_mcp.about import NAME, VERSION, instructions
 from pinakes_mcp.errors import CallerErrors
 from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider
 from pinakes_mcp.served import Registry
+from pinakes_mcp.tools import register as register_read_tools
 from pinakes_mcp.trust import TrustMiddleware, filter_stdin, is_loopback
 from pinakes_mcp.watch import DEFAULT_DEBOUNCE_MS, Watcher
+from pinakes_mcp.writes import register as register_write_tools
 
 __all__ = [
     "DEFAULT_HOST",
@@ -49,17 +51,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 #: The environment variable holding the HTTP bearer token.
 TOKEN_ENV = "PINAKES_MCP_TOKEN"
-
-INSTRUCTIONS = """\
-Pinakes serves local Markdown knowledge bases (the user's notes and docs).
-Start with pinakes_search; read a hit's document with pinakes_read; follow links with
-pinakes_links one hop at a time; pinakes_kbs lists the KBs; pinakes_recent shows what changed.
-When a search says abstain=true, the KB probably does not know the answer: say so instead of
-guessing."""
-WRITE_INSTRUCTIONS = """
-Writing is on: pinakes_write_note creates a note, pinakes_append adds to one, pinakes_link adds
-a typed link. Each change is indexed before the call returns. Never overwrite without being
-asked to."""
 
 Transport = Literal["stdio", "http"]
 
@@ -122,16 +113,17 @@ def create_server(
                     served.kb.close()
 
     server: FastMCP[Any] = FastMCP(
-        "pinakes",
-        instructions=INSTRUCTIONS + (WRITE_INSTRUCTIONS if allow_write else ""),
-        version=__version__,
+        NAME,
+        instructions=instructions(allow_write=allow_write),
+        version=VERSION,
         lifespan=lifespan,
         mask_error_details=True,
         middleware=[CallerErrors()],
         providers=[DocumentProvider(registry)],
         list_page_size=PAGE_SIZE,
     )
-    tools.register(server, allow_write=allow_write)
+    register_read_tools(server)
+    register_write_tools(server, allow_write=allow_write)
     _one_line_caller_mistakes()
     return server
 
