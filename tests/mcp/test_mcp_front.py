@@ -116,3 +116,14 @@ def test_a_bad_kb_still_stops_the_real_server_with_exit_1(tmp_path: Path) -> Non
     assert "pinakes-mcp: error:" in done.stderr and "No pinakes.toml" in done.stderr
     for line in done.stdout.splitlines():  # at most the initialize reply, nothing else
         assert json.loads(line)["result"]["serverInfo"]["name"] == "pinakes"
+
+
+def test_the_front_door_imports_no_framework_or_engine() -> None:
+    """What runs before the front answers: none of fastmcp, the SDK, pydantic, numpy or core."""
+    code = (
+        "import sys, pinakes_mcp.launch, pinakes_mcp.front; "
+        "heavy = ('fastmcp', 'mcp', 'mcp_types', 'pydantic', 'numpy', 'pinakes_core', 'anyio'); "
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy); "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
