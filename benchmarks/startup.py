@@ -7,7 +7,8 @@ On a copy of ``examples/distsys-notes`` (synced once before timing), each figure
 2. **no-change sync** — ``pnk --kb DIR sync --json`` with nothing changed;
 3. **MCP ready** — ``pinakes-mcp --kb DIR`` over stdio: wall time from process start until its
    reply to ``initialize`` arrives (the host's view of "server ready"), and until the first
-   ``pinakes_search`` call returns (the model and vectors load in the background meanwhile);
+   ``pinakes_search`` call returns (fastmcp, the KBs, the model and vectors load meanwhile),
+   with the server process's own CPU time at each moment (read from ``/proc``);
 4. **imports** — ``python -X importtime`` of the cold search: the top packages by their own
    import time, summed over their modules (one run; noisy, read it as a ranking);
 5. **front door against the yardstick** (issue 37) — ``pnk --help``, ``pnk --version`` and the
@@ -102,11 +103,28 @@ def _reply(proc: subprocess.Popen[bytes], request_id: int) -> dict[str, Any]:
             return dict(message)
 
 
-def mcp_once(kb: Path) -> tuple[float, float]:
-    """Seconds from spawning ``pinakes-mcp`` to its ``initialize`` reply and first search."""
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, all threads) process ``pid`` has used so far (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def mcp_once(kb: Path, command: list[str] | None = None) -> tuple[float, float, float, float]:
+    """Seconds from spawning ``pinakes-mcp`` to its ``initialize`` reply and first search.
+
+    ``command`` starts the server instead of the installed ``pinakes-mcp`` (``--kb`` and
+    ``--log-level`` are appended), e.g. another tree's entry point.
+
+    Also the server process's own CPU seconds at each of the two moments: far less sensitive to
+    a loaded machine than the wall time (a quiet machine's wall time is about this, minus what
+    the warm-up threads ran in parallel).
+    """
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [str(BIN / "pinakes-mcp"), "--kb", str(kb), "--log-level", "WARNING"],
+        [*(command or [str(BIN / "pinakes-mcp")]), "--kb", str(kb), "--log-level", "WARNING"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -128,6 +146,7 @@ def mcp_once(kb: Path) -> tuple[float, float]:
         )
         _reply(proc, 1)
         ready = time.perf_counter() - t0
+        cpu_ready = _cpu_seconds(proc.pid)
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         _rpc(
             proc,
@@ -142,6 +161,7 @@ def mcp_once(kb: Path) -> tuple[float, float]:
         if "error" in answer or answer.get("result", {}).get("isError"):
             raise SystemExit(f"pinakes_search failed: {answer}")
         first = time.perf_counter() - t0
+        cpu_first = _cpu_seconds(proc.pid)
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
@@ -150,7 +170,7 @@ def mcp_once(kb: Path) -> tuple[float, float]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return ready, first
+    return ready, first, cpu_ready, cpu_first
 
 
 #: what a process pays to load numpy and pydantic: the front door's yardstick (issue 37).
@@ -189,13 +209,16 @@ def against_yardstick(commands: dict[str, list[str]], runs: int) -> dict[str, di
     return out
 
 
-def mcp_ready(kb: Path, runs: int) -> dict[str, dict[str, float]]:
-    mcp_once(kb)
-    pairs = [mcp_once(kb) for _ in range(runs)]
-    return {
-        "initialize": spread([p[0] for p in pairs]),
-        "first_search": spread([p[1] for p in pairs]),
+def mcp_ready(kb: Path, runs: int, command: list[str] | None = None) -> dict[str, dict[str, float]]:
+    mcp_once(kb, command)
+    runs_ = [mcp_once(kb, command) for _ in range(runs)]
+    out = {
+        "initialize": spread([r[0] for r in runs_]),
+        "first_search": spread([r[1] for r in runs_]),
     }
+    out["initialize"]["cpu_median"] = round(statistics.median(r[2] for r in runs_), 3)
+    out["first_search"]["cpu_median"] = round(statistics.median(r[3] for r in runs_), 3)
+    return out
 
 
 def import_profile(kb: Path, top: int = 10) -> list[tuple[str, float]]:

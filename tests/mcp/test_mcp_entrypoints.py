@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from conftest import make_kb
 from pinakes_mcp.command import mcp
-from pinakes_mcp.server import _parser, main
+from pinakes_mcp.launch import _parser, main
 from pinakes_mcp.trust import is_loopback as _is_loopback
 
 

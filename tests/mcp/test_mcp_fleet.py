@@ -14,7 +14,8 @@ from pinakes_core.manage.fleet import Fleet
 from pinakes_core.manage.registry import FleetRegistry
 from pinakes_core.uri import new_ulid
 from pinakes_mcp import create_server
-from pinakes_mcp.server import main, open_fleet
+from pinakes_mcp.launch import main
+from pinakes_mcp.served import open_fleet
 
 pytestmark = pytest.mark.anyio
 

@@ -122,3 +122,101 @@ def test_stdout_carries_nothing_but_the_protocol(kb_root: Path) -> None:
         assert message["jsonrpc"] == "2.0"
     assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "pinakes"
     assert "pinakes-mcp" in proc.stderr, "logs belong on stderr"
+
+
+_PURE_FASTMCP = """
+import sys
+from pinakes_core import KB
+from pinakes_mcp.server import create_server
+
+server = create_server([KB.open(sys.argv[1])], allow_write=True, close_on_exit=True)
+server.run(transport="stdio", show_banner=False)
+"""
+
+
+def _initialize(version: str, **params: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {"roots": {"listChanged": True}},
+            "clientInfo": {"name": "front-test", "version": "0"},
+            **params,
+        },
+    }
+
+
+class _Raw:
+    """Raw JSON-RPC lines to and from a server process over its stdin and stdout."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def reply(self, request_id: int) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, "the server closed stdout before replying"
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return dict(message)
+
+    def finish(self) -> tuple[list[dict[str, Any]], str]:
+        """Close stdin; return the messages written after the last reply, and stderr."""
+        out, err = self.proc.communicate(timeout=120)
+        return [json.loads(line) for line in out.splitlines() if line.strip()], err.decode()
+
+
+def test_front_replies_to_initialize_as_fastmcp_does_then_hands_over(kb_root: Path) -> None:
+    """The reply the front sends before fastmcp loads is fastmcp's own; the session then works."""
+    asked = _initialize("2025-06-18")
+    pure = _Raw([sys.executable, "-c", _PURE_FASTMCP, str(kb_root)])
+    pure.send(asked)
+    expected = pure.reply(1)
+    pure.finish()
+
+    front = _Raw([str(EXECUTABLE), "--kb", str(kb_root), "--allow-write", "--log-level", "DEBUG"])
+    front.send(asked)
+    assert front.reply(1) == expected
+    front.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    front.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    listed = front.reply(2)
+    assert {tool["name"] for tool in listed["result"]["tools"]} == ALL_TOOLS
+    front.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "pinakes_search", "arguments": {"query": "raft leader", "k": 2}},
+        }
+    )
+    found = front.reply(3)
+    assert not found["result"].get("isError"), found
+    assert found["result"]["structuredContent"]["hits"][0]["path"] == "raft.md"
+    after, stderr = front.finish()
+    assert after == [], "fastmcp's own reply to the replayed initialize must not reach the client"
+    assert "Answered initialize (protocol 2025-06-18) before the server loaded" in stderr
+    assert "fastmcp's own initialize reply matches the one sent at start-up" in stderr
+    assert "differently" not in stderr
+
+
+def test_front_leaves_an_unusual_first_message_to_fastmcp(kb_root: Path) -> None:
+    """An initialize the front does not recognise as plain is answered by fastmcp, once."""
+    front = _Raw([str(EXECUTABLE), "--kb", str(kb_root), "--log-level", "DEBUG", "--no-watch"])
+    front.send(_initialize("2099-01-01", _meta={"progressToken": 9}))
+    reply = front.reply(1)
+    assert reply["result"]["protocolVersion"] == "2025-11-25"
+    assert reply["result"]["serverInfo"] == {"name": "pinakes", "version": __version__}
+    after, stderr = front.finish()
+    assert after == []
+    assert "The first message is not a plain initialize: fastmcp answers it." in stderr
+    assert "Answered initialize" not in stderr

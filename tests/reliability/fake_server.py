@@ -10,7 +10,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-import pinakes_mcp.server
+import pinakes_mcp.launch
+import pinakes_mcp.served
 from conftest import FakeHashEmbedder
 from pinakes_core import KB
 
@@ -20,5 +21,5 @@ def _open_fake(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
 
 
 if __name__ == "__main__":
-    pinakes_mcp.server.open_kbs = _open_fake  # type: ignore[assignment]
-    pinakes_mcp.server.main(sys.argv[1:])
+    pinakes_mcp.served.open_kbs = _open_fake  # type: ignore[assignment]
+    pinakes_mcp.launch.main(sys.argv[1:])

@@ -109,7 +109,7 @@ def mcp(
     """Serve KBs over MCP: search, read, links, kbs tools for agents (pinakes-mcp)."""
     if ctx.invoked_subcommand is not None:
         return
-    from pinakes_mcp.server import serve  # fastmcp loads only when a server starts
+    from pinakes_mcp.launch import serve  # fastmcp loads once the front answered initialize
 
     serve(
         list(kbs) if fleet else _kb_paths(ctx, kbs),

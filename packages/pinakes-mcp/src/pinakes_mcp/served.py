@@ -26,11 +26,13 @@ from pinakes_core import (
 )
 from pinakes_core.index.store import Store
 from pinakes_core.manage.crosskb import Peers
+from pinakes_core.manage.fleet import Fleet
+from pinakes_core.manage.registry import registry_path
 from pinakes_core.manage.writing import PathError, confine
 from pinakes_core.plugins import plugin_manager
 from pinakes_core.uri import SCHEME, is_ulid
 
-__all__ = ["ArgumentError", "Registry", "ServedKB"]
+__all__ = ["ArgumentError", "Registry", "ServedKB", "open_fleet", "open_kbs"]
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +190,26 @@ class Registry:
             served.kb.use_peers(Peers.of(served.kb_id, members))
         #: held by every sync the server runs (start-up, watcher, write tools): never two at once.
         self.sync_lock = threading.Lock()
+        #: whether the server re-syncs the KBs when their files change.
+        self.watching = watching
+        self._warmers: list[threading.Thread] = []
+
+    def start_warming(self) -> list[threading.Thread]:
+        """Start each KB's :meth:`ServedKB.warm` in its own thread, once; return the threads.
+
+        The server's lifespan calls it; ``pinakes-mcp`` calls it earlier, as soon as the KBs
+        are open, so the model and vectors load while fastmcp is still being imported.
+        """
+        if not self._warmers:
+            self._warmers = [
+                threading.Thread(
+                    target=served.warm, args=(self.sync_lock,), name=f"warm:{served.name}"
+                )
+                for served in self
+            ]
+            for thread in self._warmers:
+                thread.start()
+        return list(self._warmers)
 
     def __iter__(self) -> Iterator[ServedKB]:
         return iter(self._served.values())
@@ -344,3 +366,41 @@ class Registry:
                 "Use a prefix relative to the KB root, e.g. 'runbooks/'.",
             )
         return posix.removeprefix("./")
+
+
+def open_kbs(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
+    """Open the KB at each path (config only: the heavy loading happens in the warm-up).
+
+    Raises:
+        PinakesError: if a path holds no valid ``pinakes.toml``.
+    """
+    return [KB.open(path) for path in paths]
+
+
+def open_fleet(
+    paths: Sequence[str | os.PathLike[str]],
+) -> tuple[list[KB], list[str | None]]:
+    """Open every KB of the fleet registry, then those at ``paths`` it does not hold.
+
+    Registered KBs are served under their fleet names; one that cannot be opened (moved, a
+    broken ``pinakes.toml``) is left out with a warning.
+
+    Raises:
+        PinakesError: if a path holds no valid ``pinakes.toml``, or nothing is left to serve.
+    """
+    fleet = Fleet.open()
+    for entry, reason in fleet.unavailable:
+        log.warning("Fleet KB %r is not served: %s", entry.name, reason)
+    kbs: list[KB] = [kb for _, kb in fleet]
+    names: list[str | None] = [name for name, _ in fleet]
+    ids = {kb.config.kb.id for kb in kbs}
+    for kb in open_kbs(paths):
+        if kb.config.kb.id not in ids:
+            kbs.append(kb)
+            names.append(None)
+    if not kbs:
+        raise PinakesError(
+            f"No KB to serve: the fleet registry {registry_path()} holds none that opens.",
+            "Register one with `pnk fleet add PATH`, or pass --kb PATH.",
+        )
+    return kbs, names

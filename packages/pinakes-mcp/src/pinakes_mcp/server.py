@@ -3,65 +3,38 @@
 State lives in the server's lifespan: the served KBs keep their embedding model, store
 connection and vector matrix loaded from startup to shutdown, so a query never reloads them.
 Logging goes to stderr; over stdio, stdout carries nothing but the protocol.
+
+This module imports fastmcp. ``pinakes-mcp`` (:mod:`pinakes_mcp.launch`) imports it only after
+its stdio front has answered ``initialize`` (:mod:`pinakes_mcp.front`).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
-import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio.to_thread
 from fastmcp import FastMCP
 from fastmcp.exceptions import FastMCPError
 from starlette.middleware import Middleware
 
-from pinakes_core import KB, PinakesError
-from pinakes_core.manage.fleet import Fleet
-from pinakes_core.manage.registry import registry_path
-from pinakes_mcp import __version__, tools
+from pinakes_core import KB
+from pinakes_mcp.about import NAME, VERSION, instructions
 from pinakes_mcp.errors import CallerErrors
 from pinakes_mcp.listing import PAGE_SIZE, DocumentProvider
 from pinakes_mcp.served import Registry
-from pinakes_mcp.trust import TrustMiddleware, filter_stdin, is_loopback
+from pinakes_mcp.tools import register as register_read_tools
+from pinakes_mcp.trust import TrustMiddleware, filter_stdin
 from pinakes_mcp.watch import DEFAULT_DEBOUNCE_MS, Watcher
+from pinakes_mcp.writes import register as register_write_tools
 
-__all__ = [
-    "DEFAULT_HOST",
-    "DEFAULT_PORT",
-    "TOKEN_ENV",
-    "create_server",
-    "main",
-    "open_fleet",
-    "open_kbs",
-    "serve",
-]
+__all__ = ["build_server", "create_server", "run_http", "run_stdio"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-#: The environment variable holding the HTTP bearer token.
-TOKEN_ENV = "PINAKES_MCP_TOKEN"
-
-INSTRUCTIONS = """\
-Pinakes serves local Markdown knowledge bases (the user's notes and docs).
-Start with pinakes_search; read a hit's document with pinakes_read; follow links with
-pinakes_links one hop at a time; pinakes_kbs lists the KBs; pinakes_recent shows what changed.
-When a search says abstain=true, the KB probably does not know the answer: say so instead of
-guessing."""
-WRITE_INSTRUCTIONS = """
-Writing is on: pinakes_write_note creates a note, pinakes_append adds to one, pinakes_link adds
-a typed link. Each change is indexed before the call returns. Never overwrite without being
-asked to."""
-
-Transport = Literal["stdio", "http"]
 
 
 def create_server(
@@ -95,19 +68,31 @@ def create_server(
     Raises:
         PinakesError: if no KB is given, or two share a name or an id.
     """
-    registry = Registry(kbs, watching=watch, names=names)
+    return build_server(
+        Registry(kbs, watching=watch, names=names),
+        allow_write=allow_write,
+        debounce_ms=debounce_ms,
+        close_on_exit=close_on_exit,
+    )
+
+
+def build_server(
+    registry: Registry,
+    *,
+    allow_write: bool = False,
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    close_on_exit: bool = False,
+) -> FastMCP[Any]:
+    """Return a FastMCP server serving the KBs of ``registry`` (see :func:`create_server`).
+
+    The KBs are re-synced on file changes if ``registry.watching``; their warm-up starts with
+    the server unless :meth:`Registry.start_warming` started it already.
+    """
 
     @asynccontextmanager
     async def lifespan(server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
-        warmers = [
-            threading.Thread(
-                target=served.warm, args=(registry.sync_lock,), name=f"warm:{served.name}"
-            )
-            for served in registry
-        ]
-        for thread in warmers:
-            thread.start()
-        watcher = Watcher(registry, debounce_ms=debounce_ms) if watch else None
+        warmers = registry.start_warming()
+        watcher = Watcher(registry, debounce_ms=debounce_ms) if registry.watching else None
         if watcher is not None:
             await watcher.start()
         try:
@@ -122,16 +107,17 @@ def create_server(
                     served.kb.close()
 
     server: FastMCP[Any] = FastMCP(
-        "pinakes",
-        instructions=INSTRUCTIONS + (WRITE_INSTRUCTIONS if allow_write else ""),
-        version=__version__,
+        NAME,
+        instructions=instructions(allow_write=allow_write),
+        version=VERSION,
         lifespan=lifespan,
         mask_error_details=True,
         middleware=[CallerErrors()],
         providers=[DocumentProvider(registry)],
         list_page_size=PAGE_SIZE,
     )
-    tools.register(server, allow_write=allow_write)
+    register_read_tools(server)
+    register_write_tools(server, allow_write=allow_write)
     _one_line_caller_mistakes()
     return server
 
@@ -159,44 +145,6 @@ def _one_line_caller_mistakes() -> None:
         logger.addFilter(_OneLineCallerMistakes())
 
 
-def open_kbs(paths: Sequence[str | os.PathLike[str]]) -> list[KB]:
-    """Open the KB at each path (config only: the heavy loading happens in the lifespan).
-
-    Raises:
-        PinakesError: if a path holds no valid ``pinakes.toml``.
-    """
-    return [KB.open(path) for path in paths]
-
-
-def open_fleet(
-    paths: Sequence[str | os.PathLike[str]],
-) -> tuple[list[KB], list[str | None]]:
-    """Open every KB of the fleet registry, then those at ``paths`` it does not hold.
-
-    Registered KBs are served under their fleet names; one that cannot be opened (moved, a
-    broken ``pinakes.toml``) is left out with a warning.
-
-    Raises:
-        PinakesError: if a path holds no valid ``pinakes.toml``, or nothing is left to serve.
-    """
-    fleet = Fleet.open()
-    for entry, reason in fleet.unavailable:
-        log.warning("Fleet KB %r is not served: %s", entry.name, reason)
-    kbs: list[KB] = [kb for _, kb in fleet]
-    names: list[str | None] = [name for name, _ in fleet]
-    ids = {kb.config.kb.id for kb in kbs}
-    for kb in open_kbs(paths):
-        if kb.config.kb.id not in ids:
-            kbs.append(kb)
-            names.append(None)
-    if not kbs:
-        raise PinakesError(
-            f"No KB to serve: the fleet registry {registry_path()} holds none that opens.",
-            "Register one with `pnk fleet add PATH`, or pass --kb PATH.",
-        )
-    return kbs, names
-
-
 def _protect_stdout() -> None:
     """Keep stray native writes off the protocol stream (stdio transport).
 
@@ -209,71 +157,30 @@ def _protect_stdout() -> None:
     sys.stdout = open(protocol, "w", encoding="utf-8", buffering=1, closefd=True)  # noqa: SIM115
 
 
-def serve(
-    paths: Sequence[str | os.PathLike[str]],
+def run_stdio(server: FastMCP[Any], *, fronted: bool = False) -> None:
+    """Serve over stdio until the client closes stdin.
+
+    Args:
+        server: the server to run.
+        fronted: a :class:`~pinakes_mcp.front.StdioFront` holds stdin and stdout already (it
+            keeps stdout for the protocol and repairs stdin's lines itself).
+    """
+    if not fronted:
+        _protect_stdout()
+        filter_stdin()
+    server.run(transport="stdio", show_banner=False)
+
+
+def run_http(
+    server: FastMCP[Any],
     *,
-    transport: Transport = "stdio",
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    watch: bool = True,
-    allow_write: bool = False,
-    log_level: str = "INFO",
+    host: str,
+    port: int,
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     token: str | None = None,
-    allow_unauthenticated: bool = False,
-    fleet: bool = False,
 ) -> None:
-    """Open the KBs at ``paths`` and serve them until the client (or Ctrl-C) stops the server.
-
-    With ``fleet``, every KB of the fleet registry is served too (see :func:`open_fleet`).
-
-    Logs go to stderr at ``log_level``, unless the process configured logging already.
-
-    Args:
-        paths: the KB folders.
-        transport: ``"stdio"`` or ``"http"``.
-        host: HTTP bind address.
-        port: HTTP port.
-        watch: re-sync a KB when its files change.
-        allow_write: offer the write tools.
-        log_level: stderr log level.
-        allow_hosts: HTTP: extra ``Host`` names to serve (e.g. a reverse proxy's).
-        allow_origins: HTTP: extra browser origins to serve.
-        token: HTTP: require ``Authorization: Bearer <token>`` (default: the
-            ``PINAKES_MCP_TOKEN`` environment variable, if set).
-        allow_unauthenticated: HTTP: serve a non-loopback address without a token.
-        fleet: serve every KB of the fleet registry too, each under its fleet name.
-
-    Raises:
-        PinakesError: if a KB cannot be opened, two KBs share a name or id, or a non-loopback
-            HTTP bind has no token and ``allow_unauthenticated`` is not given.
-    """
-    logging.basicConfig(
-        level=log_level,
-        stream=sys.stderr,
-        format="pinakes-mcp %(levelname)s %(name)s: %(message)s",
-    )
-    token = token or os.environ.get(TOKEN_ENV) or None
-    if transport == "http" and not is_loopback(host) and not token:
-        if not allow_unauthenticated:
-            raise PinakesError(
-                f"Serving on {host} would let anyone who can reach it read these KBs.",
-                f"Set a token in the {TOKEN_ENV} environment variable (clients send "
-                "Authorization: Bearer <token>), or pass --allow-unauthenticated.",
-            )
-        log.warning(
-            "Serving on %s without a token: anyone who can reach it can read these KBs.", host
-        )
-    kbs, names = open_fleet(paths) if fleet else (open_kbs(paths), [])
-    server = create_server(
-        kbs, watch=watch, allow_write=allow_write, close_on_exit=True, names=names
-    )
-    if transport == "stdio":
-        _protect_stdout()
-        filter_stdin()
-        server.run(transport="stdio", show_banner=False)
-        return
+    """Serve over HTTP at ``host:port`` behind :class:`~pinakes_mcp.trust.TrustMiddleware`."""
     trust = Middleware(
         TrustMiddleware,
         bind=host,
@@ -292,105 +199,3 @@ def serve(
         middleware=[trust],
         uvicorn_config={"log_config": None},
     )
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pinakes-mcp",
-        description="Serve Pinakes knowledge bases to agents over MCP.",
-    )
-    from importlib.metadata import version  # light: --version must not load the server
-
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version('pinakes-mcp')}")
-    parser.add_argument(
-        "--kb",
-        dest="kbs",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="PATH",
-        help="a KB folder to serve (repeat for several; each needs a unique [kb] name)",
-    )
-    parser.add_argument(
-        "--fleet",
-        action="store_true",
-        help="serve every KB of the fleet registry (pnk fleet list) too, under its fleet name",
-    )
-    parser.add_argument(
-        "--transport", choices=("stdio", "http"), default="stdio", help="default: stdio"
-    )
-    parser.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"HTTP bind address (default: {DEFAULT_HOST})"
-    )
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default: {DEFAULT_PORT})"
-    )
-    parser.add_argument(
-        "--watch",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="re-sync a KB (incrementally, debounced) when files under it change "
-        "(default: on; --no-watch turns it off)",
-    )
-    parser.add_argument(
-        "--allow-write",
-        action="store_true",
-        help="offer the write tools: pinakes_write_note, pinakes_append, pinakes_link",
-    )
-    parser.add_argument(
-        "--allow-host",
-        dest="allow_hosts",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="HTTP: also serve requests whose Host is NAME (repeatable; e.g. a proxy's name)",
-    )
-    parser.add_argument(
-        "--allow-origin",
-        dest="allow_origins",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="HTTP: also serve browser requests from ORIGIN (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-unauthenticated",
-        action="store_true",
-        help=f"HTTP: serve a non-loopback address without a {TOKEN_ENV} token",
-    )
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="stderr log level (default: INFO)",
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: parse arguments, serve; errors go to stderr with exit 1."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if not args.kbs and not args.fleet:
-        parser.error("pass --kb PATH (repeatable) or --fleet")
-    try:
-        serve(
-            args.kbs,
-            fleet=args.fleet,
-            transport=args.transport,
-            host=args.host,
-            port=args.port,
-            watch=args.watch,
-            allow_write=args.allow_write,
-            log_level=args.log_level,
-            allow_hosts=args.allow_hosts,
-            allow_origins=args.allow_origins,
-            allow_unauthenticated=args.allow_unauthenticated,
-        )
-    except PinakesError as exc:
-        sys.stderr.write(f"pinakes-mcp: error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"pinakes-mcp: hint: {exc.hint}\n")
-        sys.exit(1)
-    except KeyboardInterrupt:
-        pass

@@ -1,24 +1,20 @@
-"""The MCP tools and the document resource. Each parses its arguments, calls core, caps the reply.
+"""The read-only MCP tools and the document resource: each parses, calls core, caps the reply.
 
 The docstrings below are what an agent reads when it lists the tools: they say what each tool
 is for, its defaults and units, and how to use it in a loop. Argument bounds are pydantic
 ``Field`` limits, so a bad argument is refused by the protocol layer before any code runs.
+:func:`register` adds them to the server it is given; the write tools and ``pinakes_recent``
+live in :mod:`pinakes_mcp.writes`, what both share in :mod:`pinakes_mcp.toolkit`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio
-import anyio.to_thread
 from fastmcp.exceptions import ResourceError, ToolError
 from fastmcp.server.context import Context
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from pinakes_core import PinakesError
@@ -34,9 +30,8 @@ from pinakes_mcp.models import (
     SearchOutput,
 )
 from pinakes_mcp.results import cap_rows, fit_lists, frontier, merge
-from pinakes_mcp.served import ArgumentError, Registry, ServedKB
-
-T = TypeVar("T")
+from pinakes_mcp.served import ArgumentError
+from pinakes_mcp.toolkit import READ_ONLY, Doc, Item, Kb, registry_of, tool_errors, when_ready
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -80,82 +75,6 @@ FRONTIER_LIMIT = 10
 DOCUMENT_URI = "pnk://{kb}/{doc_id}"
 GRAPH_MISSING = "pinakes_links needs the pinakes-graph plugin: uv pip install pinakes-graph"
 
-_READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-
-_Item = Annotated[str, Field(min_length=1, max_length=200)]
-_Kb = Annotated[
-    str | None,
-    Field(
-        max_length=200,
-        description="Name (or KB ULID) of one served KB; omit to use every served KB (see pinakes_kbs).",
-    ),
-]
-_Doc = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=1_000,
-        description=(
-            "The document: its doc_id (ULID) from a search hit or link, a pnk:// URI, a path "
-            "relative to the KB root of an indexed document (no '..', not absolute), or a "
-            "note's name, title or alias as its wikilinks write it ('0002-retry-policy')."
-        ),
-    ),
-]
-
-
-def _registry(ctx: Context) -> Registry:
-    registry: Registry = ctx.lifespan_context["pinakes"]
-    return registry
-
-
-@contextlib.contextmanager
-def _tool_errors() -> Iterator[None]:
-    """Turn a :class:`PinakesError` into a clean :class:`ToolError` (message + hint)."""
-    try:
-        yield
-    except PinakesError as exc:
-        # The caller's mistake, not the server's: the caller-errors middleware logs it as
-        # such (one line); fastmcp's own "Error calling tool" line stays at DEBUG.
-        raise ToolError(str(exc), log_level=logging.DEBUG) from None
-
-
-async def wait_until_ready(ctx: Context, served: list[ServedKB]) -> None:
-    """Wait for the start-up sync of ``served`` KBs, relaying its progress to the client.
-
-    Each poll sends an MCP progress notification (when the request carried a progress token):
-    ``progress``/``total`` are the current phase's done/total (total omitted when unknown) and
-    ``message`` names the KB and the phase.
-    """
-    pending = [s for s in served if not s.ready.is_set()]
-    last: tuple[str, int, int] | None = None
-    while pending:
-        current = pending[0]
-        stage, done, total = current.progress
-        if (stage, done, total) != last:
-            last = (stage, done, total)
-            message = f"KB {current.name!r} first sync: {stage} {done}/{total or '?'}"
-            await ctx.report_progress(progress=done, total=total or None, message=message)
-        await anyio.sleep(0.2)
-        pending = [s for s in pending if not s.ready.is_set()]
-
-
-def when_ready(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """Make a sync tool async: wait for the served KBs' start-up sync, then run it in a thread.
-
-    The signature (and so the tool's schema) is the wrapped function's.
-    """
-
-    @functools.wraps(fn)
-    async def tool(ctx: Context, *args: Any, **kwargs: Any) -> T:
-        registry = _registry(ctx)
-        await wait_until_ready(ctx, list(registry))
-        return await anyio.to_thread.run_sync(functools.partial(fn, ctx, *args, **kwargs))
-
-    return tool
-
 
 def _parse_when(value: str | None, name: str) -> float | None:
     if value is None:
@@ -178,12 +97,12 @@ def pinakes_search(
             ),
         ),
     ],
-    kb: _Kb = None,
+    kb: Kb = None,
     k: Annotated[
         int, Field(ge=1, le=MAX_K, description="Number of hits, 1-50 (default 8).")
     ] = DEFAULT_K,
     tags: Annotated[
-        list[_Item] | None,
+        list[Item] | None,
         Field(
             max_length=MAX_LIST,
             description="Only documents carrying all of these tags (or tags nested under them).",
@@ -197,21 +116,21 @@ def pinakes_search(
         ),
     ] = None,
     entities: Annotated[
-        list[_Item] | None,
+        list[Item] | None,
         Field(
             max_length=MAX_LIST,
             description="Exact names or identifiers to match as keywords besides the query, e.g. ['E-4012'].",
         ),
     ] = None,
     concepts: Annotated[
-        list[_Item] | None,
+        list[Item] | None,
         Field(
             max_length=MAX_LIST,
             description="Extra phrases to match by meaning besides the query.",
         ),
     ] = None,
     meta: Annotated[
-        list[_Item] | None,
+        list[Item] | None,
         Field(
             max_length=MAX_LIST,
             description=(
@@ -291,8 +210,8 @@ def pinakes_search(
     with pinakes_links.
     """
     started = time.perf_counter()
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         prefix = registry.check_prefix(path) if path else None
         after = _parse_when(modified_after, "modified_after")
         before = _parse_when(modified_before, "modified_before")
@@ -369,8 +288,8 @@ def pinakes_search(
 
 def pinakes_read(
     ctx: Context,
-    doc: _Doc,
-    kb: _Kb = None,
+    doc: Doc,
+    kb: Kb = None,
     section: Annotated[
         str | None,
         Field(
@@ -439,8 +358,8 @@ def pinakes_read(
     raising `max_tokens`. Follow a link by reading its
     `dst_doc`, or use pinakes_links for more than one hop.
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         if end_line is not None and start_line is None:
             start_line = 1
         lines = (start_line, end_line or 10_000_000) if start_line is not None else None
@@ -468,8 +387,8 @@ def pinakes_read(
 
 def pinakes_links(
     ctx: Context,
-    doc: _Doc,
-    kb: _Kb = None,
+    doc: Doc,
+    kb: Kb = None,
     rel: Annotated[
         str | None,
         Field(
@@ -517,8 +436,8 @@ def pinakes_links(
     kb=<its kb>), and call pinakes_links there to go on inside that KB.
     Needs the pinakes-graph plugin.
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         served, doc_id = registry.locate(doc, kb)
         if not callable(getattr(served.kb, "links", None)):  # a core older than the links API
             raise ToolError(GRAPH_MISSING, log_level=logging.WARNING)
@@ -577,9 +496,9 @@ def pinakes_kbs(ctx: Context) -> KbsOutput:
     (files new / changed / removed since the last sync: the index may miss them), `graph`
     (pinakes_links works) and `watching` (the server re-syncs when files change).
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     kbs = []
-    with _tool_errors():
+    with tool_errors():
         for served in registry:
             with registry.using(served) as handle:
                 status = handle.status()
@@ -602,7 +521,7 @@ def document_resource(kb: str, doc_id: str, ctx: Context) -> str:
     Capped like pinakes_read at its largest (20,000 approximate tokens); a cut text ends with
     a line saying so.
     """
-    registry = _registry(ctx)
+    registry = registry_of(ctx)
     try:
         served, found = registry.locate(f"pnk://{kb}/{doc_id}")
         with registry.using(served) as handle:
@@ -627,30 +546,14 @@ _TOOLS = (
 )
 
 
-def register(server: FastMCP[Any], *, allow_write: bool = False) -> None:
-    """Add the tools and the ``pnk://{kb}/{doc_id}`` resource template to ``server``.
+def register(server: FastMCP[Any]) -> None:
+    """Add the four read-only tools and the ``pnk://{kb}/{doc_id}`` resource template to ``server``.
 
-    Always: the four read-only tools and ``pinakes_recent``. With ``allow_write``:
-    ``pinakes_write_note``, ``pinakes_append`` and ``pinakes_link``. Every tool waits for the
-    start-up sync of the served KBs (relaying its progress) and runs in a worker thread.
+    Every tool waits for the start-up sync of the served KBs (relaying its progress) and runs
+    in a worker thread.
     """
-    from pinakes_mcp import writes
-
     for fn, title in _TOOLS:
-        server.tool(when_ready(fn), title=title, annotations=_READ_ONLY)
-    server.tool(
-        when_ready(writes.pinakes_recent),
-        title="Recently changed documents",
-        annotations=writes.RECENT,
-    )
-    if allow_write:
-        writers: tuple[tuple[Callable[..., Any], str, ToolAnnotations], ...] = (
-            (writes.pinakes_write_note, "Write a note", writes.WRITE_NOTE),
-            (writes.pinakes_append, "Append to a note", writes.APPEND),
-            (writes.pinakes_link, "Link two documents", writes.LINK),
-        )
-        for writer, label, annotations in writers:
-            server.tool(when_ready(writer), title=label, annotations=annotations)
+        server.tool(when_ready(fn), title=title, annotations=READ_ONLY)
     server.resource(
         DOCUMENT_URI,
         name="pinakes_document",

@@ -8,7 +8,7 @@ Annotations tell a host which calls can destroy content (``pinakes_write_note`` 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastmcp.server.context import Context
 from mcp.types import ToolAnnotations
@@ -19,7 +19,10 @@ from pinakes_core.manage.writing import MAX_WRITE_CHARS, WriteResult, append, wr
 from pinakes_core.models import DocumentList
 from pinakes_mcp.models import WriteOutput
 from pinakes_mcp.served import ArgumentError, Registry, ServedKB
-from pinakes_mcp.tools import _Doc, _Kb, _registry, _tool_errors
+from pinakes_mcp.toolkit import Doc, Kb, registry_of, tool_errors, when_ready
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 __all__ = [
     "APPEND",
@@ -30,6 +33,7 @@ __all__ = [
     "pinakes_link",
     "pinakes_recent",
     "pinakes_write_note",
+    "register",
 ]
 
 #: may replace a note's content (overwrite=true); repeating a call changes nothing more.
@@ -111,7 +115,7 @@ def pinakes_write_note(
     ctx: Context,
     path: _Path,
     text: _Text,
-    kb: _Kb = None,
+    kb: Kb = None,
     overwrite: Annotated[
         bool, Field(description="Replace the note if it exists (default false: refuse).")
     ] = False,
@@ -123,8 +127,8 @@ def pinakes_write_note(
     Returns the note's `path`, its `doc_id` once indexed, `action` (created or overwritten)
     and `synced`. Prefer pinakes_append to add to an existing note.
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         served = _one(registry, kb)
         result = write_note(served.kb, path, text, overwrite=overwrite)
         return _finish(registry, served, result)
@@ -134,7 +138,7 @@ def pinakes_append(
     ctx: Context,
     path: _Path,
     text: _Text,
-    kb: _Kb = None,
+    kb: Kb = None,
     section: Annotated[
         str | None,
         Field(
@@ -149,8 +153,8 @@ def pinakes_append(
     A blank line separates the new text from what was there. Every call appends again (not
     idempotent). The note is re-indexed before the call returns.
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         served = _one(registry, kb)
         result = append(served.kb, path, text, section=section)
         return _finish(registry, served, result)
@@ -158,8 +162,8 @@ def pinakes_append(
 
 def pinakes_link(
     ctx: Context,
-    src: _Doc,
-    dst: _Doc,
+    src: Doc,
+    dst: Doc,
     rel: Annotated[
         str,
         Field(
@@ -168,7 +172,7 @@ def pinakes_link(
             description="The relation, e.g. 'depends-on', 'cites', 'supersedes' (lower-kebab).",
         ),
     ],
-    kb: _Kb = None,
+    kb: Kb = None,
     note: Annotated[
         str | None, Field(max_length=1_000, description="A free-text note kept with the link.")
     ] = None,
@@ -179,8 +183,8 @@ def pinakes_link(
     comments and order. A link that already exists is refused. Both documents must be in the
     same served KB. Follow it afterwards with pinakes_links.
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         served, src_id = registry.locate(src, kb)
         target, dst_id = registry.locate(dst, kb or served.name)
         if target is not served:
@@ -194,7 +198,7 @@ def pinakes_link(
 
 def pinakes_recent(
     ctx: Context,
-    kb: _Kb = None,
+    kb: Kb = None,
     limit: Annotated[int, Field(ge=1, le=100, description="Documents to return, 1-100.")] = 20,
     offset: Annotated[
         int, Field(ge=0, le=1_000_000, description="Skip this many (the previous next_offset).")
@@ -206,8 +210,20 @@ def pinakes_recent(
     counts all documents and `next_offset` is the offset of the next page (null at the end).
     Use it to see what changed lately; read one with pinakes_read(doc=<doc_id>).
     """
-    registry = _registry(ctx)
-    with _tool_errors():
+    registry = registry_of(ctx)
+    with tool_errors():
         served = _one(registry, kb)
         with registry.using(served) as handle:
             return handle.documents(offset=offset, limit=limit, recent=True)
+
+
+def register(server: FastMCP[Any], *, allow_write: bool = False) -> None:
+    """Add ``pinakes_recent`` to ``server`` and, with ``allow_write``, the three write tools.
+
+    Like the read tools, each waits for the start-up sync and runs in a worker thread.
+    """
+    server.tool(when_ready(pinakes_recent), title="Recently changed documents", annotations=RECENT)
+    if allow_write:
+        server.tool(when_ready(pinakes_write_note), title="Write a note", annotations=WRITE_NOTE)
+        server.tool(when_ready(pinakes_append), title="Append to a note", annotations=APPEND)
+        server.tool(when_ready(pinakes_link), title="Link two documents", annotations=LINK)
