@@ -291,12 +291,8 @@ def _append_in_place(rel: str, target: Path, text: str) -> None:
         size = os.fstat(fd).st_size
         head = os.pread(fd, min(size, _PROBE), 0)
         tail = os.pread(fd, min(size, 8), max(0, size - 8))
-        try:
-            head_text = head.decode("utf-8", "strict" if size <= _PROBE else "ignore")
-        except UnicodeDecodeError:
-            raise PinakesError(
-                f"{rel} is not valid UTF-8; it was not changed.", "Fix its encoding first."
-            ) from None
+        # A small note is checked whole; of a large one only the head is read, for its line ends.
+        head_text = _utf8(rel, head) if size <= _PROBE else head.decode("utf-8", "ignore")
         nl = _line_end(_LINE.findall(head_text))
         ends = tail.decode("utf-8", "ignore")
         if not head_text.strip() and size <= _PROBE:
