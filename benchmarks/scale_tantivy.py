@@ -234,7 +234,7 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
 
     # Filters, two ways, against FTS5's channel with the same filter: a narrow path prefix
     # (one copy of the clone KB, 1/153 of the rows) and a broad one ("copy1": 64 copies).
-    from pinakes_core.search.channels import Filters, _allowed_chunks_sql
+    from pinakes_core.search.context import Filters, _allowed_chunks_sql
 
     filters: dict[str, object] = {}
     db = root / ".pinakes" / "index.db"

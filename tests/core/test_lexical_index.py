@@ -11,7 +11,7 @@ from conftest import FakeHashEmbedder, make_kb, set_config, write_files
 from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
 from pinakes_core.index import lexical, store
-from pinakes_core.search.channels import Filters
+from pinakes_core.search.context import Filters
 
 pytest.importorskip("tantivy")
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB, PinakesError
 from pinakes_core.models import Hit
-from pinakes_core.search.channels import QueryContext
+from pinakes_core.search.context import QueryContext
 from pinakes_core.search.fusion import (
     LEXICAL_EXACT,
     LEXICAL_PROSE,

@@ -14,7 +14,7 @@ from conftest import FakeHashEmbedder, make_kb, scalar, set_config
 from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
 from pinakes_core.read.documents import _matcher
-from pinakes_core.search.channels import EVIDENCE_POOL, QueryContext, _scored_arms
+from pinakes_core.search.context import EVIDENCE_POOL, QueryContext, _scored_arms
 
 
 def _files() -> dict[str, str]:
@@ -308,7 +308,7 @@ def test_store_connections_keep_a_page_cache_for_large_kbs(kb: KB) -> None:
 
 
 def test_a_filter_is_not_handed_to_fts5_as_rowid_lookups(kb: KB) -> None:
-    from pinakes_core.search.channels import Filters
+    from pinakes_core.search.context import Filters
 
     # Handed to FTS5 (plan "INDEX 0:=M…"), ``rowid IN (…)`` re-ran the MATCH once per allowed
     # row, re-reading each phrase's doclist for its IDF: 7.5 s instead of 64 ms for a path

@@ -20,7 +20,7 @@ from pinakes_core import KB
 from pinakes_core.config import EmbeddingConfig, ScaleConfig
 from pinakes_core.index.dense import load_ann, read_rows, update_ann
 from pinakes_core.index.store import Store
-from pinakes_core.search.channels import Filters, QueryContext
+from pinakes_core.search.context import Filters, QueryContext
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 

@@ -38,7 +38,7 @@ from pinakes_core.models import (
     SyncReport,
     UnresolvedLink,
 )
-from pinakes_core.search.channels import Channel, Filters, QueryContext
+from pinakes_core.search.context import Channel, Filters, QueryContext
 from pinakes_core.uri import PnkUri, parse_uri
 
 __all__ = [

@@ -57,8 +57,8 @@ from pinakes_core.search.arguments import (
     clean_text,
     clean_time,
 )
-from pinakes_core.search.channels import Filters, QueryContext
 from pinakes_core.search.confidence import Calibration, prior_calibration
+from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.hits import GroupBy
 from pinakes_core.search.notes import empty_note
 from pinakes_core.search.retrieval import default_channels, document_names, fuse_and_build

@@ -298,7 +298,7 @@ class SqliteBackend:
     """:class:`IndexBackend` over the SQLite :class:`~pinakes_core.index.store.Store`.
 
     Sync writes every document through :meth:`put_document`; :meth:`lexical` is the BM25
-    channel of search itself (FTS5, :meth:`pinakes_core.search.channels.QueryContext.bm25`).
+    channel of search itself (FTS5, :meth:`pinakes_core.search.context.QueryContext.bm25`).
     """
 
     backend = "sqlite"
@@ -513,7 +513,7 @@ class SqliteBackend:
 
     def lexical(self, text: str, k: int) -> list[ChunkHit]:
         """See :class:`IndexBackend`: the BM25 channel of search (FTS5)."""
-        from pinakes_core.search.channels import Filters, QueryContext
+        from pinakes_core.search.context import Filters, QueryContext
 
         ctx = QueryContext(
             query=text,
