@@ -212,6 +212,7 @@ class QueryContext:
         bm25_max_rows: int = 0,
         phrase_counts: dict[str, int] | None = None,
         lexical: Callable[[], Any] | None = None,
+        names: Callable[[], dict[str, list[str]]] | None = None,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -225,12 +226,16 @@ class QueryContext:
         self._ann_oversample = ann_oversample
         self._bm25_max_rows = bm25_max_rows
         self._lexical = lexical
+        #: Returns the KB's table of document names (titles and aliases → ids) kept for its
+        #: store generation (:meth:`Searcher.document_names
+        #: <pinakes_core.search.searcher.Searcher.document_names>`); ``None``: read per query.
+        self.names = names
         self.kb = kb
         #: The first-stage fusion ``(chunk_id, score)``, set before after-fusion channels run.
         self.seeds: list[tuple[int, float]] = []
         self.timings_ms: dict[str, float] = {}
         # Rows per FTS phrase: a constant of the KB's content, so a KB passes one dict to all
-        # the queries of a store generation (KB.query_context); a bare context counts its own.
+        # the queries of a store generation (Searcher.query_context); a bare context counts its own.
         self._doc_freq: dict[str, int] = {} if phrase_counts is None else phrase_counts
         self._own_freq: dict[str, int] = {}  # phrases too long for the shared table
         self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
@@ -358,7 +363,7 @@ class QueryContext:
         """Number of chunks matching one quoted FTS phrase (whatever the filters), cached.
 
         The cache is the KB's for its current store generation when the context came from
-        :meth:`KB.query_context <pinakes_core.kb.KB.query_context>`: counting a common word
+        :meth:`Searcher.query_context <pinakes_core.search.searcher.Searcher.query_context>`: counting a common word
         reads its whole doclist (~0.6 ms for one in 21,000 of 52,000 chunks), and a long
         question's common words recur from query to query.
         """
