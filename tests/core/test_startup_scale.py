@@ -73,6 +73,8 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert not {
         "pinakes_core.search.reader",
         "pinakes_core.index.sync",
+        "pinakes_core.index.preparation",
+        "pinakes_core.index.writer",
         "pinakes_core.index.chunking",
         "markdown_it",
         "ruamel",

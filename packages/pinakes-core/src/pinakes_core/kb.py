@@ -84,7 +84,9 @@ class KB:
         self._embedder_lock = threading.Lock()
         self._peers: Peers | None = None
         #: The search side: vectors, indexes, counts, names and calibration, per generation.
-        self.searcher = Searcher(root, config, self.store, lambda: self.embedder, owner=self)
+        self.searcher = Searcher(
+            root, lambda: self.config, self.store, lambda: self.embedder, owner=self
+        )
 
     # -- construction ---------------------------------------------------------------------
 

@@ -285,10 +285,10 @@ def _parse_vocabulary(path: Path) -> dict[str, list[str]]:
 def _vocabulary_report(
     source: str, terms: dict[str, list[str]], used: Counter[str]
 ) -> VocabularyReport:
-    from pinakes_core.index.sync import _norm_tags
+    from pinakes_core.index.preparation import norm_tags
 
-    canonical = set(_norm_tags(tuple(terms)))
-    synonyms = set(_norm_tags(tuple(s for group in terms.values() for s in group)))
+    canonical = set(norm_tags(tuple(terms)))
+    synonyms = set(norm_tags(tuple(s for group in terms.values() for s in group)))
     known = canonical | synonyms
     outside = sorted(t for t in used if t not in known)
     return VocabularyReport(
@@ -356,7 +356,7 @@ def _analyse(
     duplicates: list[str] = []
     used: Counter[str] = Counter()
     distinct: set[str] = set()  # frontmatter tags
-    from pinakes_core.index.sync import _norm_tags
+    from pinakes_core.index.preparation import norm_tags
 
     defaults = keys == FrontmatterConfig()
     for doc in docs:
@@ -385,13 +385,13 @@ def _analyse(
         (titles if front.title else no_title).append(
             f"{doc.rel}: {front.title}" if front.title else doc.rel
         )
-        tags = _norm_tags(front.tags)
+        tags = norm_tags(front.tags)
         if tags:
             tagged.append(f"{doc.rel}: {', '.join(tags)}")
             used.update(tags)
             distinct.update(tags)
         written = (
-            _norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
+            norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
         )
         if written:
             inline.append(f"{doc.rel}: {', '.join(written)}")

@@ -132,7 +132,10 @@ class Searchable(Protocol):
     neither.
     """
 
-    config: Config
+    @property
+    def config(self) -> Config:
+        """The KB's configuration."""
+        ...
 
     @property
     def embedder(self) -> Embedder:

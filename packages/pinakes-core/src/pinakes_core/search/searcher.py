@@ -185,7 +185,8 @@ class Searcher:
 
     Args:
         root: the KB folder.
-        config: the KB's configuration.
+        config: returns the KB's configuration (read at each use: a caller may replace the
+            KB's ``config``, as ``benchmarks/eval_sets.py`` does per configuration).
         store: returns the KB's open store (raising :class:`IndexMissingError` if never synced).
         embedder: returns the KB's embedding model, loading it on first use.
         owner: what plugin channels see as ``ctx.kb`` and the ``query_entities`` hook
@@ -195,13 +196,13 @@ class Searcher:
     def __init__(
         self,
         root: Path,
-        config: Config,
+        config: Callable[[], Config],
         store: Callable[[], Store],
         embedder: Callable[[], Embedder],
         owner: Any = None,
     ) -> None:
         self.root = root
-        self.config = config
+        self._config = config
         self._store = store
         self._embedder = embedder
         self._owner = owner
@@ -230,6 +231,11 @@ class Searcher:
         self._vectors = None
         self._ann_checked = False
         self._lexical_checked = False
+
+    @property
+    def config(self) -> Config:
+        """The KB's configuration, as it is now."""
+        return self._config()
 
     @property
     def embedder(self) -> Embedder:
