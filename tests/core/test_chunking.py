@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinakes_core.index.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.index.blocks import first_heading
+from pinakes_core.index.chunking import chunk_document, embed_text
+from pinakes_core.index.packer import Chunk
 from pinakes_core.index.tokens import token_counter
 
 COUNT = token_counter()

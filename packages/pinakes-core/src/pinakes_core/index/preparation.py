@@ -70,7 +70,7 @@ from pinakes_core.read.sources import PdfText, pdf_text
 from pinakes_core.uri import new_ulid
 
 if TYPE_CHECKING:
-    from pinakes_core.index.chunking import Chunk
+    from pinakes_core.index.packer import Chunk
 
 # Chunking and link extraction (markdown-it) load only when a document changed (issue 14).
 
@@ -373,12 +373,8 @@ class Preparer:
         state (stored documents by path and by id, those not seen yet, and ids taken this
         sync); a rename or a left-out document updates them.
         """
-        from pinakes_core.index.chunking import (
-            bound_chunks,
-            embed_text,
-            first_heading,
-            with_description,
-        )
+        from pinakes_core.index.blocks import first_heading
+        from pinakes_core.index.chunking import bound_chunks, embed_text, with_description
 
         read = self._read(entry, plan)
         if read is None:

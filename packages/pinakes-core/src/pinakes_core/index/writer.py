@@ -277,10 +277,8 @@ def stored_embed_text(row: Mapping[str, Any]) -> str:
     The row needs ``title``, ``heading_path``, ``text``, ``ordinal``, ``start_line``,
     ``end_line`` and ``tokens``.
     """
-    from pinakes_core.index.chunking import (
-        Chunk,
-        embed_text,
-    )
+    from pinakes_core.index.chunking import embed_text
+    from pinakes_core.index.packer import Chunk
 
     chunk = Chunk(
         row["ordinal"],
