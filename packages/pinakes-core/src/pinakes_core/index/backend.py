@@ -18,6 +18,10 @@ contract yet: the rest of sync (its reads, link resolution, the after-sync index
 the doctor still talk SQLite SQL through ``Store.conn``, so a KB with ``[store] backend =
 "postgres"`` is refused with one sentence (:func:`check_backend`) until they move onto
 :class:`IndexBackend`. Nothing here imports the PostgreSQL driver.
+
+Why one module of this length (issue 37): the contract (records and protocols) and its
+reference implementation over SQLite sit side by side, so every method of the contract has its
+reading next to it; :mod:`pinakes_core.index.pgstore` is the other implementation.
 """
 
 from __future__ import annotations

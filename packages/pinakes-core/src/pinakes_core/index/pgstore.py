@@ -22,6 +22,11 @@ A transaction is PostgreSQL's own, so readers see a write whole or not at all; a
 written in a schema of its own and swapped in by one transaction (:meth:`publish`). A server that
 is down or restarting fails with one sentence (:class:`~pinakes_core.index.backend.StoreUnavailableError`)
 after a bounded number of tries; a read on a dropped connection reconnects once.
+
+Why one module of this length (issue 37): :class:`PostgresStore` is one job, the whole
+store contract over one PostgreSQL schema (lifecycle, document writes, the BM25 and vector
+reads, links), and each method mirrors one of :class:`~pinakes_core.index.backend.SqliteBackend`;
+split, the SQL of one table would spread over several modules.
 """
 
 from __future__ import annotations

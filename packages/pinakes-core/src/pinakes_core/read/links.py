@@ -8,6 +8,12 @@ the label). Text links are found with the CommonMark parser, so code spans, fenc
 escaped brackets never produce links. Targets resolve by ``pnk://`` id, path, a site address or
 route a page declares (``permalink:``, a Docusaurus ``id:`` or ``slug:``), file stem, title and
 alias; an unresolvable target is kept with the reason, never dropped.
+
+Why one module of this length (issue 37): extraction and resolution share one link grammar
+(kinds, targets, site addresses and routes) and one version mark
+(:data:`pinakes_core.index.sync.LINKS_RESOLVED`). Resolution (``_Index``, :func:`resolve_all`,
+:func:`resolver`, :func:`near_names`) could be a module of its own once the KB facade's
+``resolve`` and ``add_link`` settle (issue 37 moves them in a parallel change).
 """
 
 from __future__ import annotations
