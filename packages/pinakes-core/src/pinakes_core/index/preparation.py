@@ -33,14 +33,7 @@ from pinakes_core.index.tokens import TokenCounter, token_counter
 from pinakes_core.intake import MAX_YAML_BYTES, clip, normal_tag, read_limited
 from pinakes_core.models import RepeatedId
 from pinakes_core.read.code import Section, code_sections, identifier_terms
-from pinakes_core.read.documents import (
-    FileEntry,
-    Frontmatter,
-    Skip,
-    decode,
-    name_title,
-    parse_frontmatter,
-)
+from pinakes_core.read.documents import FileEntry, Skip, decode, name_title
 from pinakes_core.read.extraction import (
     CACHE_DIR,
     Extraction,
@@ -50,6 +43,7 @@ from pinakes_core.read.extraction import (
     pdf_findings,
 )
 from pinakes_core.read.forge import repository_pages
+from pinakes_core.read.frontmatter import Frontmatter, parse_frontmatter
 from pinakes_core.read.identity import (
     fresh_id,
     holds_only_id,

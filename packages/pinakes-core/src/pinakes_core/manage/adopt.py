@@ -37,14 +37,8 @@ from ruamel.yaml.error import YAMLError
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.intake import clip, read_limited, yaml_loader
-from pinakes_core.read.documents import (
-    PAGE_PROPERTY,
-    FileEntry,
-    Frontmatter,
-    decode,
-    parse_frontmatter,
-    scan,
-)
+from pinakes_core.read.documents import FileEntry, decode, scan
+from pinakes_core.read.frontmatter import PAGE_PROPERTY, Frontmatter, parse_frontmatter
 from pinakes_core.read.identity import frontmatter_id, path_id
 from pinakes_core.read.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
