@@ -53,9 +53,9 @@ from pinakes_core.index.backend import (
     LinkRecord,
     StoreUnavailableError,
 )
+from pinakes_core.index.bm25 import BM25_K1
 from pinakes_core.index.query import query_terms, words
 from pinakes_core.index.store import SCHEMA_VERSION, VectorMatrix
-from pinakes_core.search.fusion import BM25_K1
 
 __all__ = ["CONNECT_TRIES", "PostgresStore", "schema_name"]
 

@@ -7,10 +7,8 @@ never starves a channel. :class:`Channel` is what a channel or reranker (core's 
 :mod:`pinakes_core.search.channels`, a plugin's through the ``register_channels`` hook)
 looks like.
 
-This module is longer than most (issue 37): :class:`QueryContext` is one object whose lazily
-computed parts depend on each other (the dense job started beside BM25, the shared phrase
-counts, the BM25 list split at scale and proven exact), and splitting it would spread one
-query's state over modules that each need all of it.
+The BM25 lists themselves are ranked in the index room (:class:`~pinakes_core.index.bm25.Bm25`,
+one per context); the context holds the query's share of everything else.
 """
 
 from __future__ import annotations
@@ -27,12 +25,13 @@ from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.index.query import fts_phrases, query_terms
-from pinakes_core.index.store import VectorMatrix, chunk_count
+from pinakes_core.index.bm25 import Bm25, allowed_chunks_sql
+from pinakes_core.index.query import query_terms
+from pinakes_core.index.store import VectorMatrix
 from pinakes_core.intake import normal_tag, spellings
 from pinakes_core.read.meta import MetaFilter
 from pinakes_core.search.arguments import clean_path, clean_text, clean_time
-from pinakes_core.search.fusion import BM25_K1, QueryShape, bm25_idf, query_shape
+from pinakes_core.search.fusion import QueryShape, query_shape
 
 __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
 
@@ -40,26 +39,6 @@ __all__ = ["Channel", "Filters", "QueryContext", "Ranked"]
 #: A channel's output: ``(chunk_id, raw score)`` pairs, best first.
 Ranked = list[tuple[int, float]]
 
-# Column weights for bm25(): title, heading path, text, identifier parts. A query word in a
-# heading or title is stronger evidence of topic than one in running text; the parts of a code
-# identifier (issue 18) and the operators standing alone in any chunk (query.symbol_words)
-# count like running text.
-_BM25_WEIGHTS = (2.0, 1.5, 1.0, 1.0)
-_BM25_SQL = f"bm25(chunks_fts, {', '.join(map(str, _BM25_WEIGHTS))})"
-#: BM25 scores are kept for this many times ``candidates`` best matches (lexical evidence).
-EVIDENCE_POOL = 4
-#: The BM25 channel first splits a query at this share of ``[scale] bm25_max_rows`` (1/4) and
-#: widens only until the result is provably exact: at 52k chunks the first split was proven for
-#: 17 of the 20 benchmark queries it split, and the channel's p50 fell 19.6 → 11.2 ms
-#: (docs/scaling.md).
-FIRST_SPLIT_SHARE = 4
-#: A split's rows holding a rare phrase and no common one get an arm of their own (``rare NOT
-#: common``) when the rare phrases' rows are at least this share of the common ones': the rows
-#: holding a common phrase too are then scored once (by the arm scoring every phrase), not
-#: twice, which the extra counting of the common phrases' rows for their IDF does not outweigh.
-#: At 52k chunks, 8 split arms of long questions: 103.9 → 85.3 ms in all, while the one with
-#: 448 rare rows against 46,000 common ones went 3.8 → 5.2 ms (docs/scaling.md).
-EXCLUSIVE_ARM_SHARE = 0.05
 # Confidence looks at no more query words than this (a pasted paragraph is not a question).
 _MAX_EVIDENCE_TERMS = 16
 
@@ -185,13 +164,6 @@ class Filters:
         return (" AND ".join(clauses) or "1"), params
 
 
-#: Longest FTS phrase whose row count a KB keeps for all its queries (:meth:`QueryContext.doc_freq`).
-MAX_SHARED_PHRASE_CHARS = 64
-#: Prefix of the shared count table's keys for the tantivy index's counts (no FTS phrase
-#: starts with it).
-_INDEX_COUNT = "\x00index:"
-
-
 class QueryContext:
     """Everything a channel may need for one query, computed lazily and at most once."""
 
@@ -237,8 +209,6 @@ class QueryContext:
         # Rows per FTS phrase: a constant of the KB's content, so a KB passes one dict to all
         # the queries of a store generation (Searcher.query_context); a bare context counts its own.
         self._doc_freq: dict[str, int] = {} if phrase_counts is None else phrase_counts
-        self._own_freq: dict[str, int] = {}  # phrases too long for the shared table
-        self._bm25_pool: dict[str, tuple[Ranked, bool]] = {}
         self._dense_job: (
             Future[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None, Ranked | None]]
             | None
@@ -265,7 +235,7 @@ class QueryContext:
         if not self.filters.active:
             return None
         where, params = self.filters.where()
-        return [r[0] for r in self.conn.execute(_allowed_chunks_sql(where), params)]
+        return [r[0] for r in self.conn.execute(allowed_chunks_sql(where), params)]
 
     @_cached
     def allowed_rows(self) -> npt.NDArray[np.bool_] | None:
@@ -355,71 +325,65 @@ class QueryContext:
         return {int(c): float(min(v, 1.0)) for c, v in zip(ids, values, strict=True) if v > 0}
 
     @_cached
+    def lexical_ranker(self) -> Bm25:
+        """The query's BM25 ranker (:class:`~pinakes_core.index.bm25.Bm25`), made at first use."""
+        return Bm25(
+            self.conn,
+            candidates=self.candidates,
+            filtered=self.filters.active,
+            where=self.filters.where,
+            allowed_ids=lambda: self.allowed_ids,
+            index=lambda: self.lexical_index,
+            max_rows=self._bm25_max_rows,
+            phrase_counts=self._doc_freq,
+        )
+
+    @property
     def chunk_total(self) -> int:
         """Number of chunks (rows of the FTS table) in the KB: the N of FTS5's ``bm25()``."""
-        return chunk_count(self.conn)
+        return self.lexical_ranker.chunk_total
 
     def doc_freq(self, phrase: str) -> int:
-        """Number of chunks matching one quoted FTS phrase (whatever the filters), cached.
+        """Number of chunks matching one quoted FTS phrase, whatever the filters, cached.
 
-        The cache is the KB's for its current store generation when the context came from
-        :meth:`Searcher.query_context <pinakes_core.search.searcher.Searcher.query_context>`: counting a common word
-        reads its whole doclist (~0.6 ms for one in 21,000 of 52,000 chunks), and a long
-        question's common words recur from query to query.
+        See :meth:`Bm25.doc_freq <pinakes_core.index.bm25.Bm25.doc_freq>`; the cache is the KB's
+        for its store generation when the context came from :meth:`Searcher.query_context
+        <pinakes_core.search.searcher.Searcher.query_context>`.
         """
-        # Only short phrases go to the KB's shared table: a query word may be 100,000
-        # characters, and 50,000 of those would hold gigabytes in a long-lived server.
-        cache = self._doc_freq if len(phrase) <= MAX_SHARED_PHRASE_CHARS else self._own_freq
-        index = self.lexical_index
-        if index is not None:
-            # The index's own count (its tokenizer's), kept apart from FTS5's: a context of
-            # the same generation may run on FTS5 (the index went stale meanwhile).
-            key = _INDEX_COUNT + phrase
-            count = cache.get(key)
-            if count is None:
-                count = cache[key] = index.doc_freq(phrase)
-            return count
-        count = cache.get(phrase)
-        if count is None:
-            count = cache[phrase] = int(
-                self.conn.execute(
-                    "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
-                ).fetchone()[0]
-            )
-        return count
+        return self.lexical_ranker.doc_freq(phrase)
 
     def lexical_ceiling(self, text: str) -> float:
-        """The most BM25 could give ``text``: Σ over its FTS phrases of (k1 + 1) × IDF.
-
-        FTS5 scores a phrase IDF × f·(k1 + 1) / (f + k1·(1 − b + b·len/avglen)), which tends to
-        (k1 + 1) × IDF as its (column-weighted) frequency f grows, so no chunk reaches the sum.
-        """
-        return self.phrase_ceiling(fts_phrases(text))
+        """The most BM25 could give ``text`` (:meth:`Bm25.lexical_ceiling <pinakes_core.index.bm25.Bm25.lexical_ceiling>`)."""
+        return self.lexical_ranker.lexical_ceiling(text)
 
     def phrase_ceiling(self, phrases: list[str]) -> float:
-        """Σ (k1 + 1) × IDF over ``phrases``: more than any chunk's BM25 from them alone.
+        """Σ (k1 + 1) × IDF over ``phrases`` (:meth:`Bm25.phrase_ceiling <pinakes_core.index.bm25.Bm25.phrase_ceiling>`)."""
+        return self.lexical_ranker.phrase_ceiling(phrases)
 
-        With the tantivy index the IDF is the one it scores with (Lucene's formula, a
-        phrase's the sum of its words', over its rows deleted ones included).
-        """
-        index = self.lexical_index
-        if index is not None:
-            return math.fsum((BM25_K1 + 1.0) * index.idf(p) for p in phrases)
-        total = self.chunk_total
-        return math.fsum((BM25_K1 + 1.0) * bm25_idf(total, self.doc_freq(p)) for p in phrases)
+    def bm25(self, text: str) -> Ranked:
+        """BM25 over ``text`` with the filters applied (:meth:`Bm25.rank <pinakes_core.index.bm25.Bm25.rank>`)."""
+        return self.lexical_ranker.rank(text)
+
+    def split_is_exact(self, ranked: Ranked, common: list[str]) -> bool:
+        """Whether ``ranked``'s first ``candidates`` are the exact BM25 top ones (:meth:`Bm25.split_is_exact <pinakes_core.index.bm25.Bm25.split_is_exact>`)."""
+        return self.lexical_ranker.split_is_exact(ranked, common)
+
+    def lexical_split(self, text: str, budget: int | None = None) -> tuple[list[str], list[str]]:
+        """``text``'s rare and common FTS phrases (:meth:`Bm25.lexical_split <pinakes_core.index.bm25.Bm25.lexical_split>`)."""
+        return self.lexical_ranker.lexical_split(text, budget)
 
     def lexical_evidence(self, text: str, chunk_ids: list[int]) -> dict[int, float]:
         """Lexical evidence of each chunk: its BM25 score for ``text`` over the ceiling, in [0, 1].
 
-        Scores are exact for the :data:`EVIDENCE_POOL` × ``candidates`` best BM25 matches, which
+        Scores are exact for the :data:`~pinakes_core.index.bm25.EVIDENCE_POOL` × ``candidates`` best BM25 matches, which
         :meth:`bm25` keeps; a chunk below them gets the last one's score when the pool is full
         (an upper bound), and 0 when it is not (the chunk does not match at all).
         """
         ceiling = self.lexical_ceiling(text)
-        pool = self._bm25_pool.get(text)
+        pool = self.lexical_ranker.pool.get(text)
         if pool is None:
             self.bm25(text)
-            pool = self._bm25_pool.get(text, ([], False))
+            pool = self.lexical_ranker.pool.get(text, ([], False))
         ranked, full = pool
         if ceiling <= 0 or not ranked:
             return {}
@@ -520,175 +484,6 @@ class QueryContext:
             evidence.append((idf, bool(inside), df > 0))
         return evidence
 
-    def bm25(self, text: str) -> Ranked:
-        """FTS5 BM25 over ``text`` with the filters applied inside the query.
-
-        Past ``[scale] bm25_max_rows`` rows a query's common words stop bringing candidates of
-        their own (see :meth:`lexical_split`); they still score the candidates the rarer words
-        bring, so every score returned is the chunk's exact BM25 for the whole query. The
-        channel first splits at 1/:data:`FIRST_SPLIT_SHARE` of that budget and stops as soon as
-        the result is provably the exact top :attr:`candidates` (:meth:`split_is_exact`);
-        until then it moves the rarest common phrase to the rare ones and scores only the rows
-        that brings, as long as the rare phrases' rows fit the whole budget. Where they no
-        longer fit, the result is the split at the whole budget (exact in a KB that fits it).
-        """
-        phrases = fts_phrases(text)
-        if not phrases:
-            return []
-        limit = self.candidates * EVIDENCE_POOL
-        if self.lexical_index is not None:
-            # Past ``bm25_index_min_chunks``: tantivy's top rows (block-max WAND), a filter
-            # as the set of chunk ids it allows (docs/scaling.md).
-            ranked: Ranked = self.lexical_index.search(phrases, limit, self.allowed_ids)
-            self._bm25_pool[text] = (ranked, len(ranked) == limit)
-            return ranked[: self.candidates]
-        first = self._bm25_max_rows and max(self._bm25_max_rows // FIRST_SPLIT_SHARE, 1)
-        rare, common = self.lexical_split(text, first)
-        ranked = self._split_rows([], rare, common, limit)
-        rows = sum(map(self.doc_freq, rare)) if common else 0
-        # A KB within the whole budget ends exact, as lexical_split would have it.
-        cap = math.inf if self.chunk_total <= self._bm25_max_rows else self._bm25_max_rows
-        while common and not self.split_is_exact(ranked, common):
-            phrase = min(common, key=self.doc_freq)
-            rows += self.doc_freq(phrase)
-            if rows > cap:
-                # Unproven at the whole budget: the rows holding every common phrase come too,
-                # as candidates of their own (the old split's third arm).
-                if len(common) > 1:
-                    ranked = _merge(ranked, self._bm25_rows([" AND ".join(common)], limit), limit)
-                break
-            common = [p for p in common if p != phrase]
-            ranked = self._split_rows(ranked, [phrase], common, limit)
-        # FTS5 scores every matching row to sort them, so a longer LIMIT costs little: the
-        # extra rows give exact lexical evidence to chunks other channels bring in.
-        self._bm25_pool[text] = (ranked, len(ranked) == limit)
-        return ranked[: self.candidates]
-
-    def split_is_exact(self, ranked: Ranked, common: list[str]) -> bool:
-        """Whether ``ranked``'s first :attr:`candidates` are the exact BM25 top ones.
-
-        A chunk holding none of the rare phrases scores at most the common phrases' ceiling
-        (:meth:`phrase_ceiling`), so once the ``candidates``-th score reaches it no such chunk
-        can enter the top (MaxScore's argument, Turtle & Flood 1995).
-        """
-        if len(ranked) < self.candidates:
-            return False
-        return ranked[self.candidates - 1][1] >= self.phrase_ceiling(common)
-
-    def _split_rows(self, ranked: Ranked, rare: list[str], common: list[str], limit: int) -> Ranked:
-        """``ranked`` merged with the best ``limit`` rows holding a ``rare`` phrase, by BM25.
-
-        Every row is scored over all the phrases (:func:`_scored_arms`). The rows holding a
-        common phrase too come first; the arm for the rows holding only rare ones runs only if
-        they can still enter the best ``limit``: such a row scores less than the rare phrases'
-        ceiling (:meth:`phrase_ceiling`), so once the ``limit``-th score reaches it the arm
-        cannot change the result, and is skipped. At 1M chunks that arm costs as much as the
-        other (FTS5 reads the common phrases' whole doclists for each arm naming them: their
-        IDF, and the ``NOT``); it was skipped in every split of 15 of the 20 benchmark queries
-        (docs/scaling.md).
-        """
-        arms = self._split_arms(rare, common)
-        if len(arms) == 1:
-            rows = self._bm25_rows(arms, limit)
-            return _merge(ranked, rows, limit) if ranked else rows
-        ranked = _merge(ranked, self._bm25_rows(arms[1:], limit), limit)
-        if not self._may_enter(ranked, rare, limit):
-            return ranked
-        return _merge(ranked, self._bm25_rows(arms[:1], limit), limit)
-
-    def _may_enter(self, ranked: Ranked, phrases: list[str], limit: int) -> bool:
-        """Whether a row scored over ``phrases`` alone could still enter the best ``limit``."""
-        return len(ranked) < limit or ranked[-1][1] < self.phrase_ceiling(phrases)
-
-    def _split_arms(self, rare: list[str], common: list[str]) -> list[str]:
-        """:func:`_scored_arms` for a split, exclusive when that saves work.
-
-        See :data:`EXCLUSIVE_ARM_SHARE`; the phrases' row counts are the KB's (cached).
-        """
-        rare_rows = sum(map(self.doc_freq, rare))
-        exclusive = rare_rows >= EXCLUSIVE_ARM_SHARE * sum(map(self.doc_freq, common))
-        return _scored_arms(rare, common, exclusive=bool(common) and exclusive)
-
-    def _bm25_rows(self, arms: list[str], limit: int) -> Ranked:
-        """The best ``limit`` rows matching any of the FTS expressions ``arms``, by BM25.
-
-        Each arm scores its rows over the phrases in its own expression; BM25 terms are
-        positive, so a row's best score over the arms is its BM25 over the most phrases. Each
-        arm keeps only its own best ``limit`` rows (a bounded sort, not a sort of every row it
-        scores): a row among the best ``limit`` overall by its best arm's score is among that
-        arm's best ``limit`` too, since every row ahead of it there is ahead of it overall.
-        """
-        where, params = self.filters.where()
-        # ``+rowid``: a bare ``rowid IN (…)`` is handed to FTS5, which then runs the MATCH once
-        # per allowed row, each time re-reading every phrase's doclist for its IDF: a path
-        # filter passing all 6,542 chunks of nushell-docs took 7.5 s instead of 64 ms.
-        restrict = (
-            f" AND +chunks_fts.rowid IN ({_allowed_chunks_sql(where)})"
-            if self.filters.active
-            else ""
-        )
-        if len(arms) == 1:
-            sql = (
-                f"SELECT chunks_fts.rowid, {_BM25_SQL} AS s FROM chunks_fts "
-                f"WHERE chunks_fts MATCH ?{restrict} ORDER BY s, chunks_fts.rowid LIMIT ?"
-            )
-        else:
-            sql = (
-                "SELECT rowid, MIN(s) AS s FROM ("
-                + " UNION ALL ".join(
-                    f"SELECT * FROM (SELECT chunks_fts.rowid AS rowid, {_BM25_SQL} AS s "
-                    f"FROM chunks_fts WHERE chunks_fts MATCH ?{restrict} "
-                    "ORDER BY s, chunks_fts.rowid LIMIT ?)"
-                    for _ in arms
-                )
-                + ") GROUP BY rowid ORDER BY s, rowid LIMIT ?"
-            )
-        each = [limit] if len(arms) > 1 else []
-        args = [value for arm in arms for value in (arm, *params, *each)] + [limit]
-        return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, args).fetchall()]
-
-    def lexical_split(self, text: str, budget: int | None = None) -> tuple[list[str], list[str]]:
-        """Split ``text``'s FTS phrases into the rare ones that bring candidates, and the rest.
-
-        FTS5 has no top-k pruning: it scores every row matching any query word, ~2 µs a row, so
-        at a million chunks a question holding "command" or "table" scores 200,000–500,000 rows
-        (docs/scaling.md). Past ``[scale] bm25_max_rows`` rows (the sum of the phrases' document
-        frequencies), the rarest phrases whose rows fit that budget bring the candidates, with
-        the rows holding every other phrase; the others only score them (the idea of
-        Elasticsearch's retired ``common`` terms query, ``cutoff_frequency``). A chunk holding
-        some of the common words but none of the rare ones is then missed; its BM25 is at most
-        Σ (k1 + 1) × IDF over those words, small because they are common. At 1M chunks this kept
-        the exact top 50 on all 20 benchmark queries (docs/scaling.md). Returns ``(phrases,
-        [])``, the exact query, for a KB of at most ``budget`` chunks (default ``bm25_max_rows``),
-        when the budget is 0, or when every phrase fits.
-        """
-        phrases = fts_phrases(text)
-        if budget is None:
-            budget = self._bm25_max_rows
-        if budget <= 0 or len(phrases) < 2 or self.chunk_total <= budget:
-            return phrases, []
-        rare: set[str] = set()
-        rows = 0
-        for phrase in sorted(phrases, key=self.doc_freq):
-            count = self.doc_freq(phrase)
-            if rare and rows + count > budget:
-                break
-            rare.add(phrase)
-            rows += count
-        return [p for p in phrases if p in rare], [p for p in phrases if p not in rare]
-
-
-def _allowed_chunks_sql(where: str) -> str:
-    """The ids of the chunks of the documents meeting ``where`` (a condition on ``d``).
-
-    Documents first, then their chunks by the ``(doc_id, ordinal)`` index: the join the other
-    way round scanned every chunk (at 1M chunks, a path filter's ids 800 → 70 ms).
-    """
-    return (
-        "SELECT c.chunk_id FROM chunks c WHERE c.doc_id IN "
-        f"(SELECT d.doc_id FROM documents d WHERE {where})"
-    )
-
 
 def _ann_top(
     index: Any,
@@ -716,31 +511,6 @@ def _ann_top(
     top = np.argpartition(-scores, n - 1)[:n]
     top = top[np.lexsort((ids[rows[top]], -scores[top]))]
     return [(int(ids[rows[i]]), float(scores[i])) for i in top if scores[i] > 0]
-
-
-def _scored_arms(rare: list[str], common: list[str], *, exclusive: bool = False) -> list[str]:
-    """FTS expressions for the rows holding a ``rare`` phrase, each scored in full.
-
-    A row holding a rare phrase and common ones is scored over all of them by the second arm
-    (the smaller FTS5 score, the negated BM25, wins when the arms are merged). With
-    ``exclusive`` the first arm leaves those rows out (``NOT``): its rows hold no common
-    phrase, whose terms in FTS5's BM25 sum are then exact zeros added after the rare phrases'
-    terms, so each row's score is the same to the bit, and no row is scored twice.
-    """
-    anyone = " OR ".join(rare)
-    if not common:
-        return [anyone]
-    others = " OR ".join(common)
-    first = f"({anyone}) NOT ({others})" if exclusive else anyone
-    return [first, f"({anyone}) AND ({others})"]
-
-
-def _merge(ranked: Ranked, more: Ranked, limit: int) -> Ranked:
-    """The best ``limit`` of two BM25 lists, a row found in both keeping its higher score."""
-    best = dict(ranked)
-    for chunk, score in more:
-        best[chunk] = max(score, best.get(chunk, score))
-    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
 @runtime_checkable
