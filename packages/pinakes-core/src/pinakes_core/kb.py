@@ -429,12 +429,12 @@ class KB:
         """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
 
         A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
-        :func:`~pinakes_core.read.links.resolver`); see
+        :func:`~pinakes_core.read.resolution.resolver`); see
         :func:`pinakes_core.index.catalogue.find_document`.
 
         Raises:
             DocumentNotFoundError: if nothing matches; its hint names up to three documents
-                whose names are close to ``ref`` (:func:`~pinakes_core.read.links.near_names`).
+                whose names are close to ``ref`` (:func:`~pinakes_core.read.resolution.near_names`).
         """
         given = clean_text(ref, "The document reference")
         ref = catalogue.check_reference(given)

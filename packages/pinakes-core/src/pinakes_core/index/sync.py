@@ -273,7 +273,7 @@ def _keep_unreadable(missing: dict[str, Any], unreadable: list[str]) -> list[str
 
 
 #: The ``links_resolved`` meta value of a store whose links were resolved by today's rules
-#: (``"0"``: a resolution is due). Raise it when :mod:`pinakes_core.read.links` resolves a stored
+#: (``"0"``: a resolution is due). Raise it when :mod:`pinakes_core.read.resolution` resolves a stored
 #: target differently, so a store synced before re-resolves at its next sync even if no file
 #: changed. 2: same-note wikilinks (``[[#Heading]]``) are no longer dangling, and a dangling
 #: ``[[a|b]]`` names both parts. 3: a path that names nothing from the linking folder is tried
@@ -293,12 +293,12 @@ LINKS_RESOLVED = "10"
 
 
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
-    """:func:`pinakes_core.read.links.resolve_all`, imported when a sync first needs it.
+    """:func:`pinakes_core.read.resolution.resolve_all`, imported when a sync first needs it.
 
     A module-level name (tests replace it to stop a sync at this point); markdown-it, which the
     links module loads, is only needed once something changed.
     """
-    from pinakes_core.read.links import resolve_all as resolve
+    from pinakes_core.read.resolution import resolve_all as resolve
 
     return resolve(conn, kb_id, kb_name)
 
