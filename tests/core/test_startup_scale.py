@@ -76,7 +76,7 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
         "pinakes_core.index.preparation",
         "pinakes_core.index.writer",
         "pinakes_core.index.chunking",
-        "pinakes_core.index.blocks",
+        "pinakes_core.read.blocks",
         "pinakes_core.index.packer",
         "markdown_it",
         "ruamel",

@@ -24,7 +24,7 @@ the heading path of the section that has the text; body-less headings at the ver
 chunk before them; a document that is nothing but headings has no chunks (like one that is
 only frontmatter: its title is all there is, and every chunk carries the title anyway).
 
-The work is in three modules: :mod:`pinakes_core.index.blocks` reads a body into blocks and
+The work is in three modules: :mod:`pinakes_core.read.blocks` reads a body into blocks and
 finds the lines chunk text leaves out, :mod:`pinakes_core.index.packer` packs the blocks' lines
 into :class:`~pinakes_core.index.packer.Chunk` objects under the budget, and this module runs
 them in order (:func:`chunk_document`, :func:`chunk_sections`), bounds a document's chunks and
@@ -38,7 +38,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from pinakes_core.index.blocks import (
+from pinakes_core.index.packer import CHARS_PER_TOKEN_CAP, Chunk, Packer, char_cost, within_cap
+from pinakes_core.index.tokens import TokenCounter
+from pinakes_core.models import heading_trail
+from pinakes_core.read.blocks import (
     HEADING_ATTRS,
     POINTER_SHARE,
     code_elements,
@@ -51,9 +54,6 @@ from pinakes_core.index.blocks import (
     text_blocks,
     without_markup,
 )
-from pinakes_core.index.packer import CHARS_PER_TOKEN_CAP, Chunk, Packer, char_cost, within_cap
-from pinakes_core.index.tokens import TokenCounter
-from pinakes_core.models import heading_trail
 from pinakes_core.read.containers import unindent_containers
 
 if TYPE_CHECKING:

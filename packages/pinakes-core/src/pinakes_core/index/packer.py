@@ -1,6 +1,6 @@
 """Packing a document's lines into chunks of at most ``budget`` tokens (DESIGN §4).
 
-:class:`Packer` takes the line ranges of a body's blocks (:mod:`pinakes_core.index.blocks`)
+:class:`Packer` takes the line ranges of a body's blocks (:mod:`pinakes_core.read.blocks`)
 and packs them greedily into :class:`Chunk` objects: a block over the budget is split into pieces of
 about equal size at line, then sentence, then word boundaries, a window with no content joins a
 neighbour, and :func:`within_cap` keeps every chunk under the character cap.

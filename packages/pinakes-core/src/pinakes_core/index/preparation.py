@@ -367,8 +367,8 @@ class Preparer:
         state (stored documents by path and by id, those not seen yet, and ids taken this
         sync); a rename or a left-out document updates them.
         """
-        from pinakes_core.index.blocks import first_heading
         from pinakes_core.index.chunking import bound_chunks, embed_text, with_description
+        from pinakes_core.read.blocks import first_heading
 
         read = self._read(entry, plan)
         if read is None:
