@@ -295,7 +295,7 @@ def embedded_texts(kb_dir: Path) -> tuple[list[str], int, int]:
     Returns the texts, the chunk count and how many rebuilt texts did not hash to the stored
     ``embed_hash`` (should be 0: proof that these are the same texts the sync embedded).
     """
-    from pinakes_core.index.sync import stored_embed_text
+    from pinakes_core.index.writer import stored_embed_text
 
     conn = sqlite3.connect(kb_dir / ".pinakes" / "index.db")
     conn.row_factory = sqlite3.Row

@@ -37,7 +37,7 @@ import numpy as np
 import psutil
 
 from corpora import QUERIES, copy_corpus  # one corpus copier and query list for both
-from scale import proc_memory_mb
+from memory import proc_memory_mb  # shared with scale.py, which imports this script
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = "../shared/corpora/nushell-docs"
@@ -114,7 +114,7 @@ async def measure_server_memory(kb_root: Path, texts: list[str]) -> dict[str, An
     """Start ``pinakes-mcp --kb kb_root`` over stdio as a host does, search ``texts``: its memory.
 
     ``VmRSS`` and ``VmHWM`` (the peak) come from the server process's ``/proc/<pid>/status``
-    (``scale.proc_memory_mb``): after ``initialize`` plus the background warm-up (the first
+    (``memory.proc_memory_mb``): after ``initialize`` plus the background warm-up (the first
     search waits for it), and after the searches.
     """
     from mcp import ClientSession, StdioServerParameters

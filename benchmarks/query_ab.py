@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pinakes_core import KB
 from pinakes_core.search import hits as core_hits
+from pinakes_core.search.searcher import Searcher
 from scale import GATED_QUERIES, QUERIES  # a sibling benchmark script
 
 CONFIGS: dict[str, tuple[list[str] | None, list[str]]] = {
@@ -43,13 +44,13 @@ CONFIGS: dict[str, tuple[list[str] | None, list[str]]] = {
 
 def _undo_phrase_counts() -> Callable[[], None]:
     """Every query counts its phrases' rows again."""
-    new = KB._counts_of_phrases
+    new = Searcher.phrase_counts
 
     def apply() -> None:
-        KB._counts_of_phrases = lambda self: {}  # type: ignore[method-assign]
+        Searcher.phrase_counts = lambda self: {}  # type: ignore[method-assign]
 
     def restore() -> None:
-        KB._counts_of_phrases = new  # type: ignore[method-assign]
+        Searcher.phrase_counts = new  # type: ignore[method-assign]
 
     apply.restore = restore  # type: ignore[attr-defined]
     return apply

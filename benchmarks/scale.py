@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory import proc_memory_mb  # a helper shared with mcp_latency.py
 from pinakes_core import KB
 
 QUERIES = [
@@ -264,16 +266,6 @@ def log(message: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def proc_memory_mb(pid: int | str = "self") -> dict[str, float]:
-    """Resident memory of a process from ``/proc/<pid>/status``: ``VmRSS`` and ``VmHWM`` (peak), MB."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)  # the kernel reports kB
-    return out
-
-
 def rss_mb(kind: str = "VmRSS") -> float:
     return proc_memory_mb().get(kind, float("nan"))
 
@@ -421,7 +413,7 @@ def mcp_server_memory(root: Path, rounds: int = 1) -> dict[str, Any]:
     """The real ``pinakes-mcp`` over stdio on ``root``, as a host starts it: its memory.
 
     Searches :data:`QUERIES` ``rounds`` times through the MCP client and reads the server
-    process's ``VmRSS`` and ``VmHWM`` (:func:`proc_memory_mb`) after start-up and after them.
+    process's ``VmRSS`` and ``VmHWM`` (:func:`memory.proc_memory_mb`) after start-up and after them.
     """
     import asyncio
 

@@ -63,7 +63,7 @@ def bm25_pool(kb: KB, budget: int, query: str) -> tuple[float, list[int]]:
     start = time.perf_counter()
     ctx.bm25(query)
     ms = (time.perf_counter() - start) * 1000
-    return ms, [chunk for chunk, _ in ctx._bm25_pool[query][0]]
+    return ms, [chunk for chunk, _ in ctx.lexical_ranker.pool[query][0]]
 
 
 def lexical(root: Path, budgets: list[int]) -> dict[str, object]:

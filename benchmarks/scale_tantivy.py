@@ -213,7 +213,7 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
         kb.config = kb.config.model_copy(update={"scale": ScaleConfig(bm25_max_rows=0)})
         ctx = kb.query_context(q)
         ctx.bm25(q)
-        scores[q] = dict(ctx._bm25_pool[q][0])
+        scores[q] = dict(ctx.lexical_ranker.pool[q][0])
 
     def tied(k: int) -> float:
         shares = []
@@ -234,7 +234,8 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
 
     # Filters, two ways, against FTS5's channel with the same filter: a narrow path prefix
     # (one copy of the clone KB, 1/153 of the rows) and a broad one ("copy1": 64 copies).
-    from pinakes_core.search.channels import Filters, _allowed_chunks_sql
+    from pinakes_core.index.bm25 import allowed_chunks_sql
+    from pinakes_core.search.context import Filters
 
     filters: dict[str, object] = {}
     db = root / ".pinakes" / "index.db"
@@ -254,7 +255,7 @@ def query_worker(root: Path, path: Path, rounds: int) -> None:
             allowed = [
                 r[0]
                 for r in conn.execute(
-                    _allowed_chunks_sql(where),
+                    allowed_chunks_sql(where),
                     (len(prefix), prefix),
                 )
             ]

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pinakes_core.index.chunking import Chunk, chunk_document, embed_text, first_heading
+from pinakes_core.index.chunking import chunk_document, embed_text
+from pinakes_core.index.packer import Chunk
 from pinakes_core.index.tokens import token_counter
+from pinakes_core.read.blocks import first_heading
 
 COUNT = token_counter()
 

@@ -9,7 +9,7 @@ from pinakes_core import KB
 from pinakes_core.config import FrontmatterConfig
 from pinakes_core.index.chunking import chunk_document, with_description
 from pinakes_core.index.tokens import token_counter
-from pinakes_core.read.documents import MAX_DESCRIPTION_CHARS, parse_frontmatter
+from pinakes_core.read.frontmatter import MAX_DESCRIPTION_CHARS, parse_frontmatter
 
 COUNT = token_counter()
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import FakeHashEmbedder, db, doc_ids, make_kb, scalar, set_config
 from pinakes_core import KB, SyncReport
-from pinakes_core.read.documents import parse_frontmatter
+from pinakes_core.read.frontmatter import parse_frontmatter
 
 
 def _sync(root: Path) -> SyncReport:

@@ -11,7 +11,7 @@ from conftest import FakeHashEmbedder, make_kb, set_config, write_files
 from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
 from pinakes_core.index import lexical, store
-from pinakes_core.search.channels import Filters
+from pinakes_core.search.context import Filters
 
 pytest.importorskip("tantivy")
 
@@ -46,7 +46,7 @@ def _fts(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, 
     ctx = kb.query_context(query, filters=filters)
     ctx._lexical = None
     ctx.bm25(query)
-    return ctx._bm25_pool[query][0]
+    return ctx.lexical_ranker.pool[query][0]
 
 
 def _tv(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, float]]:
@@ -54,7 +54,7 @@ def _tv(kb: KB, query: str, filters: Filters | None = None) -> list[tuple[int, f
     ctx = kb.query_context(query, filters=filters)
     assert ctx.lexical_index is not None
     ctx.bm25(query)
-    return ctx._bm25_pool[query][0]
+    return ctx.lexical_ranker.pool[query][0]
 
 
 QUERIES = [

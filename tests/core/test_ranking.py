@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB, PinakesError
+from pinakes_core.index.bm25 import bm25_idf
 from pinakes_core.models import Hit
-from pinakes_core.search.channels import QueryContext
+from pinakes_core.search.context import QueryContext
 from pinakes_core.search.fusion import (
     LEXICAL_EXACT,
     LEXICAL_PROSE,
-    bm25_idf,
     combine,
     lexical_share,
     query_shape,

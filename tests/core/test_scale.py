@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from conftest import FakeHashEmbedder, make_kb, scalar, set_config
 from pinakes_core import KB
 from pinakes_core.config import ScaleConfig
+from pinakes_core.index.bm25 import EVIDENCE_POOL, scored_arms
 from pinakes_core.read.documents import _matcher
-from pinakes_core.search.channels import EVIDENCE_POOL, QueryContext, _scored_arms
+from pinakes_core.search.context import QueryContext
 
 
 def _files() -> dict[str, str]:
@@ -92,10 +93,10 @@ def test_a_tighter_first_split_is_kept_only_when_provably_exact(kb: KB) -> None:
     top = proven.bm25(query)
     # "column" is in half the notes: its ceiling is ~0, below the 3rd csv note's score, so the
     # split's top 3 are provably the exact top 3 and only the csv notes were scored.
-    assert proven.split_is_exact(proven._bm25_pool[query][0], ['"column"'])
+    assert proven.split_is_exact(proven.lexical_ranker.pool[query][0], ['"column"'])
     assert _ids(top) == _ids(exact)[:3]
     assert [score for _, score in top] == pytest.approx([score for _, score in exact[:3]])
-    assert len(proven._bm25_pool[query][0]) == 3
+    assert len(proven.lexical_ranker.pool[query][0]) == 3
     # Asking for 50 candidates, 3 rows prove nothing: "column"'s rows are scored too, and in a
     # KB within the budget that ends exact.
     unproven = _context(kb, query, 40, candidates=50)
@@ -109,11 +110,11 @@ def test_an_unproven_split_widens_within_the_budget_only(kb: KB) -> None:
     # KB of 40 chunks, budget 30: "column"'s 20 rows fit beside csv's 3, so they are scored.
     widened = _context(kb, query, 30, candidates=5)
     assert _ids(widened.bm25(query)) == _ids(exact)[:5]
-    assert _ids(widened._bm25_pool[query][0]) == _ids(exact)[: 5 * EVIDENCE_POOL]
+    assert _ids(widened.lexical_ranker.pool[query][0]) == _ids(exact)[: 5 * EVIDENCE_POOL]
     # Budget 10: they do not fit, so the split stays where the first try left it.
     capped = _context(kb, query, 10, candidates=5)
     capped.bm25(query)
-    assert len(capped._bm25_pool[query][0]) == 3
+    assert len(capped.lexical_ranker.pool[query][0]) == 3
 
 
 def _ids(ranked: list[tuple[int, float]]) -> list[int]:
@@ -151,18 +152,18 @@ def test_split_arms_score_every_row_as_the_whole_query_does_bit_for_bit(
     ]
     assert reference
     for exclusive in (False, True):
-        arms = _scored_arms(rare, common, exclusive=exclusive)
+        arms = scored_arms(rare, common, exclusive=exclusive)
         assert ("NOT" in arms[0]) == exclusive
-        assert ctx._bm25_rows(arms, limit) == reference
+        assert ctx.lexical_ranker._rows(arms, limit) == reference
 
 
 def test_the_exclusive_arm_is_taken_when_the_rare_rows_are_not_few(kb: KB) -> None:
     ctx = kb.query_context("csv table column")
     # csv: 3 rows; table + column: 50 rows. 3 >= 0.05 x 50.
-    assert "NOT" in ctx._split_arms(['"csv"'], ['"table"', '"column"'])[0]
-    assert ctx._split_arms(['"csv"'], []) == ['"csv"']
+    assert "NOT" in ctx.lexical_ranker._split_arms(['"csv"'], ['"table"', '"column"'])[0]
+    assert ctx.lexical_ranker._split_arms(['"csv"'], []) == ['"csv"']
     # topic3: 1 row against notes' 40: scoring it twice is cheaper than counting notes again.
-    assert "NOT" not in ctx._split_arms(['"topic3"'], ['"notes"'])[0]
+    assert "NOT" not in ctx.lexical_ranker._split_arms(['"topic3"'], ['"notes"'])[0]
 
 
 def _strong_kb(root: Path) -> KB:
@@ -192,16 +193,18 @@ def test_the_rare_only_arm_runs_only_when_its_rows_can_still_enter(
     kb = _strong_kb(tmp_path / "kb")
     ctx = kb.query_context("alpha beta gamma")
     rare, common = ['"alpha"'], ['"beta"', '"gamma"']
-    reference = ctx._bm25_rows(ctx._split_arms(rare, common), limit)  # both arms, one UNION
+    reference = ctx.lexical_ranker._rows(
+        ctx.lexical_ranker._split_arms(rare, common), limit
+    )  # both arms, one UNION
     ran: list[list[str]] = []
-    scored = ctx._bm25_rows
+    scored = ctx.lexical_ranker._rows
 
     def spy(arms: list[str], n: int) -> list[tuple[int, float]]:
         ran.append(arms)
         return scored(arms, n)
 
-    ctx._bm25_rows = spy  # type: ignore[method-assign]
-    assert ctx._split_rows([], rare, common, limit) == reference
+    ctx.lexical_ranker._rows = spy  # type: ignore[method-assign]
+    assert ctx.lexical_ranker._split_rows([], rare, common, limit) == reference
     # The rows holding alpha alone score below its ceiling; the 4 strong notes above it.
     assert (len(ran) == 1) == skipped
     assert "AND" in ran[0][0]
@@ -224,12 +227,12 @@ def test_skipping_the_rare_only_arm_leaves_the_channel_unchanged(tmp_path: Path)
     for candidates in (1, 2, 5, 50):
         ctx = _context(kb, query, 10, candidates=candidates)
         assert ctx.lexical_split(query, 2) == (['"alpha"'], ['"beta"', '"gamma"'])
-        ctx._may_enter = _recording(ctx._may_enter, answers)  # type: ignore[method-assign]
+        ctx.lexical_ranker._may_enter = _recording(ctx.lexical_ranker._may_enter, answers)  # type: ignore[method-assign]
         # The reference: the same channel with the rare-only arm always run.
         reference = _context(kb, query, 10, candidates=candidates)
-        reference._may_enter = lambda ranked, phrases, limit: True  # type: ignore[method-assign]
+        reference.lexical_ranker._may_enter = lambda ranked, phrases, limit: True  # type: ignore[method-assign]
         assert ctx.bm25(query) == reference.bm25(query)
-        assert ctx._bm25_pool[query] == reference._bm25_pool[query]
+        assert ctx.lexical_ranker.pool[query] == reference.lexical_ranker.pool[query]
     # Skipped only for 1 candidate (a pool of 4 rows: the 4 strong notes), run for the others.
     assert answers == [False, True, True, True]
 
@@ -308,7 +311,7 @@ def test_store_connections_keep_a_page_cache_for_large_kbs(kb: KB) -> None:
 
 
 def test_a_filter_is_not_handed_to_fts5_as_rowid_lookups(kb: KB) -> None:
-    from pinakes_core.search.channels import Filters
+    from pinakes_core.search.context import Filters
 
     # Handed to FTS5 (plan "INDEX 0:=M…"), ``rowid IN (…)`` re-ran the MATCH once per allowed
     # row, re-reading each phrase's doclist for its IDF: 7.5 s instead of 64 ms for a path

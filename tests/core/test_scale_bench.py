@@ -82,12 +82,12 @@ def test_proc_memory_reads_another_process_rss_and_peak() -> None:
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        memory = scale.proc_memory_mb(child.pid)
+        memory = load_benchmark("memory").proc_memory_mb(child.pid)
     finally:
         child.kill()
         child.wait()
     assert set(memory) == {"VmRSS", "VmHWM"}
     assert memory["VmHWM"] >= 200
     assert memory["VmRSS"] < memory["VmHWM"] - 150
-    own = scale.proc_memory_mb()
+    own = load_benchmark("memory").proc_memory_mb()
     assert 0 < own["VmRSS"] <= own["VmHWM"]

@@ -496,7 +496,7 @@ def test_the_query_is_embedded_beside_bm25_and_only_when_a_dense_channel_runs(
     hybrid = synced.search("leader election", channels=["bm25", "dense"], explain=True)
     assert threads and threads[0].startswith("pinakes-dense")
     # Embedded in the calling thread instead, the query ranks the same.
-    monkeypatch.setattr("pinakes_core.search.channels.QueryContext.start_dense", lambda self: None)
+    monkeypatch.setattr("pinakes_core.search.context.QueryContext.start_dense", lambda self: None)
     again = synced.search("leader election", channels=["bm25", "dense"], explain=True)
     assert threads[-1] == threading.current_thread().name
     assert [(h.path, h.score) for h in again.hits] == [(h.path, h.score) for h in hybrid.hits]

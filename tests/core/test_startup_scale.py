@@ -20,7 +20,7 @@ from pinakes_core import KB
 from pinakes_core.config import EmbeddingConfig, ScaleConfig
 from pinakes_core.index.dense import load_ann, read_rows, update_ann
 from pinakes_core.index.store import Store
-from pinakes_core.search.channels import Filters, QueryContext
+from pinakes_core.search.context import Filters, QueryContext
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distsys-notes"
 
@@ -73,7 +73,11 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
     assert not {
         "pinakes_core.search.reader",
         "pinakes_core.index.sync",
+        "pinakes_core.index.preparation",
+        "pinakes_core.index.writer",
         "pinakes_core.index.chunking",
+        "pinakes_core.read.blocks",
+        "pinakes_core.index.packer",
         "markdown_it",
         "ruamel",
         "pathspec",

@@ -13,7 +13,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, make_kb, set_config
 from pinakes_core import KB
-from pinakes_core.search.channels import Filters, QueryContext
+from pinakes_core.search.context import Filters, QueryContext
 from pinakes_graph import expand as expand_mod
 from pinakes_graph.cache import EDGE_KINDS, KINDS, Graph, graph_for
 from pinakes_graph.expand import MAX_HOPS, ROOTS, ExpandChannel, expand

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_kb, set_config
 from pinakes_core import KB
-from pinakes_core.search.channels import Filters, QueryContext
+from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.fusion import query_shape
 from pinakes_graph import cache as graph_cache
 from pinakes_graph.cache import Graph, best_first, graph_for

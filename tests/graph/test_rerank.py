@@ -12,7 +12,7 @@ pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, make_kb, query_context
 from pinakes_core import KB
-from pinakes_core.search.channels import QueryContext
+from pinakes_core.search.context import QueryContext
 from pinakes_graph import rerank as rerank_mod
 from pinakes_graph.rerank import LINK_BONUS, SALIENCE, TOP_DOCS, LinkRerank, Salience
 

@@ -33,10 +33,10 @@ from pinakes_core.index.chunking import chunk_document
 from pinakes_core.index.query import build_fts_query, query_terms
 from pinakes_core.index.tokens import token_counter
 from pinakes_core.intake import YamlLimitError, _scan_events, _surely_within, check_yaml
-from pinakes_core.read.documents import parse_frontmatter
+from pinakes_core.read.frontmatter import parse_frontmatter
 from pinakes_core.read.sidecar import append_link, read_sidecar, write_sidecar
 from pinakes_core.search.arguments import clean_path, clean_query, clean_time
-from pinakes_core.search.channels import Filters
+from pinakes_core.search.context import Filters
 from pinakes_core.uri import PnkUri, parse_uri
 from pinakes_mcp.trust import TrustMiddleware, fix_surrogate_escapes
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         SyncReport,
         UnresolvedLink,
     )
-    from pinakes_core.search.channels import Channel, Filters, QueryContext
+    from pinakes_core.search.context import Channel, Filters, QueryContext
     from pinakes_core.uri import PnkUri, parse_uri
 
 __all__ = [
@@ -106,9 +106,9 @@ _HOMES = {
     "Status": "models",
     "SyncReport": "models",
     "UnresolvedLink": "models",
-    "Channel": "search.channels",
-    "Filters": "search.channels",
-    "QueryContext": "search.channels",
+    "Channel": "search.context",
+    "Filters": "search.context",
+    "QueryContext": "search.context",
     "PnkUri": "uri",
     "parse_uri": "uri",
 }

@@ -2,6 +2,10 @@
 
 Every section is a pydantic model that forbids unknown keys, so a typo is an error naming the
 file, the key and the allowed keys instead of a silently ignored setting.
+
+Why one module of this length (issue 37): it holds one model per ``pinakes.toml`` table with
+its defaults, bounds and checks, and the loader that validates the file; read top to bottom it
+is the reference of the file's format, which splitting by table would scatter.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from pinakes_core.search.channels import Channel
+    from pinakes_core.search.context import Channel
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 

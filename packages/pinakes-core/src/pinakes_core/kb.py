@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import ValidationError
 
 from pinakes_core.config import (
     CONFIG_FILE,
@@ -23,7 +22,6 @@ from pinakes_core.config import (
 )
 from pinakes_core.errors import (
     IndexMissingError,
-    PinakesError,
 )
 from pinakes_core.index import catalogue
 from pinakes_core.index.backend import check_backend
@@ -31,7 +29,6 @@ from pinakes_core.index.embedding import Embedder, load_embedder
 from pinakes_core.index.store import (
     Store,
     VectorMatrix,
-    lexical_paths,
 )
 from pinakes_core.index.views import read_document
 from pinakes_core.manage.folder import find_root, make_kb_folder
@@ -45,23 +42,15 @@ from pinakes_core.models import (
     Status,
     SyncReport,
 )
-from pinakes_core.read.meta import MetaFilter, parse_meta_filter
+from pinakes_core.read.meta import MetaFilter
 from pinakes_core.search import calibration as selfcal
 from pinakes_core.search.arguments import (
-    check_k,
-    clean_doc_ids,
-    clean_list,
-    clean_path,
-    clean_query,
-    clean_source_types,
     clean_text,
-    clean_time,
 )
-from pinakes_core.search.channels import Filters, QueryContext
-from pinakes_core.search.confidence import Calibration, prior_calibration
+from pinakes_core.search.confidence import Calibration
+from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.hits import GroupBy
-from pinakes_core.search.notes import empty_note
-from pinakes_core.search.retrieval import default_channels, document_names, fuse_and_build
+from pinakes_core.search.searcher import Searcher, search_request
 
 if TYPE_CHECKING:
     from pinakes_core.index.dense import AnnIndex
@@ -77,9 +66,6 @@ __all__ = ["KB"]
 log = logging.getLogger(__name__)
 
 TimeLike = float | datetime | None
-#: Most FTS phrase counts a KB keeps between queries (a few MB at most; a long-lived server
-#: that sees this many distinct words starts again).
-MAX_COUNTED_PHRASES = 50_000
 
 
 class KB:
@@ -95,21 +81,12 @@ class KB:
         self.config = config
         self._embedder = embedder
         self._store: Store | None = None
-        self._vectors: VectorMatrix | None = None
-        self._ann: AnnIndex | None = None
-        self._ann_checked = False
-        self._lexical: LexicalIndex | None = None
-        self._lexical_checked = False
-        self._lexical_key: tuple[int, int | None] = (-1, None)
-        self._generation = -1
-        self._calibration: Calibration | None = None
-        self._offtopic: npt.NDArray[np.float32] | None = None
         self._embedder_lock = threading.Lock()
-        self._calibration_generation = -1
         self._peers: Peers | None = None
-        self._phrase_counts: dict[str, int] = {}
-        self._counted_generation = -1
-        self._names: tuple[int, dict[str, list[str]]] = (-1, {})
+        #: The search side: vectors, indexes, counts, names and calibration, per generation.
+        self.searcher = Searcher(
+            root, lambda: self.config, self.store, lambda: self.embedder, owner=self
+        )
 
     # -- construction ---------------------------------------------------------------------
 
@@ -152,17 +129,8 @@ class KB:
         self._store = None
         if self._peers is not None:
             self._peers.close()
-        self._vectors = None
-        self._ann = None
-        self._ann_checked = False
-        self._lexical = None
-        self._lexical_checked = False
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
-        self._generation = -1
-        self._calibration = None
-        self._offtopic = None
-        self._calibration_generation = -1
-        self._counted_generation = -1
+        self.searcher.reset()
 
     def __enter__(self) -> KB:
         return self
@@ -221,39 +189,15 @@ class KB:
         from synthetic queries), core's golden-set prior (read against the self-calibration's
         anchors when there are some). ``None`` when none matches.
         """
-        store = self.store()
-        generation = store.generation()
-        if self._calibration_generation != generation:
-            model = store.get_meta("model_id")
-            own = store.get_meta("calibration")
-            labelled = None
-            if own:
-                try:
-                    labelled = Calibration.model_validate_json(own)
-                except ValidationError:  # written by an older version: ignored, not fatal
-                    labelled = None
-            self_fit = selfcal.stored(store)
-            prior = prior_calibration()
-            found = None
-            for candidate in (labelled, self_fit, prior):
-                if candidate is not None and candidate.model_id == model:
-                    found = candidate
-                    break
-            self._calibration = found
-            self._offtopic = selfcal.load_offtopic(store, model)
-            self._calibration_generation = generation
-        return self._calibration
+        return self.searcher.calibration()
 
     def offtopic_vectors(self) -> npt.NDArray[np.float32] | None:
         """The embedded off-topic reference queries of the last self-calibration, if any."""
-        self.calibration()
-        return self._offtopic
+        return self.searcher.offtopic_vectors()
 
     def save_calibration(self, calibration: Calibration) -> None:
         """Store a KB-specific calibration in the derived store (used from the next search)."""
-        store = self.store()
-        with store.transaction() as conn:
-            store.set_meta(conn, "calibration", calibration.model_dump_json())
+        self.searcher.save_calibration(calibration)
 
     def self_calibrate(
         self, *, force: bool = False, progress: ProgressFn | None = None
@@ -264,13 +208,7 @@ class KB:
         Returns the calibration now stored (``None`` when the KB is empty).
         """
         self._ensure_synced()
-        store = self.store()
-        if not force and not selfcal.stale(store, reader=selfcal.reader_key(self.config.retrieval)):
-            return selfcal.stored(store)
-        if not int(store.conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]):
-            return None
-        tick = (lambda done, total: progress("calibrate", done, total)) if progress else None
-        return selfcal.self_calibrate(self, progress=tick)
+        return self.searcher.self_calibrate(force=force, progress=progress)
 
     def peers(self) -> Peers:
         """The other KBs this KB's cross-KB links resolve in (DESIGN §10).
@@ -300,36 +238,14 @@ class KB:
             IndexMissingError: if the stored vectors cannot be compared with this KB's query
                 vectors (``[embedding] model`` changed to one of another size since the sync).
         """
-        store = self.store()
-        generation = store.generation()
-        if self._vectors is None or generation != self._generation:
-            dim = int(store.get_meta("dim") or self.embedder.dim)
-            if dim != self.embedder.dim:
-                raise IndexMissingError(
-                    f"The index of {self.root} holds {dim}-dimension vectors from "
-                    f"{store.get_meta('model_id')!r}, but this KB embeds queries with "
-                    f"{self.embedder.model_id!r} ({self.embedder.dim} dimensions).",
-                    f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
-                )
-            from pinakes_core.index.dense import load_vectors
-
-            self._generation, self._vectors = load_vectors(self.root, store, dim)
-            self._ann_checked = False
-            self._lexical_checked = False
-        return self._vectors
+        return self.searcher.vectors()
 
     def ann(self) -> AnnIndex | None:
         """The approximate dense index, or ``None`` (dense search then scans exactly).
 
         There is one when the KB is past ``[scale] ann_min_chunks`` and the index is current.
         """
-        from pinakes_core.index.dense import load_ann
-
-        self.vectors()  # reloads both after another process's sync
-        if not self._ann_checked:
-            self._ann = load_ann(self.root, self.store(), self.config.scale)
-            self._ann_checked = True
-        return self._ann
+        return self.searcher.ann()
 
     def lexical(self) -> LexicalIndex | None:
         """The tantivy BM25 index, or ``None`` (the BM25 channel then runs in FTS5).
@@ -337,50 +253,15 @@ class KB:
         There is one when the KB is past ``[scale] bm25_index_min_chunks`` and the index is
         current; a KB below it never imports tantivy.
         """
-        if self.config.scale.bm25_index_min_chunks <= 0:
-            return None
-        # A sync (of any process) writes the store, then the index and its stamp last.
-        try:
-            stamp = lexical_paths(self.root)[1].stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        key = (self.store().generation(), stamp)
-        if not self._lexical_checked or key != self._lexical_key:
-            self._lexical_key = key
-            self._lexical = None
-            if stamp is not None:
-                from pinakes_core.index.lexical import load_lexical
-
-                self._lexical = load_lexical(self.root, self.store(), self.config.scale)
-            self._lexical_checked = True
-        return self._lexical
-
-    def _counts_of_phrases(self) -> dict[str, int]:
-        """Rows per FTS phrase, shared by the queries of the current store generation.
-
-        Any committed write bumps the generation, and with it this starts empty; so does a
-        table grown past :data:`MAX_COUNTED_PHRASES`.
-        """
-        generation = self.store().generation()
-        if (
-            generation != self._counted_generation
-            or len(self._phrase_counts) >= MAX_COUNTED_PHRASES
-        ):
-            self._phrase_counts = {}
-            self._counted_generation = generation
-        return self._phrase_counts
+        return self.searcher.lexical()
 
     def document_names(self) -> dict[str, list[str]]:
         """Titles and aliases → ids of their documents, for the current store generation.
 
-        Read at the first query that may be a name after each write (one pass over the
-        documents table, 3-4 ms per 1,000 documents here) and shared by the queries after it
-        (:func:`pinakes_core.search.retrieval.named_documents`).
+        Read at the first query that may be a name after each write and shared by the queries
+        after it (:meth:`Searcher.document_names <pinakes_core.search.searcher.Searcher.document_names>`).
         """
-        generation = self.store().generation()
-        if self._names[0] != generation:
-            self._names = (generation, document_names(self.store().conn))
-        return self._names[1]
+        return self.searcher.document_names()
 
     def query_context(
         self,
@@ -397,21 +278,13 @@ class KB:
         ``candidates`` defaults to ``[retrieval] candidates``; ``embed_query`` to the KB's
         model, looked up at the first dense use (a BM25-only query never loads the model).
         """
-        return QueryContext(
-            query=query,
-            conn=self.store().conn,
-            filters=filters or Filters(),
-            candidates=self.config.retrieval.candidates if candidates is None else candidates,
-            vectors=self.vectors,
-            embed_query=embed_query or (lambda text: self.embedder.embed_query(text)),
-            ann=self.ann,
-            ann_oversample=self.config.scale.ann_oversample,
-            bm25_max_rows=self.config.scale.bm25_max_rows,
-            phrase_counts=self._counts_of_phrases(),
-            lexical=self.lexical,
+        return self.searcher.query_context(
+            query,
+            filters=filters,
+            candidates=candidates,
+            embed_query=embed_query,
             entities=entities,
             concepts=concepts,
-            kb=self,
         )
 
     # -- public API -----------------------------------------------------------------------
@@ -443,9 +316,7 @@ class KB:
                 progress=progress or (lambda stage, done, total: None),
             ),
         )
-        self._vectors = None
-        self._ann_checked = False
-        self._lexical_checked = False
+        self.searcher.forget_indexes()
         changed = len(report.added) + len(report.changed) + len(report.removed)
         parts = {"index": report.seconds}
         t0 = time.perf_counter()
@@ -532,113 +403,38 @@ class KB:
             PinakesError: if a source type is not one of the four, ``group_by`` is not
                 ``"chunk"`` or ``"document"``, or ``min_score`` is not a number in 0-1.
         """
-        cfg = self.config.retrieval
-        query = clean_query(query)
-        k = check_k(k, cfg.k)
-        tags, entities, concepts = (
-            clean_list(tags, "tags"),
-            clean_list(entities, "entities"),
-            clean_list(concepts, "concepts"),
-        )
-        if isinstance(meta, str | bytes):
-            raise PinakesError(
-                f"meta must be a list of field conditions, got the single string {meta[:60]!r}.",
-                f"Wrap it in a list: meta=[{meta[:60]!r}].",
-            )
-        if group_by not in ("chunk", "document"):
-            raise PinakesError(
-                f"group_by {str(group_by)[:60]!r} is not one of chunk, document.",
-                "Use group_by='document' for one hit per document.",
-            )
-        if min_score is not None and (
-            isinstance(min_score, bool)
-            or not isinstance(min_score, int | float)
-            or not 0.0 <= min_score <= 1.0
-        ):
-            raise PinakesError(
-                f"min_score {str(min_score)[:60]!r} is not a number in 0-1.",
-                "Scores are relevance values in [0, 1]; pass e.g. min_score=0.4.",
-            )
-        filters = Filters(
-            tags=tags,
-            path=clean_path(path),
-            doc_ids=clean_doc_ids(doc_ids),
-            modified_after=clean_time(modified_after, "modified_after"),
-            modified_before=clean_time(modified_before, "modified_before"),
-            meta=tuple(
-                m if isinstance(m, MetaFilter) else parse_meta_filter(clean_text(m, "meta"))
-                for m in meta
-            ),
-            source_types=clean_source_types(source_type),
-        )
-        channels = clean_list(channels, "channels")
-        self._ensure_synced()
-        if not query.strip() and not entities and not concepts:
-            return SearchResult(
-                query=query, hits=[], timings_ms={"total": 0.0}, note="The query is empty."
-            )
-        t0 = time.perf_counter()
-        found: tuple[str, ...] = () if entities else self._query_entities(query)
-        entities = tuple(entities) or found
-        entity_ms = round((time.perf_counter() - t0) * 1000, 3)
-        names = (
-            list(channels)
-            if channels
-            else default_channels(
-                cfg, entities=bool(entities), concepts=bool(concepts), reader=reader
-            )
-        )
-        ctx = self.query_context(
+        request = search_request(
+            self.config.retrieval,
             query,
-            filters=filters,
-            # Per document, several chunks may come from one document: fetch more of them.
-            candidates=max(cfg.candidates, k * (3 if group_by == "document" else 1)),
-            entities=tuple(entities),
-            concepts=tuple(concepts),
-        )
-        result = fuse_and_build(
-            ctx,
-            names,
             k=k,
-            rrf_k=cfg.rrf_k,
+            tags=tags,
+            path=path,
+            doc_ids=doc_ids,
+            modified_after=modified_after,
+            modified_before=modified_before,
+            meta=meta,
+            source_type=source_type,
+            entities=entities,
+            concepts=concepts,
+            channels=channels,
             explain=explain,
-            weights=cfg.weights,
-            calibration=self.calibration(),
-            abstain_below=cfg.abstain_below,
-            offtopic=self.offtopic_vectors(),
-            min_score=min_score,
             group_by=group_by,
+            min_score=min_score,
+            reader=reader,
         )
-        if found:
-            result.timings_ms["query_entities"] = entity_ms
-        result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
-        if not result.hits:
-            note = empty_note(ctx.conn, Store.location(self.root).parent, ctx.filters)
-            result = result.model_copy(update={"note": note})
-        return result
-
-    def _query_entities(self, query: str) -> tuple[str, ...]:
-        """Entity names a plugin (pinakes-ner) finds in ``query``; empty without one."""
-        if not (self.config.ner.enabled and self.config.ner.auto_entities):
-            return ()
-        from pinakes_core.plugins import plugin_manager, require_plugins
-
-        require_plugins(self.config, self.root / CONFIG_FILE)
-        names = [
-            n for group in plugin_manager().hook.query_entities(kb=self, query=query) for n in group
-        ]
-        return tuple(dict.fromkeys(names))
+        self._ensure_synced()
+        return self.searcher.search(request)
 
     def resolve(self, ref: str) -> str:
         """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
 
         A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
-        :func:`~pinakes_core.read.links.resolver`); see
+        :func:`~pinakes_core.read.resolution.resolver`); see
         :func:`pinakes_core.index.catalogue.find_document`.
 
         Raises:
             DocumentNotFoundError: if nothing matches; its hint names up to three documents
-                whose names are close to ``ref`` (:func:`~pinakes_core.read.links.near_names`).
+                whose names are close to ``ref`` (:func:`~pinakes_core.read.resolution.near_names`).
         """
         given = clean_text(ref, "The document reference")
         ref = catalogue.check_reference(given)

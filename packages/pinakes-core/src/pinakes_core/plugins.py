@@ -12,7 +12,7 @@ import pluggy
 import pinakes_core.hookspecs as hookspecs
 from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
-from pinakes_core.search.channels import Channel
+from pinakes_core.search.context import Channel
 
 __all__ = ["channel_registry", "plugin_manager", "require_plugins"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.search.channels import QueryContext, Ranked
+from pinakes_core.search.context import QueryContext, Ranked
 
 __all__ = ["KINDS", "Graph", "GraphChannel", "best_first", "graph_for"]
 

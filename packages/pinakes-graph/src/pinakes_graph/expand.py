@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.search.channels import QueryContext, Ranked
+from pinakes_core.search.context import QueryContext, Ranked
 from pinakes_graph.cache import EDGE_KINDS, KINDS, Graph, GraphChannel
 
 __all__ = ["ExpandChannel", "expand"]

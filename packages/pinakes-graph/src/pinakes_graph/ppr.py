@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.index.query import split_cjk
-from pinakes_core.search.channels import QueryContext, Ranked
+from pinakes_core.search.context import QueryContext, Ranked
 from pinakes_graph.cache import Graph, GraphChannel, best_first, graph_for
 from pinakes_graph.mentions import mentioned_titles, title_index
 from pinakes_graph.push import push_pagerank

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from pinakes_core.search.channels import QueryContext, Ranked
+from pinakes_core.search.context import QueryContext, Ranked
 
 __all__ = ["LINK_BONUS", "SALIENCE", "TOP_DOCS", "LinkRerank", "Salience"]
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.index.sync import stored_embed_text
+from pinakes_core.index.writer import stored_embed_text
 from pinakes_ner import extract
 from pinakes_ner.normalise import contains, entity_key
 

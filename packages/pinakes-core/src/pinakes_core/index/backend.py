@@ -18,6 +18,10 @@ contract yet: the rest of sync (its reads, link resolution, the after-sync index
 the doctor still talk SQLite SQL through ``Store.conn``, so a KB with ``[store] backend =
 "postgres"`` is refused with one sentence (:func:`check_backend`) until they move onto
 :class:`IndexBackend`. Nothing here imports the PostgreSQL driver.
+
+Why one module of this length (issue 37): the contract (records and protocols) and its
+reference implementation over SQLite sit side by side, so every method of the contract has its
+reading next to it; :mod:`pinakes_core.index.pgstore` is the other implementation.
 """
 
 from __future__ import annotations
@@ -298,7 +302,7 @@ class SqliteBackend:
     """:class:`IndexBackend` over the SQLite :class:`~pinakes_core.index.store.Store`.
 
     Sync writes every document through :meth:`put_document`; :meth:`lexical` is the BM25
-    channel of search itself (FTS5, :meth:`pinakes_core.search.channels.QueryContext.bm25`).
+    channel of search itself (FTS5, :meth:`pinakes_core.index.bm25.Bm25.rank`).
     """
 
     backend = "sqlite"
@@ -513,18 +517,10 @@ class SqliteBackend:
 
     def lexical(self, text: str, k: int) -> list[ChunkHit]:
         """See :class:`IndexBackend`: the BM25 channel of search (FTS5)."""
-        from pinakes_core.search.channels import Filters, QueryContext
+        from pinakes_core.index.bm25 import Bm25
 
-        ctx = QueryContext(
-            query=text,
-            conn=self.store.conn,
-            filters=Filters(),
-            candidates=k,
-            vectors=lambda: VectorMatrix(np.zeros(0, np.int64), np.zeros((0, 0), np.float32)),
-            embed_query=_no_embedder,
-            bm25_max_rows=self._bm25_max_rows,
-        )
-        return self._hits(ctx.bm25(text))
+        ranker = Bm25(self.store.conn, candidates=k, max_rows=self._bm25_max_rows)
+        return self._hits(ranker.rank(text))
 
     def nearest(self, vector: npt.NDArray[np.float32], k: int) -> list[ChunkHit]:
         """See :class:`IndexBackend`: exact cosine over every chunk vector (the NumPy tier).

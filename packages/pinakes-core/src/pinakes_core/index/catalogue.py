@@ -57,7 +57,7 @@ def find_document(
     """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
 
     A name is resolved as a wikilink to it is (``0002-retry-policy``, a title or an alias:
-    :func:`~pinakes_core.read.links.resolver`).
+    :func:`~pinakes_core.read.resolution.resolver`).
 
     Args:
         conn: the KB's store.
@@ -69,7 +69,7 @@ def find_document(
 
     Raises:
         DocumentNotFoundError: if nothing matches; its hint names up to three documents
-            whose names are close to ``ref`` (:func:`~pinakes_core.read.links.near_names`).
+            whose names are close to ``ref`` (:func:`~pinakes_core.read.resolution.near_names`).
     """
     if ref.startswith(SCHEME):
         uri = parse_uri(ref)
@@ -104,7 +104,7 @@ def find_document(
     ):
         return doc_id
     # Link extraction (markdown-it) loads only for a reference that is not a path or an id.
-    from pinakes_core.read.links import near_names, resolver
+    from pinakes_core.read.resolution import near_names, resolver
 
     if not ref.startswith(SCHEME):
         # A note's name, as its wikilinks write it (issue 35): from the KB's root.

@@ -22,6 +22,11 @@ A transaction is PostgreSQL's own, so readers see a write whole or not at all; a
 written in a schema of its own and swapped in by one transaction (:meth:`publish`). A server that
 is down or restarting fails with one sentence (:class:`~pinakes_core.index.backend.StoreUnavailableError`)
 after a bounded number of tries; a read on a dropped connection reconnects once.
+
+Why one module of this length (issue 37): :class:`PostgresStore` is one job, the whole
+store contract over one PostgreSQL schema (lifecycle, document writes, the BM25 and vector
+reads, links), and each method mirrors one of :class:`~pinakes_core.index.backend.SqliteBackend`;
+split, the SQL of one table would spread over several modules.
 """
 
 from __future__ import annotations
@@ -48,9 +53,9 @@ from pinakes_core.index.backend import (
     LinkRecord,
     StoreUnavailableError,
 )
+from pinakes_core.index.bm25 import BM25_K1
 from pinakes_core.index.query import query_terms, words
 from pinakes_core.index.store import SCHEMA_VERSION, VectorMatrix
-from pinakes_core.search.fusion import BM25_K1
 
 __all__ = ["CONNECT_TRIES", "PostgresStore", "schema_name"]
 

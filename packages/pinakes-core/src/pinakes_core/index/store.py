@@ -4,6 +4,10 @@ Core owns the whole schema, graph tables included. There are no migrations: a st
 ``schema_version`` differs from :data:`SCHEMA_VERSION` is deleted and rebuilt from the truth.
 Every write that changes what a query can see bumps ``meta.generation``, which lets a long-lived
 :class:`~pinakes_core.kb.KB` notice another process's sync with one cheap read.
+
+Why one module of this length (issue 37): the store's lifecycle is one job around one file
+set and its invariants: opening and creating it, the generation count readers watch,
+transactions, the atomic rebuild-and-swap with reader locks, and collecting old generations.
 """
 
 from __future__ import annotations

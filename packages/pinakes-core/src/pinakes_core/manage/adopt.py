@@ -16,6 +16,9 @@ and it reports what it mapped (ids, titles, tags, aliases, Logseq page propertie
 ``#tags``) and what it could not (duplicate ids, notes without an id or a title, keys Pinakes
 does not read, block properties further down a page, tags outside the vocabulary). Nothing is written with ``dry_run``; a folder that is a KB already
 keeps its ``pinakes.toml`` and is only analysed.
+
+Why one module of this length (issue 37): ``pnk adopt`` is one command whose census,
+vocabulary, plan and report feed each other; at about 600 lines it reads in one pass.
 """
 
 from __future__ import annotations
@@ -34,14 +37,8 @@ from ruamel.yaml.error import YAMLError
 from pinakes_core.config import CONFIG_FILE, Config, FrontmatterConfig, SyncConfig, load_config
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.intake import clip, read_limited, yaml_loader
-from pinakes_core.read.documents import (
-    PAGE_PROPERTY,
-    FileEntry,
-    Frontmatter,
-    decode,
-    parse_frontmatter,
-    scan,
-)
+from pinakes_core.read.documents import FileEntry, decode, scan
+from pinakes_core.read.frontmatter import PAGE_PROPERTY, Frontmatter, parse_frontmatter
 from pinakes_core.read.identity import frontmatter_id, path_id
 from pinakes_core.read.sidecar import SIDECAR_SUFFIX, _atomic_write
 from pinakes_core.uri import is_ulid, new_ulid
@@ -285,10 +282,10 @@ def _parse_vocabulary(path: Path) -> dict[str, list[str]]:
 def _vocabulary_report(
     source: str, terms: dict[str, list[str]], used: Counter[str]
 ) -> VocabularyReport:
-    from pinakes_core.index.sync import _norm_tags
+    from pinakes_core.index.preparation import norm_tags
 
-    canonical = set(_norm_tags(tuple(terms)))
-    synonyms = set(_norm_tags(tuple(s for group in terms.values() for s in group)))
+    canonical = set(norm_tags(tuple(terms)))
+    synonyms = set(norm_tags(tuple(s for group in terms.values() for s in group)))
     known = canonical | synonyms
     outside = sorted(t for t in used if t not in known)
     return VocabularyReport(
@@ -356,7 +353,7 @@ def _analyse(
     duplicates: list[str] = []
     used: Counter[str] = Counter()
     distinct: set[str] = set()  # frontmatter tags
-    from pinakes_core.index.sync import _norm_tags
+    from pinakes_core.index.preparation import norm_tags
 
     defaults = keys == FrontmatterConfig()
     for doc in docs:
@@ -385,13 +382,13 @@ def _analyse(
         (titles if front.title else no_title).append(
             f"{doc.rel}: {front.title}" if front.title else doc.rel
         )
-        tags = _norm_tags(front.tags)
+        tags = norm_tags(front.tags)
         if tags:
             tagged.append(f"{doc.rel}: {', '.join(tags)}")
             used.update(tags)
             distinct.update(tags)
         written = (
-            _norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
+            norm_tags(tuple(_inline_tags(doc.lines, front.end_line))) if keys.inline_tags else []
         )
         if written:
             inline.append(f"{doc.rel}: {', '.join(written)}")

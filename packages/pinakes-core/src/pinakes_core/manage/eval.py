@@ -24,6 +24,10 @@ metric, have no recall, and the correct behaviour on them is to abstain:
 - ``auroc``: how well ``confidence`` ranks questions with a right top document above those with
   a wrong one (0.5 is chance), and ``reliability``: the 10-bin reliability diagram of
   ``confidence`` against "the top document is right".
+
+Why one module of this length (issue 37): question sets, their runs, the metrics and the
+labelled calibration are one job (``pnk eval``): :func:`calibrate` fits on the same runs and
+outcomes :func:`evaluate` scores, and the CLI, tests and benchmarks read them as one module.
 """
 
 from __future__ import annotations

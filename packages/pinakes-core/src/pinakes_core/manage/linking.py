@@ -75,7 +75,7 @@ def add_link(
     """
     # The schema-suggestion log (tomlkit) and link extraction (markdown-it) load only here.
     from pinakes_core.paid.suggestions import record_schema_suggestion
-    from pinakes_core.read.links import resolver
+    from pinakes_core.read.resolution import resolver
 
     other = link_target(dst, dst_kb, config=config, peers=peers, resolve=resolve)
     dst_kb_id, dst_id = (other.kb_id, other.doc_id) if other else (config.kb.id, resolve(dst))

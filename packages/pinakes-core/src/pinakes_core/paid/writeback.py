@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from pinakes_core.errors import PinakesError, SidecarError, UnsafeFileError
-from pinakes_core.read.links import resolver
+from pinakes_core.read.resolution import resolver
 from pinakes_core.read.sidecar import edit_sidecar, read_sidecar, sidecar_path, write_skeleton
 from pinakes_core.uri import SCHEME
 

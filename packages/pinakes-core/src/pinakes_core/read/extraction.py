@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CACHE_DIR", "Extraction", "ExtractionError", "Extractor", "PdfLimits"]
+__all__ = ["CACHE_DIR", "Extraction", "ExtractionError", "Extractor", "PdfLimits", "pdf_findings"]
 
 log = logging.getLogger(__name__)
 
@@ -340,3 +340,43 @@ def _load(path: Path, *, cached: bool = True) -> Extraction | None:
     log.warning("Pinakes: the extraction cache entry %s is damaged; extracting again.", path.name)
     path.unlink(missing_ok=True)
     return None
+
+
+def pdf_findings(rel: str, extraction: Extraction, warnings: list[str]) -> str | None:
+    """Why a PDF yields nothing (the skip reason), else ``None``; partial losses are warnings."""
+    read = len(extraction.pages)
+    empty = extraction.empty_pages
+    if not read:
+        return f"no page could be read ({extraction.stop_reason or 'every page failed'})"
+    if len(empty) == read:
+        return f"no text layer (scanned?); {read} pages skipped"
+    if empty:
+        warnings.append(
+            f"{rel}: no text layer (scanned?) on page(s) {_page_list(empty)}; "
+            f"{len(empty)} pages skipped"
+        )
+    if extraction.failed_pages:
+        warnings.append(
+            f"{rel}: page(s) {_page_list(extraction.failed_pages)} could not be read and were "
+            "skipped"
+        )
+    if extraction.stopped_at is not None:
+        warnings.append(
+            f"{rel}: only the first {extraction.stopped_at} of {extraction.page_count} pages "
+            f"were indexed ({extraction.stop_reason})"
+        )
+    return None
+
+
+def _page_list(pages: list[int], limit: int = 12) -> str:
+    """``[3, 4, 5, 9]`` → ``"3-5, 9"`` (at most ``limit`` ranges, then "…")."""
+    ranges: list[str] = []
+    start = prev = pages[0]
+    for page in [*pages[1:], None]:
+        if page is not None and page == prev + 1:
+            prev = page
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        if page is not None:
+            start = prev = page
+    return ", ".join(ranges[:limit]) + (", …" if len(ranges) > limit else "")

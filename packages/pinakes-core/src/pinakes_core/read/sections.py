@@ -109,7 +109,7 @@ def _body_start(lines: list[str]) -> int:
 
 def headings(text: str) -> list[Heading]:
     """Return the headings of ``text`` in order, with their paths, as search hits show them."""
-    from pinakes_core.index.chunking import heading_lines  # Markdown parsing: only when one is read
+    from pinakes_core.read.blocks import heading_lines  # Markdown parsing: only when one is read
 
     lines = text.split("\n")
     start = _body_start(lines)

@@ -31,7 +31,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -54,13 +54,15 @@ from pinakes_core.search.synthetic import (
 )
 
 if TYPE_CHECKING:
-    from pinakes_core.config import RetrievalConfig
+    from pinakes_core.config import Config, RetrievalConfig
+    from pinakes_core.index.embedding import Embedder
     from pinakes_core.index.store import Store
-    from pinakes_core.kb import KB
     from pinakes_core.models import Hit
+    from pinakes_core.search.context import QueryContext
 
 __all__ = [
     "CALIBRATION_VERSION",
+    "Searchable",
     "SyntheticQuery",
     "load_offtopic",
     "offtopic_queries",
@@ -122,7 +124,36 @@ def load_offtopic(store: Store, model_id: str | None) -> npt.NDArray[np.float32]
 # -- running and fitting --------------------------------------------------------------------------
 
 
-def _embed_all(kb: KB, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+class Searchable(Protocol):
+    """What self-calibration searches with: a KB's store, config, model and query contexts.
+
+    A :class:`~pinakes_core.search.searcher.Searcher` is one (and so is a
+    :class:`~pinakes_core.kb.KB`, which hands its work to its searcher); this module imports
+    neither.
+    """
+
+    @property
+    def config(self) -> Config:
+        """The KB's configuration."""
+        ...
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model."""
+        ...
+
+    def store(self) -> Store:
+        """The open store."""
+        ...
+
+    def query_context(
+        self, query: str, *, embed_query: Callable[[str], npt.NDArray[np.float32]] | None = None
+    ) -> QueryContext:
+        """The context of one query over the store, its query embedded by ``embed_query``."""
+        ...
+
+
+def _embed_all(kb: Searchable, texts: Sequence[str]) -> npt.NDArray[np.float32]:
     embedder = kb.embedder
     batch = getattr(embedder, "embed_queries", None)
     if callable(batch):
@@ -136,7 +167,7 @@ def _constant(vector: npt.NDArray[np.float32]) -> Callable[[str], npt.NDArray[np
 
 
 def _features_of(
-    kb: KB,
+    kb: Searchable,
     queries: Sequence[SyntheticQuery],
     vectors: npt.NDArray[np.float32],
     offtopic: npt.NDArray[np.float32],
@@ -316,12 +347,12 @@ def fit_gate(rows: Sequence[tuple[SyntheticQuery, dict[str, float], bool]]) -> l
 
 
 def run_synthetic(
-    kb: KB, *, progress: Callable[[int, int], None] | None = None, seed: str | None = None
+    kb: Searchable, *, progress: Callable[[int, int], None] | None = None, seed: str | None = None
 ) -> tuple[list[tuple[SyntheticQuery, dict[str, float], bool]], npt.NDArray[np.float32]]:
     """Build and search the KB's synthetic queries.
 
     Args:
-        kb: the KB.
+        kb: what searches: a :class:`~pinakes_core.search.searcher.Searcher` (or a KB).
         progress: called with (done, total) as the queries are searched.
         seed: what seeds the samples instead of the KB id (the sample another KB with the same
             documents would draw; ``benchmarks/fit_calibration.py`` cross-validates over them).
@@ -347,7 +378,7 @@ def run_synthetic(
 
 
 def self_calibrate(
-    kb: KB, *, progress: Callable[[int, int], None] | None = None
+    kb: Searchable, *, progress: Callable[[int, int], None] | None = None
 ) -> Calibration | None:
     """Fit and store the KB's own calibration from synthetic queries; return it.
 

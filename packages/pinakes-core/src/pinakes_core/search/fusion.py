@@ -33,12 +33,10 @@ from dataclasses import dataclass
 from pinakes_core.index.query import CJK_RUN, quoted_spans, symbol_words
 
 __all__ = [
-    "BM25_K1",
     "LEXICAL_EXACT",
     "LEXICAL_PROSE",
     "RRF_K",
     "QueryShape",
-    "bm25_idf",
     "combine",
     "lexical_share",
     "query_shape",
@@ -48,8 +46,6 @@ __all__ = [
 
 #: k = 60 as in the RRF paper; it damps the head of each list so no single channel dominates.
 RRF_K = 60
-#: FTS5's bm25() constants (k1 = 1.2, b = 0.75); a phrase contributes at most (k1 + 1) × IDF.
-BM25_K1 = 1.2
 
 #: Share of the lexical evidence in the fused score for a query in plain words. Dense retrieval
 #: carries paraphrase (few shared words), and a plain-language query rarely hinges on one exact
@@ -218,16 +214,6 @@ def lexical_share(shape: QueryShape) -> float:
     """
     ramp = min(1.0, max(shape.exact_share, shape.cjk_share) / _EXACT_SHARE)
     return round(LEXICAL_PROSE + (LEXICAL_EXACT - LEXICAL_PROSE) * ramp, 4)
-
-
-def bm25_idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in ``hits`` of ``rows`` rows (floored at 1e-6 as FTS5 does).
-
-    ``hits`` is taken as at most ``rows``: two counts read at different moments (a sync in
-    another process between them) must not make the logarithm's argument negative.
-    """
-    hits = min(max(hits, 0), max(rows, 0))
-    return max(math.log((max(rows, 0) - hits + 0.5) / (hits + 0.5)), 1e-6)
 
 
 def rank_evidence(rank: int, k: int = RRF_K) -> float:

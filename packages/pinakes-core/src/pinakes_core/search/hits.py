@@ -26,7 +26,7 @@ from typing import Literal
 
 from pinakes_core.index.query import words
 from pinakes_core.models import Hit, Passage
-from pinakes_core.search.channels import Ranked
+from pinakes_core.search.context import Ranked
 
 __all__ = [
     "DUPLICATE_JACCARD",

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from pinakes_core.index.lock import sync_running
-from pinakes_core.search.channels import Filters
+from pinakes_core.search.context import Filters
 
 __all__ = ["empty_note"]
 

@@ -31,7 +31,7 @@ import numpy as np
 from pinakes_core.index.query import query_terms, words
 
 if TYPE_CHECKING:
-    from pinakes_core.search.channels import QueryContext, Ranked
+    from pinakes_core.search.context import QueryContext, Ranked
 
 __all__ = [
     "PER_DOCUMENT",

@@ -23,8 +23,8 @@ from pinakes_core.config import RetrievalConfig
 from pinakes_core.index.query import quoted_phrases, split_cjk, words
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.plugins import channel_registry
-from pinakes_core.search.channels import QueryContext, Ranked
 from pinakes_core.search.confidence import Calibration, Ranking, evidence_for, extract_features
+from pinakes_core.search.context import QueryContext, Ranked
 from pinakes_core.search.fusion import QueryShape, combine, lexical_share, rank_evidence
 from pinakes_core.search.hits import GroupBy, build_hits
 
@@ -75,8 +75,8 @@ def named_documents(ctx: QueryContext) -> list[str]:
     Case and punctuation aside (``obsidian flavored markdown`` names "Obsidian Flavored
     Markdown"); a query longer than :data:`NAME_WORDS` words names nothing, and neither does a
     name more than :data:`NAMED_AT_MOST` documents share. The names come from the KB's table
-    of them, kept for its store generation (:meth:`KB.document_names
-    <pinakes_core.kb.KB.document_names>`), so a lookup is one dictionary read.
+    of them, kept for its store generation (:meth:`Searcher.document_names
+    <pinakes_core.search.searcher.Searcher.document_names>`), so a lookup is one dictionary read.
     """
     key = name_key(ctx.query)
     return _documents_named(ctx, key) if _may_name(key) else []
@@ -88,7 +88,7 @@ def _may_name(key: str) -> bool:
 
 
 def _documents_named(ctx: QueryContext, key: str) -> list[str]:
-    table = ctx.kb.document_names() if ctx.kb is not None else document_names(ctx.conn)
+    table = ctx.names() if ctx.names is not None else document_names(ctx.conn)
     named = sorted(set(table.get(key, ())))
     return named if len(named) <= NAMED_AT_MOST else []
 
