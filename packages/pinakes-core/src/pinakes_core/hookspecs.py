@@ -3,16 +3,18 @@
 Plugins (pinakes-graph, pinakes-ner, third parties) register through the ``pinakes``
 entry-point group; the module an entry point names holds ``@hookimpl`` functions. Core's own
 channels are registered through the same hooks, so the plugin path is always exercised.
+
+The specifications sit below every room (docs/architecture.md), so they name the engine's
+types in words rather than importing them: a channel is a
+:class:`pinakes_core.search.context.Channel`, ``kb`` is a :class:`pinakes_core.KB` and ``store``
+its :class:`pinakes_core.index.store.Store`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
-
-if TYPE_CHECKING:
-    from pinakes_core.search.context import Channel
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -22,8 +24,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def register_channels() -> list[Channel]:  # type: ignore[empty-body]
-    """Return the retrieval channels this plugin provides (each with a unique ``name``)."""
+def register_channels() -> list[Any]:  # type: ignore[empty-body]
+    """Return the retrieval channels this plugin provides (each a ``Channel``, unique ``name``)."""
 
 
 @hookspec
