@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -14,7 +15,11 @@ from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
 from pinakes_core.search.context import Channel
 
-__all__ = ["channel_registry", "plugin_manager", "require_plugins"]
+if TYPE_CHECKING:
+    from pinakes_core.index.refresh import AfterSync
+    from pinakes_core.index.sync import ProgressFn
+
+__all__ = ["after_sync", "channel_registry", "plugin_manager", "require_plugins"]
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +101,23 @@ def require_plugins(config: Config, source: Path) -> None:
             "Install it: uv pip install pinakes-ner (or pip install 'pinakes-cli[ner]'), "
             "or set [ner] enabled = false.",
         )
+
+
+def after_sync(kb: Any, progress: ProgressFn | None) -> AfterSync:
+    """The plugins' ``after_sync`` hook for a sync of ``kb``, as the sync calls it.
+
+    ``kb`` is what the hook receives as ``kb`` (the :class:`~pinakes_core.kb.KB` being synced);
+    ``progress`` is passed on (a no-op when ``None``).
+    """
+
+    def run(store: Any, changed: list[str], removed: list[str], relinked: list[str]) -> None:
+        plugin_manager().hook.after_sync(
+            kb=kb,
+            store=store,
+            changed=changed,
+            removed=removed,
+            relinked=relinked,
+            progress=progress or (lambda stage, done, total: None),
+        )
+
+    return run

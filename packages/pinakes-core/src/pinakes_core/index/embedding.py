@@ -33,6 +33,7 @@ from pinakes_core.index.tokens import default_tokenizer_json, token_counter
 __all__ = [
     "Embedder",
     "FastEmbedder",
+    "LazyEmbedder",
     "OnnxEmbedder",
     "assemble_default_model",
     "load_embedder",
@@ -474,3 +475,25 @@ def load_embedder(config: EmbeddingConfig) -> _BatchedEmbedder:
         backend = OnnxEmbedder if config.model == DEFAULT_MODEL else FastEmbedder
         embedder = _CACHE[config] = backend(config)
     return embedder
+
+
+class LazyEmbedder:
+    """A KB's embedder: the one given, else loaded by ``load`` on first use, once.
+
+    Two threads asking at the same moment (a query embedding on a worker thread) load it once.
+    ``load`` is the KB's (:func:`load_embedder` on its ``[embedding]`` config, as it is then).
+    """
+
+    def __init__(self, load: Callable[[], Embedder], embedder: Embedder | None = None) -> None:
+        self._load = load
+        #: The embedder, ``None`` until it is loaded (or given).
+        self.loaded: Embedder | None = embedder
+        self._lock = threading.Lock()
+
+    def get(self) -> Embedder:
+        """Return the embedder, loading it first if needed."""
+        if self.loaded is None:
+            with self._lock:
+                if self.loaded is None:
+                    self.loaded = self._load()
+        return self.loaded

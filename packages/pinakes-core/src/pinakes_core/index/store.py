@@ -40,6 +40,7 @@ from pinakes_core.index.lock import _alive
 __all__ = [
     "SCHEMA_VERSION",
     "STORE_DIR",
+    "OpenStore",
     "Store",
     "VectorMatrix",
     "chunk_count",
@@ -463,6 +464,47 @@ class Store:
             else np.zeros((0, dim), np.float32)
         )
         return VectorMatrix(ids, matrix)
+
+
+class OpenStore:
+    """One KB's store, opened on first use and kept open between operations (the KB's handle).
+
+    :meth:`replaced` tells when another process swapped a rebuilt generation in; the holder
+    then closes this one (and everything it loaded from it) before its next operation.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._store: Store | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a store connection is held now."""
+        return self._store is not None
+
+    def get(self) -> Store:
+        """Return the open store, opening it first if needed.
+
+        Raises:
+            IndexMissingError: if the KB was never synced.
+        """
+        if self._store is None:
+            if not Store.exists(self.root):
+                raise IndexMissingError(
+                    f"{self.root} has no index yet.", f"Run `pnk sync --kb {self.root}`."
+                )
+            self._store = Store.open(self.root, create=False)
+        return self._store
+
+    def replaced(self) -> bool:
+        """Whether the store held has been replaced by another generation (a rebuild)."""
+        return self._store is not None and self._store.replaced()
+
+    def close(self) -> None:
+        """Close the store connection, if one is held (the next :meth:`get` reopens it)."""
+        if self._store is not None:
+            self._store.close()
+        self._store = None
 
 
 def lexical_paths(root: Path) -> tuple[Path, Path]:

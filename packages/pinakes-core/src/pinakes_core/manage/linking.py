@@ -3,7 +3,9 @@
 :func:`add_link` appends ``{to, rel, note}`` to the linking document's sidecar (the index sees
 it at the next sync): the relation matched to ``[schema]`` (:func:`~pinakes_core.manage.schema.
 match_relation`), a target in another KB of the fleet written as its ``pnk://`` URI, and a
-relation outside the schema logged as a schema suggestion. :func:`follow_links` completes the
+relation outside the schema logged as a schema suggestion. :func:`links` follows them for
+:meth:`KB.links <pinakes_core.kb.KB.links>`: it asks the plugins (the graph plugin's
+``kb_links``, the entity plugin's ``entity_neighbours``) and :func:`follow_links` completes the
 graph plugin's answer with shared-entity neighbours and the hop into other KBs
 (:mod:`pinakes_core.manage.crosskb`).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.config import Config, normalise_rel
 from pinakes_core.errors import ConfigError, PinakesError, PluginMissingError
@@ -33,7 +35,7 @@ from pinakes_core.uri import SCHEME, parse_uri
 if TYPE_CHECKING:
     from pinakes_core.index.embedding import Embedder, Vectors
 
-__all__ = ["add_link", "check_link_arguments", "follow_links"]
+__all__ = ["add_link", "check_link_arguments", "follow_links", "links"]
 
 
 def add_link(
@@ -58,8 +60,12 @@ def add_link(
         conn: its store.
         src_id: the linking document's ULID.
         dst: the target document (ULID, ``pnk://`` URI or path): in this KB, or in another
-            KB of the fleet (see :func:`~pinakes_core.manage.crosskb.link_target`).
-        rel: the relation as given (matched to ``[schema] relation_types``).
+            KB of the fleet when it is a ``pnk://<kb>/<doc>`` URI naming that KB, a ULID found
+            only there, or anything with ``dst_kb`` (see
+            :func:`~pinakes_core.manage.crosskb.link_target`).
+        rel: the relation as given: matched to ``[schema] relation_types`` by name, alias,
+            inverse or label embedding (``"relies on"`` → ``depends-on``); a relation outside
+            the schema is written normalised to lower-kebab and logged as a schema suggestion.
         note: an optional free-text note stored with the link.
         dst_kb: the fleet KB holding ``dst`` (name or KB ULID), when not this one.
         peers: the KBs cross-KB links resolve in.
@@ -149,6 +155,60 @@ def check_link_arguments(
     rel = None if rel is None else clean_text(rel, "rel")[:200]
     query = None if query is None else clean_query(query)
     return rel, direction, depth, query
+
+
+def links(
+    kb: Any,
+    doc: str,
+    *,
+    rel: str | None,
+    direction: str,
+    depth: int,
+    query: str | None,
+    resolve: Callable[[str], str],
+    store: Callable[[], Store],
+    config: Config,
+    peers: Callable[[], Peers],
+    embedder: Callable[[], Embedder],
+) -> LinksResult:
+    """Follow links from ``doc``: :meth:`KB.links <pinakes_core.kb.KB.links>`' whole job.
+
+    The arguments are checked (:func:`check_link_arguments`) before ``doc`` is resolved; the
+    plugins answer (``kb`` is what their hooks receive as ``kb``), and :func:`follow_links`
+    completes the answer.
+
+    Args:
+        kb: the KB the links are followed in, passed to the plugins' hooks.
+        doc: a ULID, ``pnk://`` URI or path.
+        rel: only this relation; free text ("relies on") is matched to the KB's relations.
+        direction: ``"out"``, ``"in"`` or ``"both"``.
+        depth: hops to follow; served at most 3 whatever is asked.
+        query: rank neighbours by similarity to this text and compute a confidence.
+        resolve: this KB's document lookup (raises ``DocumentNotFoundError``).
+        store: gives this KB's open store.
+        config: its config.
+        peers: gives the KBs cross-KB links resolve in.
+        embedder: gives the KB's model; called only to rank other KBs' documents.
+
+    Raises:
+        PluginMissingError: if no installed plugin answers links.
+        DocumentNotFoundError: if ``doc`` matches nothing.
+    """
+    from pinakes_core.plugins import plugin_manager
+
+    rel, direction, depth, query = check_link_arguments(rel, direction, depth, query)
+    doc_id = resolve(doc)
+    hook = plugin_manager().hook
+    return follow_links(
+        hook.kb_links(kb=kb, doc_id=doc_id, rel=rel, direction=direction, depth=depth, query=query),
+        shared=lambda: hook.entity_neighbours(kb=kb, doc_id=doc_id),
+        store=store(),
+        config=config,
+        peers=peers,
+        embed_query=lambda text: embedder().embed_query(text),
+        direction=direction,
+        query=query,
+    )
 
 
 def follow_links(

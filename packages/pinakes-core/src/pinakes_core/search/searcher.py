@@ -120,13 +120,40 @@ def search_request(
 ) -> SearchRequest:
     """Check the arguments of :meth:`KB.search <pinakes_core.kb.KB.search>` (its contract) into a request.
 
-    ``k`` defaults to ``retrieval.k``. Nothing is read or loaded: a bad argument is refused
-    before the KB is synced.
+    Nothing is read or loaded: a bad argument is refused before the KB is synced.
+
+    Args:
+        retrieval: the KB's ``[retrieval]`` settings (``k``'s default).
+        query: any text; it is never parsed as FTS syntax.
+        k: number of hits (default ``[retrieval] k``).
+        tags: documents must carry all of these tags.
+        path: KB-relative path prefix, e.g. ``"runbooks/"``.
+        doc_ids: restrict to these document ULIDs.
+        modified_after: file modified at or after (UNIX time or datetime).
+        modified_before: file modified before (UNIX time or datetime).
+        meta: frontmatter field conditions, all of which must hold: ``"status=draft"``,
+            ``"priority>2"``, ``"stage in a,b"``, ``"due exists"`` (see
+            :mod:`pinakes_core.read.meta`), or parsed ``MetaFilter`` objects.
+        source_type: only documents of this source type, or of any of these:
+            ``"markdown"``, ``"text"``, ``"pdf"``, ``"code"``.
+        entities: extra BM25 list over these names.
+        concepts: extra dense list over these phrases.
+        channels: run exactly these channels instead of the configured ones.
+        explain: include each channel's raw score in every hit, the confidence features
+            and how the query was ranked.
+        group_by: ``"document"`` (default, as the CLI and MCP search): ``k`` distinct
+            documents, each hit its document's best passage with the next best in
+            ``passages``; ``"chunk"``: ``k`` passages, several of one document possibly.
+        min_score: leave out hits whose score is below this (0-1).
+        reader: run the reader (``True``) or not (``False``) instead of ``[retrieval] reader``.
 
     Raises:
-        PinakesError: for an argument that cannot mean anything, naming it (see
-            :meth:`KB.search <pinakes_core.kb.KB.search>`).
+        PinakesError: for an argument that cannot mean anything (``k=0``, ``tags="time"``,
+            a path that leaves the KB, a NaN time …), naming it; query text is never
+            refused (lone surrogates are replaced, over 100,000 characters it is cut).
         MetaFilterError: if a field condition is not understood.
+        PinakesError: if a source type is not one of the four, ``group_by`` is not
+            ``"chunk"`` or ``"document"``, or ``min_score`` is not a number in 0-1.
     """
     query = clean_query(query)
     k = check_k(k, retrieval.k)
@@ -401,6 +428,30 @@ class Searcher:
             return None
         tick = (lambda done, total: progress("calibrate", done, total)) if progress else None
         return selfcal.self_calibrate(self, progress=tick)
+
+    def after_sync(
+        self, changed: int, progress: Callable[[str, int, int], None] | None = None
+    ) -> list[str]:
+        """The search side's work on a freshly synced store; returns warnings for the report.
+
+        Forgets the loaded vectors and indexes, counts ``changed`` documents (added, changed
+        or removed) toward the calibration's drift and, under ``[confidence] self_calibrate``,
+        refits the calibration if stale (:meth:`self_calibrate`). A failed fit is a refinement
+        lost, never the reason a sync fails: the golden-set prior is used, and the warning says so.
+        """
+        self.forget_indexes()
+        selfcal.add_drift(self.store(), changed)
+        if not self.config.confidence.self_calibrate:
+            return []
+        try:
+            self.self_calibrate(progress=progress)
+        except Exception as exc:  # a refinement: never the reason a sync fails
+            log.warning("Pinakes: self-calibration failed (%s); using the prior.", exc)
+            return [
+                f"confidence self-calibration failed ({type(exc).__name__}: {exc}); "
+                "the golden-set prior is used until the next sync"
+            ]
+        return []
 
     # -- queries ---------------------------------------------------------------------------
 
