@@ -474,14 +474,14 @@ class KB:
     ) -> DoctorReport:
         """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.manage.doctor``)."""
         from pinakes_core.manage.doctor import run_doctor
-        from pinakes_core.plugins import plugin_manager
+        from pinakes_core.plugins import doctor_checks
 
         return run_doctor(
             self.root,
             self.config,
             store=self.store,
             peers=self.peers,
-            plugin_checks=lambda store: plugin_manager().hook.doctor_checks(kb=self, store=store),
+            plugin_checks=doctor_checks(self),
             fix=fix,
             remove_orphans=remove_orphans,
         )

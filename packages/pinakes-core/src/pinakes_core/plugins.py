@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from pinakes_core.index.refresh import AfterSync
     from pinakes_core.index.sync import ProgressFn
 
-__all__ = ["after_sync", "channel_registry", "plugin_manager", "require_plugins"]
+__all__ = ["after_sync", "channel_registry", "doctor_checks", "plugin_manager", "require_plugins"]
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +122,8 @@ def after_sync(kb: Any, progress: ProgressFn | None) -> AfterSync:
         )
 
     return run
+
+
+def doctor_checks(kb: Any) -> Callable[[Any], list[Any]]:
+    """The plugins' ``doctor_checks`` hook for ``kb``, given the store: one list of findings per plugin."""
+    return lambda store: list(plugin_manager().hook.doctor_checks(kb=kb, store=store))
