@@ -73,7 +73,10 @@ def normalise_rel(rel: str) -> str:
 
 class _Section(BaseModel):
     # Deferred: each section's validator is built inside Config's when a config is first
-    # validated, not once more per class at import (issue 14, start-up cost).
+    # validated, not once more per class at import (issue 14, start-up cost). So the sections'
+    # defaults below are made with ``model_construct()``: calling ``SyncConfig()`` at import
+    # would build that section's own validator, 17 of them, which a search never uses (issue
+    # 37). The instances are equal to ``SyncConfig()`` (same values, no field set).
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
@@ -536,7 +539,7 @@ class SchemaConfig(_Section):
     entity_types: dict[str, str] = {}
     relation_types: dict[str, RelationType] = {}
     attribute_types: dict[str, str] = {}
-    review: SchemaReviewConfig = SchemaReviewConfig()
+    review: SchemaReviewConfig = SchemaReviewConfig.model_construct()
 
     @field_validator("entity_types", "attribute_types", mode="before")
     @classmethod
@@ -582,21 +585,21 @@ class Config(_Section):
     """The whole of ``pinakes.toml``."""
 
     kb: KbConfig
-    sync: SyncConfig = SyncConfig()
-    embedding: EmbeddingConfig = EmbeddingConfig()
-    retrieval: RetrievalConfig = RetrievalConfig()
-    confidence: ConfidenceConfig = ConfidenceConfig()
-    graph: GraphConfig = GraphConfig()
-    ner: NerConfig = NerConfig()
-    scale: ScaleConfig = ScaleConfig()
-    store: StoreConfig = StoreConfig()
-    ask: AskConfig = AskConfig()
-    budget: BudgetConfig = BudgetConfig()
-    deep: DeepConfig = DeepConfig()
-    pdf: PdfConfig = PdfConfig()
-    schema_: SchemaConfig = Field(default=SchemaConfig(), alias="schema")
-    sidecars: SidecarsConfig = SidecarsConfig()
-    frontmatter: FrontmatterConfig = FrontmatterConfig()
+    sync: SyncConfig = SyncConfig.model_construct()
+    embedding: EmbeddingConfig = EmbeddingConfig.model_construct()
+    retrieval: RetrievalConfig = RetrievalConfig.model_construct()
+    confidence: ConfidenceConfig = ConfidenceConfig.model_construct()
+    graph: GraphConfig = GraphConfig.model_construct()
+    ner: NerConfig = NerConfig.model_construct()
+    scale: ScaleConfig = ScaleConfig.model_construct()
+    store: StoreConfig = StoreConfig.model_construct()
+    ask: AskConfig = AskConfig.model_construct()
+    budget: BudgetConfig = BudgetConfig.model_construct()
+    deep: DeepConfig = DeepConfig.model_construct()
+    pdf: PdfConfig = PdfConfig.model_construct()
+    schema_: SchemaConfig = Field(default=SchemaConfig.model_construct(), alias="schema")
+    sidecars: SidecarsConfig = SidecarsConfig.model_construct()
+    frontmatter: FrontmatterConfig = FrontmatterConfig.model_construct()
 
     #: Limits :func:`validate_config` lowered to their :data:`HARD_CAPS`, one sentence each.
     _clamped: tuple[str, ...] = PrivateAttr(default=())
