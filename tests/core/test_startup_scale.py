@@ -81,7 +81,27 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
         "markdown_it",
         "ruamel",
         "pathspec",
+        # Reading a document's text or a slice of it (issue 37: kb.py loads them in read()).
+        "pinakes_core.index.views",
+        "pinakes_core.read.sections",
+        "pinakes_core.read.sources",
+        "pinakes_core.read.code",
     } & (loaded | _top(loaded))
+
+
+def test_serving_modules_load_no_parser_before_they_parse(tmp_path: Path) -> None:
+    # The MCP server imports these at start (crosskb for two link reasons, the fleet registry
+    # for its path, writing for its path checks): markdown-it, tomlkit and pathspec wait until
+    # a document is parsed, the registry file read, or a path matched (issue 37).
+    loaded = _modules_after(
+        """
+        import pinakes_core.manage.crosskb, pinakes_core.manage.fleet
+        import pinakes_core.manage.registry, pinakes_core.manage.writing
+        """,
+        tmp_path,
+    )
+    assert "pinakes_core.manage.writing" in loaded  # the probe really imported them
+    assert not {"markdown_it", "tomlkit", "pathspec"} & _top(loaded)
 
 
 def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from pinakes_core.index.store import (
     Store,
     VectorMatrix,
 )
-from pinakes_core.index.views import read_document
 from pinakes_core.manage.folder import find_root, make_kb_folder
 from pinakes_core.models import (
     DoctorReport,
@@ -358,6 +357,10 @@ class KB:
             SliceError: for a line range, section or page range the document does not have
                 (pages of a document that has none, more than one of lines/section/pages).
         """
+        # Here, not at the top: slicing and PDF text (read.sections, read.sources, read.code)
+        # are for reading a document; a search process needs none of them (issue 37).
+        from pinakes_core.index.views import read_document
+
         doc_id = self.resolve(doc)
         return read_document(
             self.store().conn,

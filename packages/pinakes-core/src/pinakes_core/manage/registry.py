@@ -21,19 +21,22 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import AoT
-from tomlkit.toml_document import TOMLDocument
 
 from pinakes_core.config import CONFIG_FILE, load_config
 from pinakes_core.errors import ConfigError, PinakesError
 from pinakes_core.manage.folder import find_root
 from pinakes_core.read.sidecar import _atomic_write
 from pinakes_core.uri import is_ulid
+
+if TYPE_CHECKING:
+    from tomlkit.items import AoT
+    from tomlkit.toml_document import TOMLDocument
+
+# tomlkit is imported where the registry file is read or written: the MCP server imports this
+# module at start for registry_path() and the class, and may never read the file (issue 37).
 
 __all__ = ["ENV_VAR", "FleetEntry", "FleetRegistry", "names_kb", "registry_path"]
 
@@ -129,6 +132,9 @@ class FleetRegistry:
         Raises:
             ConfigError: naming the file and the entry if anything in it is invalid.
         """
+        import tomlkit
+        from tomlkit.exceptions import TOMLKitError
+
         path = path or registry_path()
         try:
             text = path.read_text(encoding="utf-8")
@@ -288,6 +294,8 @@ class FleetRegistry:
                 )
         fresh = FleetEntry(wanted, kb_id, root)
         if existing is None:
+            import tomlkit
+
             self._entries.append(fresh)
             table = tomlkit.table()
             table["name"], table["id"], table["path"] = wanted, kb_id, str(root)
@@ -321,12 +329,17 @@ class FleetRegistry:
 
     def save(self) -> None:
         """Write the registry back atomically, keeping the user's comments and layout."""
+        import tomlkit
+
         # Through a symlink (a registry kept in a dotfiles repository stays a link).
         target = self.path.resolve() if self.path.is_symlink() else self.path
         target.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(target, tomlkit.dumps(self._document))
 
     def _aot(self) -> AoT:
+        import tomlkit
+        from tomlkit.items import AoT
+
         current = self._document.get("kb")
         if not isinstance(current, AoT):
             current = tomlkit.aot()

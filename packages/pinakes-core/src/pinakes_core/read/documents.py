@@ -14,9 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.config import SyncConfig, bounded_pattern, gitignore_line
 from pinakes_core.derived import STORE_DIR
@@ -28,6 +26,12 @@ from pinakes_core.intake import (
     read_limited,
 )
 from pinakes_core.read.sidecar import SIDECAR_SUFFIX, TEMP_PREFIX
+
+if TYPE_CHECKING:
+    import pathspec
+
+# pathspec is imported by the functions that match paths: the MCP server imports this module
+# (through manage.writing) at start and matches nothing until a write (issue 37).
 from pinakes_core.read.sources import source_type
 
 __all__ = [
@@ -117,6 +121,8 @@ class FileEntry:
 
 def path_spec(lines: list[str]) -> pathspec.PathSpec[Any]:
     """The gitignore-style matcher of ``[sync] include``/``exclude`` (patterns bounded)."""
+    import pathspec
+
     return pathspec.PathSpec.from_lines("gitignore", [bounded_pattern(p) for p in lines])
 
 
@@ -141,6 +147,8 @@ def _matcher(spec: pathspec.PathSpec[Any]) -> Callable[[str], bool]:
 
 
 def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
+    import pathspec
+
     path = directory / ".gitignore"
     try:
         data = read_limited(path, limit=MAX_GITIGNORE_BYTES)
@@ -211,7 +219,7 @@ def scan(
     entries: list[FileEntry] = []
     skips: list[Skip] = []
     seen_dirs: set[tuple[int, int]] = set()
-    Ignores = list[tuple[str, pathspec.GitIgnoreSpec]]
+    Ignores = list[tuple[str, "pathspec.GitIgnoreSpec"]]
 
     def ignored(rel: str, is_dir: bool, ignores: Ignores) -> bool:
         for base, spec in ignores:

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from markdown_it import MarkdownIt
-
+# The parser (markdown-it) is built at the first document parsed, not at import: the MCP
+# server imports this module for two constants (issue 37).
+from pinakes_core.read.blocks import markdown_parser
 from pinakes_core.read.containers import unindent_containers
 from pinakes_core.read.markup import is_templated, strip_markup
 from pinakes_core.uri import SCHEME, is_ulid
@@ -46,7 +47,6 @@ IN_NOTE = "a heading or block of the same note"
 #: ``pnk://<doc-ulid>`` may still name a document in another KB of the fleet).
 NO_SUCH_ID = "no document with this id"
 
-_PARSER = MarkdownIt("commonmark").enable("table")
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # Embeds (![[x]]) of notes are links; embeds of images, PDFs and other files are not.
 _FILE_EMBED = re.compile(r"\.(?!md$|markdown$|txt$)[A-Za-z0-9]{1,5}$")
@@ -135,7 +135,7 @@ def _inline_texts(text: str) -> Iterator[tuple[str, str, bool]]:
     unindented = unindent_containers(lines)  # MkDocs admonition and tab bodies: no code
     if unindented is not lines:
         text = "\n".join(unindented)
-    for token in _PARSER.parse(text):
+    for token in markdown_parser().parse(text):
         if token.type != "inline":
             continue
         inside = 0  # within a Markdown link's label

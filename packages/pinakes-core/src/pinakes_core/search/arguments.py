@@ -222,9 +222,11 @@ def clean_source_types(value: str | Iterable[str]) -> tuple[str, ...]:
     Raises:
         PinakesError: for a name that is not a source type.
     """
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names:  # the usual case: no filter, and no need to load read.sources (issue 37)
+        return ()
     from pinakes_core.read.sources import SOURCE_TYPES
 
-    names = (value,) if isinstance(value, str) else tuple(value)
     for name in names:
         if name not in SOURCE_TYPES:
             raise PinakesError(
