@@ -24,8 +24,16 @@ compiles every module from source and costs several times more. ``--pythonpath D
 another copy of the packages (e.g. ``git archive`` of main) with the same interpreter, for a
 before/after pair in one window.
 
+``--installed`` measures where users run ``pnk``: it builds the five wheels
+(``uv build --all-packages --wheel``), creates a fresh venv (``uv venv``), installs pinakes-cli,
+pinakes-mcp and pinakes-graph from those wheels (``uv pip install``, their dependencies from the
+index through uv's cache), as ``uv tool install pinakes-cli --with pinakes-mcp`` would, and runs
+the front-door rows (5) with that venv's python and ``pnk``: a venv holding only Pinakes and its
+dependencies, with far fewer distributions for the entry-point scan than the workspace's.
+
     uv run python benchmarks/startup.py            # Markdown
     uv run python benchmarks/startup.py --json
+    uv run python benchmarks/startup.py --installed   # the front door in a fresh install
 """
 
 from __future__ import annotations
@@ -174,7 +182,7 @@ def mcp_once(kb: Path, command: list[str] | None = None) -> tuple[float, float, 
 
 
 #: what a process pays to load numpy and pydantic: the front door's yardstick (issue 37).
-YARDSTICK = [sys.executable, "-c", "import numpy, pydantic"]
+YARDSTICK_CODE = "import numpy, pydantic"
 
 
 #: click, pluggy and a scan of the ``pinakes`` entry points: what ``pnk --help`` cannot skip.
@@ -183,18 +191,22 @@ FLOOR_DISCOVERY = (
 )
 
 
-def against_yardstick(commands: dict[str, list[str]], runs: int) -> dict[str, dict[str, float]]:
-    """Each command's spread and its median ratio to :data:`YARDSTICK`, run in the same rounds.
+def against_yardstick(
+    commands: dict[str, list[str]], runs: int, python: str = sys.executable
+) -> dict[str, dict[str, float]]:
+    """Each command's spread and its median ratio to :data:`YARDSTICK_CODE`, in the same rounds.
 
-    One untimed round first (page cache, bytecode); then ``runs`` rounds of the yardstick and
-    every command once each. Ratios are taken per round, wall and CPU, then their median.
+    The yardstick runs under ``python``. One untimed round first (page cache, bytecode); then
+    ``runs`` rounds of the yardstick and every command once each. Ratios are taken per round,
+    wall and CPU, then their median.
     """
-    for argv in (YARDSTICK, *commands.values()):
+    yardstick = [python, "-c", YARDSTICK_CODE]
+    for argv in (yardstick, *commands.values()):
         timed(argv)
     rounds: dict[str, list[tuple[float, float]]] = {"yardstick": []}
     rounds.update({name: [] for name in commands})
     for _ in range(runs):
-        rounds["yardstick"].append(timed(YARDSTICK))
+        rounds["yardstick"].append(timed(yardstick))
         for name, argv in commands.items():
             rounds[name].append(timed(argv))
     base = rounds["yardstick"]
@@ -207,6 +219,62 @@ def against_yardstick(commands: dict[str, list[str]], runs: int) -> dict[str, di
         row["cpu_ratio"] = round(statistics.median(r for _, r in ratios), 2)
         out[name] = row
     return out
+
+
+def front_door(bin_dir: Path, kb: Path, runs: int) -> dict[str, dict[str, float]]:
+    """The front-door rows (5) with the python and ``pnk`` of ``bin_dir``."""
+    python, pnk = str(bin_dir / "python"), str(bin_dir / "pnk")
+    return against_yardstick(
+        {
+            "help": [pnk, "--help"],
+            "version": [pnk, "--version"],
+            # The floors under --help: click, and what finding plugin commands costs.
+            "floor_click": [python, "-c", "import click"],
+            "floor_discovery": [python, "-c", FLOOR_DISCOVERY],
+            "cold_search": [pnk, "--kb", str(kb), "search", QUERY, "--json"],
+        },
+        runs,
+        python,
+    )
+
+
+def installed_venv(tmp: Path) -> Path:
+    """Build the wheels, install them into a fresh venv under ``tmp``; return its ``bin``.
+
+    pinakes-cli, pinakes-mcp and pinakes-graph (and so pinakes-core) come from the wheels just
+    built, named by file so no index can stand in for them; their dependencies come from the
+    index (uv's cache makes that fast). The venv uses this interpreter's Python.
+    """
+    wheels, venv = tmp / "wheels", tmp / "venv"
+
+    def uv(*argv: str) -> None:
+        done = subprocess.run(["uv", *argv], cwd=REPO, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"uv {' '.join(argv)} failed:\n{done.stderr}")
+
+    log("building the wheels")
+    uv("build", "--all-packages", "--wheel", "--out-dir", str(wheels))
+    log("installing them into a fresh venv")
+    uv("venv", "--python", sys.executable, str(venv))
+    files = [
+        str(next(wheels.glob(f"{dist.replace('-', '_')}-*.whl")))
+        for dist in ("pinakes-core", "pinakes-cli", "pinakes-mcp", "pinakes-graph")
+    ]
+    python = str(venv / "bin" / "python")
+    uv("pip", "install", "--python", python, "--find-links", str(wheels), *files)
+    return venv / "bin"
+
+
+def distribution_count(python: str) -> int:
+    """How many distributions ``python`` sees (what an entry-point scan walks)."""
+    done = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(len(list(m.distributions())))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
+    )
+    return int(done.stdout)
 
 
 def mcp_ready(kb: Path, runs: int, command: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -259,10 +327,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--kb", type=Path, default=EXAMPLE, help="KB to copy (default: example)")
     parser.add_argument("--pythonpath", type=Path, help="run the packages found in this folder")
+    parser.add_argument(
+        "--installed",
+        action="store_true",
+        help="only the front-door rows, in a fresh venv installed from freshly built wheels",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.pythonpath:
         ENV["PYTHONPATH"] = str(args.pythonpath.resolve())
+    if args.installed:
+        installed(args)
+        return
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="pinakes-startup-") as tmp:
         kb = Path(tmp) / "kb"
@@ -282,27 +358,14 @@ def main() -> None:
         out["mcp"] = mcp_ready(kb, args.runs)
         out["imports_top"] = import_profile(kb)
         log("front door against the yardstick")
-        out["front_door"] = against_yardstick(
-            {
-                "help": [pnk, "--help"],
-                "version": [pnk, "--version"],
-                # The floors under --help: click, and what finding plugin commands costs.
-                "floor_click": [sys.executable, "-c", "import click"],
-                "floor_discovery": [sys.executable, "-c", FLOOR_DISCOVERY],
-                "cold_search": [pnk, "--kb", str(kb), "search", QUERY, "--json"],
-            },
-            args.runs,
-        )
+        out["front_door"] = front_door(BIN, kb, args.runs)
     out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if args.json:
         print(json.dumps(out, indent=2))
         return
 
-    def row(label: str, s: dict[str, float]) -> str:
-        cpu = f"{s['cpu_median']:.3f} s" if "cpu_median" in s else "—"
-        return f"| {label} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s | {cpu} |"
-
+    row = _row
     print(f"{out['date']}, load average (1 min) before/after: {out['load_1min']}\n")
     print("| figure | median | min–max | CPU median |\n|---|--:|--:|--:|")
     print(row("`python -c pass`", out["python_pass"]))
@@ -311,6 +374,47 @@ def main() -> None:
     print(row("no-change `pnk sync`", out["nochange_sync"]))
     print(row("MCP `initialize` reply after start", out["mcp"]["initialize"]))
     print(row("MCP first `pinakes_search` reply after start", out["mcp"]["first_search"]))
+    print_front_door(out["front_door"])
+    print("\nOwn import time by package (cold search, one run):\n")
+    print("| package | ms |\n|---|--:|")
+    for name, ms in out["imports_top"]:
+        print(f"| {name} | {ms} |")
+
+
+def installed(args: argparse.Namespace) -> None:
+    """``--installed``: the front-door rows in a fresh venv installed from built wheels."""
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="pinakes-installed-") as tmp:
+        bin_dir = installed_venv(Path(tmp))
+        kb = Path(tmp) / "kb"
+        shutil.copytree(args.kb, kb, ignore=shutil.ignore_patterns(".pinakes"))
+        pnk = str(bin_dir / "pnk")
+        log("first sync")
+        timed([pnk, "--kb", str(kb), "sync", "--json"])
+        timed([pnk, "--kb", str(kb), "sync", "--json"])  # the first may still calibrate
+        out: dict[str, Any] = {"distributions": distribution_count(str(bin_dir / "python"))}
+        log("front door against the yardstick (installed venv)")
+        out["front_door"] = front_door(bin_dir, kb, args.runs)
+    out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print(
+        f"{out['date']}, a fresh venv of pinakes-cli + pinakes-mcp + pinakes-graph from wheels "
+        f"({out['distributions']} distributions), load average (1 min) before/after: "
+        f"{out['load_1min']}"
+    )
+    print_front_door(out["front_door"])
+
+
+def _row(label: str, s: dict[str, float]) -> str:
+    cpu = f"{s['cpu_median']:.3f} s" if "cpu_median" in s else "—"
+    return f"| {label} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s | {cpu} |"
+
+
+def print_front_door(rows: dict[str, dict[str, float]]) -> None:
+    """The front-door table: each row's spread and its ratios to the yardstick."""
     print('\nAgainst the yardstick `python -c "import numpy, pydantic"`, in the same rounds:\n')
     print("| figure | median | min–max | CPU median | × yardstick | × yardstick (CPU) | target |")
     print("|---|--:|--:|--:|--:|--:|--:|")
@@ -322,13 +426,9 @@ def main() -> None:
         "floor_click": ("floor: `python -c 'import click'`", "—"),
         "floor_discovery": ("floor: click + pluggy + entry-point scan", "—"),
     }
-    for name, s in out["front_door"].items():
+    for name, s in rows.items():
         label, target = labels[name]
-        print(f"{row(label, s)} {s['ratio']:.2f} | {s['cpu_ratio']:.2f} | {target} |")
-    print("\nOwn import time by package (cold search, one run):\n")
-    print("| package | ms |\n|---|--:|")
-    for name, ms in out["imports_top"]:
-        print(f"| {name} | {ms} |")
+        print(f"{_row(label, s)} {s['ratio']:.2f} | {s['cpu_ratio']:.2f} | {target} |")
 
 
 if __name__ == "__main__":
