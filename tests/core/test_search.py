@@ -107,9 +107,9 @@ def test_explain_and_ranks(synced: KB) -> None:
 def test_unknown_channel_is_a_plugin_missing_error(
     synced: KB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pinakes_core import plugins
+    from pinakes_core.search import registry
 
-    monkeypatch.setitem(plugins._PROVIDERS, "fancy", "pinakes-fancy")
+    monkeypatch.setitem(registry._PROVIDERS, "fancy", "pinakes-fancy")
     with pytest.raises(PluginMissingError) as info:
         synced.search("x", channels=["fancy"])
     assert "uv pip install pinakes-fancy" in str(info.value)

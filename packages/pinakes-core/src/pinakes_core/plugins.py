@@ -1,51 +1,60 @@
-"""The plugin manager: core channels plus everything in the ``pinakes`` entry-point group."""
+"""The plugin manager: everything in the ``pinakes`` entry-point group, loaded once.
+
+This module sits low (issue 37, STYLE "Layering"): it imports only :mod:`pinakes_core.hookspecs`
+and :mod:`pinakes_core.errors`, so any room, and ``pnk --help`` (which collects the
+``register_commands`` hook through it), can use it without loading the engine. The search room
+registers core's own channels on the same manager when it first builds its channel registry
+(:func:`pinakes_core.search.registry.channel_registry`), so core's channels still go through the
+plugin path.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
-import logging
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 import pinakes_core.hookspecs as hookspecs
-from pinakes_core.config import Config
 from pinakes_core.errors import PluginMissingError
-from pinakes_core.search.context import Channel
 
 if TYPE_CHECKING:
-    from pinakes_core.index.refresh import AfterSync
-    from pinakes_core.index.sync import ProgressFn
+    import logging
+    from pathlib import Path
 
-__all__ = ["after_sync", "channel_registry", "doctor_checks", "plugin_manager", "require_plugins"]
+__all__ = ["PluginSettings", "after_sync", "doctor_checks", "plugin_manager", "require_plugins"]
 
-log = logging.getLogger(__name__)
+# The sync's callback types, spelt out rather than imported from the index room above this
+# module: :data:`pinakes_core.index.sync.ProgressFn` and
+# :data:`pinakes_core.index.refresh.AfterSync` (whose first argument is the open ``Store``).
+_Progress = Callable[[str, int, int], None]
+_AfterSync = Callable[[Any, list[str], list[str], list[str]], None]
 
-#: Channels that ship in plugins, with the distribution that provides them.
-_PROVIDERS = {
-    name: "pinakes-graph"
-    for name in ("expand", "ppr", "ppr-auto", "ppr-rerank", "ppr-rank", "link-rerank", "salience")
-}
+
+def _log() -> logging.Logger:
+    import logging  # only when a plugin fails to load: pnk --help need not load it
+
+    return logging.getLogger(__name__)
 
 
 @functools.cache
 def plugin_manager() -> pluggy.PluginManager:
-    """Return the process-wide plugin manager, loading entry points once."""
-    from pinakes_core.search import channels
+    """Return the process-wide plugin manager, loading the entry points once.
 
+    A plugin whose entry module fails to import is logged once and skipped (a broken plugin
+    must not take core down with it); a blocked or repeated name is left out.
+    """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(channels, name="pinakes_core.search.channels")
     for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
         if pm.has_plugin(entry.name) or pm.is_blocked(entry.name):
             continue
         try:
             plugin = entry.load()
         except Exception as exc:  # a broken plugin must not take core down with it
-            log.warning(
+            _log().warning(
                 "Pinakes plugin %r (%s) failed to load and is ignored: %s",
                 entry.name,
                 entry.value,
@@ -56,41 +65,30 @@ def plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-@functools.cache
-def _registry() -> dict[str, Channel]:
-    registry: dict[str, Channel] = {}
-    for group in plugin_manager().hook.register_channels():
-        for channel in group:
-            registry.setdefault(channel.name, channel)
-    return registry
+class _Switch(Protocol):
+    @property
+    def enabled(self) -> bool: ...
 
 
-def channel_registry(names: list[str] | None = None) -> dict[str, Channel]:
-    """Return registered channels by name, optionally only ``names`` (in that order).
+class PluginSettings(Protocol):
+    """What :func:`require_plugins` reads of a config (a :class:`~pinakes_core.config.Config`).
 
-    Raises:
-        PluginMissingError: if a requested channel is not registered; the message carries the
-            install command of the plugin that provides it.
+    A protocol rather than the config class, so this module need not import the config (and
+    pydantic) below which it sits.
     """
-    registry = _registry()
-    if names is None:
-        return dict(registry)
-    out: dict[str, Channel] = {}
-    for name in names:
-        if name not in registry:
-            provider = _PROVIDERS.get(name)
-            hint = (
-                f"Install it: uv pip install {provider}"
-                if provider
-                else (f"Known channels: {', '.join(sorted(registry))}.")
-            )
-            raise PluginMissingError(f"No retrieval channel named {name!r} is installed.", hint)
-        out[name] = registry[name]
-    return out
+
+    @property
+    def ner(self) -> _Switch:
+        """The ``[ner]`` section: ``enabled`` asks for the pinakes-ner plugin."""
+        ...
 
 
-def require_plugins(config: Config, source: Path) -> None:
+def require_plugins(config: PluginSettings, source: Path) -> None:
     """Check that every plugin ``config`` asks for is installed.
+
+    Args:
+        config: the KB's :class:`~pinakes_core.config.Config`.
+        source: the file it was read from, named in the error.
 
     Raises:
         PluginMissingError: ``[ner] enabled = true`` without the pinakes-ner plugin; the
@@ -104,7 +102,7 @@ def require_plugins(config: Config, source: Path) -> None:
         )
 
 
-def after_sync(kb: Any, progress: ProgressFn | None) -> AfterSync:
+def after_sync(kb: Any, progress: _Progress | None) -> _AfterSync:
     """The plugins' ``after_sync`` hook for a sync of ``kb``, as the sync calls it.
 
     ``kb`` is what the hook receives as ``kb`` (the :class:`~pinakes_core.kb.KB` being synced);

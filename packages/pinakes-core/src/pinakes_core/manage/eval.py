@@ -45,8 +45,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pinakes_core.errors import ConfigError, PinakesError
-from pinakes_core.plugins import channel_registry
 from pinakes_core.search.confidence import Calibration, fit_logistic, prior_calibration
+from pinakes_core.search.registry import channel_registry
 
 if TYPE_CHECKING:
     from pinakes_core.kb import KB

@@ -68,9 +68,14 @@ class _Dense:
         return ctx.dense_evidence(chunk_ids) if len(ctx.vectors) > 0 else {}
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def register_channels() -> list[Channel]:
-    """Core's own channels and the reader, registered through the plugin hook like any other."""
+    """Core's own channels and the reader, registered through the plugin hook like any other.
+
+    Called after the plugins' implementations (``trylast``), as when core registered first: a
+    plugin's channel of the same name wins. :mod:`pinakes_core.search.registry` registers this
+    module on the plugin manager.
+    """
     from pinakes_core.search.reading import ReaderRerank  # light: the model loads on its first read
 
     return [

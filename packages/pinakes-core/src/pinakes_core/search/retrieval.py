@@ -22,11 +22,11 @@ import numpy.typing as npt
 from pinakes_core.config import RetrievalConfig
 from pinakes_core.index.query import quoted_phrases, split_cjk, words
 from pinakes_core.models import Hit, RankingInfo, SearchResult
-from pinakes_core.plugins import channel_registry
 from pinakes_core.search.confidence import Calibration, Ranking, evidence_for, extract_features
 from pinakes_core.search.context import QueryContext, Ranked
 from pinakes_core.search.fusion import QueryShape, combine, lexical_share, rank_evidence
 from pinakes_core.search.hits import GroupBy, build_hits
+from pinakes_core.search.registry import channel_registry
 
 __all__ = [
     "AUTO_GRAPH_CHANNEL",
