@@ -10,6 +10,7 @@ shows the probe sees a lazy import when a command really opens a KB.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,6 @@ HEAVY = {
     "pinakes_core.kb",
     "pinakes_core.models",
     "pinakes_core.config",
-    "pinakes_core.plugins",
     "pinakes_core.search",
     "pinakes_core.index",
 }
@@ -51,15 +51,25 @@ _PROBE = textwrap.dedent(
 
 
 def _run(args: list[str], cwd: Path) -> tuple[str, int, set[str]]:
+    stdout, _, code, loaded = _run_full(args, cwd)
+    return stdout, code, loaded
+
+
+def _run_full(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[str, str, int, set[str]]:
+    """Run pnk with ``args``; return its stdout, the rest of its stderr, exit code and modules."""
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=cwd,
+        env=env,
     )
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    return proc.stdout, report["code"], set(report["modules"])
+    *stderr, last = proc.stderr.strip().splitlines()
+    report = json.loads(last)
+    return proc.stdout, "\n".join(stderr), report["code"], set(report["modules"])
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
@@ -74,6 +84,8 @@ def test_help_and_version_load_no_engine(args: list[str], tmp_path: Path) -> Non
         for command in ("search", "sync", "show", "fleet", "ask", "plugins", "mcp"):
             assert f"\n  {command} " in stdout, command
     assert "pinakes_cli.main" in loaded  # the probe really ran pnk
+    # Plugin commands come through core's plugin manager, which stays light.
+    assert "pinakes_core.plugins" in loaded
     assert not HEAVY & loaded, sorted(HEAVY & loaded)
     assert not {"numpy", "pydantic", "rich", "scipy", "fastmcp"} & {m.split(".")[0] for m in loaded}
 
@@ -89,3 +101,38 @@ def test_the_probe_sees_the_engine_when_a_command_opens_a_kb(tmp_path: Path) -> 
     _, code, loaded = _run(["--kb", str(tmp_path), "status"], tmp_path)
     assert code == 1
     assert {"pinakes_core.kb", "pydantic"} <= loaded
+
+
+def _broken_plugin(site: Path) -> dict[str, str]:
+    """Put a real distribution whose ``pinakes`` entry module fails to import under ``site``."""
+    info = site / "broken_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[pinakes]\nbroken = broken_plugin_entry\n", encoding="utf-8"
+    )
+    (site / "broken_plugin_entry.py").write_text(
+        "raise RuntimeError('boom at import')\n", encoding="utf-8"
+    )
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["plugins"]])
+def test_a_broken_plugin_is_reported_once_and_the_others_still_load(
+    args: list[str], tmp_path: Path
+) -> None:
+    # `pnk plugins` asks the plugin manager for its listing after the commands were collected:
+    # one manager, so one scan and one warning, not one per manager.
+    env = _broken_plugin(tmp_path / "site")
+    stdout, stderr, code, loaded = _run_full(args, tmp_path, env)
+    assert code in (0, None)
+    assert stderr.count("failed to load") == 1, stderr
+    assert "'broken'" in stderr and "boom at import" in stderr
+    if args == ["--help"]:
+        assert "\n  mcp " in stdout and "(not installed" not in stdout  # the others loaded
+        assert not HEAVY & loaded, sorted(HEAVY & loaded)
+    else:
+        assert "plugin broken (broken_plugin_entry): failed to load" in stdout
+        assert "plugin mcp (pinakes_mcp.plugin): register_commands" in stdout

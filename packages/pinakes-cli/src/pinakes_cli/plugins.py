@@ -5,10 +5,10 @@ subcommands through core's ``register_commands`` hook in its ``pinakes`` entry-p
 the way llm plugins do. A known command whose distribution is missing stays visible in
 ``pnk --help`` and, when run, says exactly what to install.
 
-The commands are collected by a plugin manager of the CLI's own that loads the entry modules
-and nothing else, not by core's :func:`~pinakes_core.plugins.plugin_manager`, which also
-registers core's channels and so loads the engine: ``pnk --help`` stays light (issue 37). An
-entry module is imported once either way; it must stay light itself (STYLE "Layering").
+The commands are collected through core's :func:`~pinakes_core.plugins.plugin_manager`, which
+loads the entry modules and nothing else (core's channels join it only when the search room
+first builds its registry), so ``pnk --help`` stays light (issue 37) and every entry point is
+scanned and loaded once per process. An entry module must stay light itself (STYLE "Layering").
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import importlib.metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import pluggy
 
 import pinakes_core.hookspecs as hookspecs
 from pinakes_cli import render
 from pinakes_cli.root import cli
 from pinakes_core.errors import PluginMissingError
+from pinakes_core.plugins import plugin_manager
 
 if TYPE_CHECKING:
     import logging
 
-# rich and core's plugin manager load only when the listing is drawn (issue 14, start-up cost).
+# rich loads only when the listing is drawn (issue 14, start-up cost).
 
 __all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
 
@@ -70,35 +70,10 @@ def _log() -> logging.Logger:
     return logging.getLogger(__name__)
 
 
-def _command_manager() -> pluggy.PluginManager:
-    """A plugin manager holding the ``pinakes`` entry modules only (core's channels need not load).
-
-    Loads each entry point as core's manager does: one that fails to import is logged and
-    skipped, a blocked or repeated name is left out.
-    """
-    manager = pluggy.PluginManager(hookspecs.PROJECT)
-    manager.add_hookspecs(hookspecs)
-    for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
-        if manager.has_plugin(entry.name) or manager.is_blocked(entry.name):
-            continue
-        try:
-            plugin = entry.load()
-        except Exception as exc:  # a broken plugin must not take pnk down with it
-            _log().warning(
-                "Pinakes plugin %r (%s) failed to load and is ignored: %s",
-                entry.name,
-                entry.value,
-                exc,
-            )
-            continue
-        manager.register(plugin, name=entry.name)
-    return manager
-
-
 def register_plugin_commands(group: click.Group) -> None:
     """Let installed plugins add their commands; add install hints for known missing ones."""
     try:
-        _command_manager().hook.register_commands(cli=group)
+        plugin_manager().hook.register_commands(cli=group)
     except Exception:  # a broken plugin must not take pnk down with it
         _log().warning("A Pinakes plugin failed to register its commands.", exc_info=True)
     for name, (dist, summary) in KNOWN_COMMANDS.items():
@@ -118,8 +93,6 @@ def _installed() -> list[dict[str, Any]]:
 
 
 def _entry_points() -> list[dict[str, Any]]:
-    from pinakes_core.plugins import plugin_manager
-
     manager = plugin_manager()
     rows = []
     for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
