@@ -90,6 +90,28 @@ def test_help_and_version_load_no_engine(args: list[str], tmp_path: Path) -> Non
     assert not {"numpy", "pydantic", "rich", "scipy", "fastmcp"} & {m.split(".")[0] for m in loaded}
 
 
+def test_core_finds_the_plugins_without_importlib_metadata() -> None:
+    # Importing importlib.metadata (email, zipfile, csv, ...) costs a pnk start more than a
+    # third of `import click`; core reads the entry points itself. (A plugin's own package may
+    # still import it: pinakes_mcp reads its version at import.)
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from pinakes_core.plugins import entry_points
+
+        names = [entry.name for entry in entry_points("pinakes")]
+        print(json.dumps({"plugins": names, "modules": sorted(sys.modules)}))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    report = json.loads(proc.stdout)
+    assert {"graph", "mcp"} <= set(report["plugins"])
+    assert "importlib.metadata" not in report["modules"]
+    assert not HEAVY & set(report["modules"]), sorted(HEAVY & set(report["modules"]))
+
+
 def test_a_command_help_loads_no_engine_either(tmp_path: Path) -> None:
     stdout, code, loaded = _run(["search", "--help"], tmp_path)
     assert code in (0, None) and "--fleet" in stdout

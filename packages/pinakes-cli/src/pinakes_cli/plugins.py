@@ -13,7 +13,6 @@ scanned and loaded once per process. An entry module must stay light itself (STY
 
 from __future__ import annotations
 
-import importlib.metadata
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -27,7 +26,8 @@ from pinakes_core.plugins import plugin_manager
 if TYPE_CHECKING:
     import logging
 
-# rich loads only when the listing is drawn (issue 14, start-up cost).
+# rich and importlib.metadata load only when the listing is drawn (issues 14 and 37, start-up
+# cost): pnk --help finds the plugin commands through core's light entry-point reader.
 
 __all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
 
@@ -82,6 +82,8 @@ def register_plugin_commands(group: click.Group) -> None:
 
 
 def _installed() -> list[dict[str, Any]]:
+    import importlib.metadata
+
     rows = []
     for dist in DISTRIBUTIONS:
         try:
@@ -93,6 +95,8 @@ def _installed() -> list[dict[str, Any]]:
 
 
 def _entry_points() -> list[dict[str, Any]]:
+    import importlib.metadata
+
     manager = plugin_manager()
     rows = []
     for entry in importlib.metadata.entry_points(group=hookspecs.PROJECT):
