@@ -185,10 +185,22 @@ def mcp_once(kb: Path, command: list[str] | None = None) -> tuple[float, float, 
 YARDSTICK_CODE = "import numpy, pydantic"
 
 
-#: click, pluggy and a scan of the ``pinakes`` entry points: what ``pnk --help`` cannot skip.
-FLOOR_DISCOVERY = (
-    "import click, importlib.metadata, pluggy; importlib.metadata.entry_points(group='pinakes')"
-)
+def floor_discovery(tree: Path) -> str:
+    """Code for the floor row: click, pluggy and a scan of the ``pinakes`` entry points.
+
+    That is what ``pnk --help`` cannot skip. The scan is the one ``tree``'s core uses: its own
+    reader (``pinakes_core.plugins.entry_points``) where ``tree`` has one, else
+    ``importlib.metadata``'s, as before it had (its ``plugins`` module then loads the engine, so
+    the row must not import it).
+    """
+    plugins = tree / "packages" / "pinakes-core" / "src" / "pinakes_core" / "plugins.py"
+    if not plugins.is_file():  # a flat copy of the packages (--pythonpath)
+        plugins = tree / "pinakes_core" / "plugins.py"
+    if "def entry_points(" in plugins.read_text(encoding="utf-8"):
+        return "import click, pluggy; from pinakes_core.plugins import entry_points; entry_points('pinakes')"
+    return (
+        "import click, importlib.metadata, pluggy; importlib.metadata.entry_points(group='pinakes')"
+    )
 
 
 def against_yardstick(
@@ -221,8 +233,8 @@ def against_yardstick(
     return out
 
 
-def front_door(bin_dir: Path, kb: Path, runs: int) -> dict[str, dict[str, float]]:
-    """The front-door rows (5) with the python and ``pnk`` of ``bin_dir``."""
+def front_door(bin_dir: Path, kb: Path, runs: int, tree: Path) -> dict[str, dict[str, float]]:
+    """The front-door rows (5) with the python and ``pnk`` of ``bin_dir``, running ``tree``."""
     python, pnk = str(bin_dir / "python"), str(bin_dir / "pnk")
     return against_yardstick(
         {
@@ -230,7 +242,7 @@ def front_door(bin_dir: Path, kb: Path, runs: int) -> dict[str, dict[str, float]
             "version": [pnk, "--version"],
             # The floors under --help: click, and what finding plugin commands costs.
             "floor_click": [python, "-c", "import click"],
-            "floor_discovery": [python, "-c", FLOOR_DISCOVERY],
+            "floor_discovery": [python, "-c", floor_discovery(tree)],
             "cold_search": [pnk, "--kb", str(kb), "search", QUERY, "--json"],
         },
         runs,
@@ -358,7 +370,8 @@ def main() -> None:
         out["mcp"] = mcp_ready(kb, args.runs)
         out["imports_top"] = import_profile(kb)
         log("front door against the yardstick")
-        out["front_door"] = front_door(BIN, kb, args.runs)
+        tree = args.pythonpath.resolve() if args.pythonpath else REPO
+        out["front_door"] = front_door(BIN, kb, args.runs, tree)
     out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if args.json:
@@ -394,7 +407,7 @@ def installed(args: argparse.Namespace) -> None:
         timed([pnk, "--kb", str(kb), "sync", "--json"])  # the first may still calibrate
         out: dict[str, Any] = {"distributions": distribution_count(str(bin_dir / "python"))}
         log("front door against the yardstick (installed venv)")
-        out["front_door"] = front_door(bin_dir, kb, args.runs)
+        out["front_door"] = front_door(bin_dir, kb, args.runs, REPO)
     out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     if args.json:
