@@ -88,12 +88,14 @@ def test_help_and_version_load_no_engine(args: list[str], tmp_path: Path) -> Non
     assert "pinakes_core.plugins" in loaded
     assert not HEAVY & loaded, sorted(HEAVY & loaded)
     assert not {"numpy", "pydantic", "rich", "scipy", "fastmcp"} & {m.split(".")[0] for m in loaded}
+    if args != ["--version"]:  # --version reads pnk's own version from the metadata
+        # No package on the path reads its version from the metadata before it is asked for.
+        assert "importlib.metadata" not in loaded
 
 
 def test_core_finds_the_plugins_without_importlib_metadata() -> None:
     # Importing importlib.metadata (email, zipfile, csv, ...) costs a pnk start more than a
-    # third of `import click`; core reads the entry points itself. (A plugin's own package may
-    # still import it: pinakes_mcp reads its version at import.)
+    # third of `import click`; core reads the entry points itself.
     script = textwrap.dedent(
         """
         import json, sys

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 # spin on the core the BM25 channel runs on (as ``pnk`` does; see pinakes_cli/__init__.py).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from pinakes_mcp.about import VERSION as __version__
-
 if TYPE_CHECKING:
+    from pinakes_mcp.about import VERSION as __version__
     from pinakes_mcp.launch import main, serve
     from pinakes_mcp.server import create_server
 
@@ -37,6 +36,12 @@ __all__ = ["__version__", "create_server", "main", "serve"]
 
 
 def __getattr__(name: str) -> Any:
+    """The package's names, imported on first use (``pnk --help`` loads no metadata for them)."""
+    if name == "__version__":
+        from pinakes_mcp.about import VERSION
+
+        globals()[name] = VERSION
+        return VERSION
     if name == "create_server":
         from pinakes_mcp.server import create_server
 
