@@ -7,6 +7,7 @@ install:
 lint:
 	uv run ruff check packages tests benchmarks
 	uv run ruff format --check packages tests benchmarks
+	uv run lint-imports
 
 format:
 	uv run ruff format packages tests benchmarks
