@@ -22,6 +22,10 @@ Usage::
     uv run python benchmarks/corpora.py --render FILE   # Markdown from a saved --json run
 
 Progress goes to stderr; the result goes to stdout.
+
+Why one script of this length (issue 37): each measurement above runs on the same staged
+corpus and writes one report, and `make bench` is this one command; the steps share the staging,
+the subprocess runner and the report, which splitting would pass between files.
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ Typical runs (from the repository root)::
 
 The KB is cached under ``--workdir`` (default ``$TMPDIR/pinakes-multihop``) in a folder keyed by a
 hash of the corpus file, so re-runs skip writing and embedding the corpus.
+
+Why one script of this length (issue 37): the three data sets' readers, the scoring and the
+report against the published baselines are one reproducible command; each reader is short and
+sits beside the others so that a reader can check they are scored alike.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ sync (library and ``pnk sync``), warm hybrid search with and without the ANN ind
 of the dense channel against exact search, and resident memory; plus disk per file.
 
     uv run python benchmarks/scale.py --chunks 50000,1000000 --workdir /tmp/pinakes-scale
+
+Why one script of this length (issue 37): both modes build a KB at a size and time the same
+searches on it, and share the staging, the timing and the report.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ dependency group). Steps:
    agreement check ONNX vs torch, held-in accuracy / AUROC, provenance.json, tokenizer.json.
 
 Run: uv run --group train python benchmarks/train_reader.py --squad PATH [--untrained]
+
+Why one script of this length (issue 37): a trained model is code too (STYLE); its data
+preparation, training, export and quantisation are one command (`make reader`) whose every
+step's provenance is written beside the model, so they stay in one file a reviewer reads once.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ text goes through ``markup=False, highlight=False``. A title such as ``[red]x[/r
 snippet holding ``[/etc/hosts]`` prints exactly as written (issue 11). Control characters
 (an escape sequence in a title, a bell in a passage) never reach the terminal as such: the
 consoles :func:`console` makes print them as ``\\xNN`` escapes, whatever renders them.
+
+Why one module of this length (issue 37): every text rendering of a result model is here, so
+the rule above (user text is data, never markup; control characters escaped) is applied by one
+set of helpers rather than re-learnt per command module.
 """
 
 from __future__ import annotations
