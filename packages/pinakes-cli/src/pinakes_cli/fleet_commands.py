@@ -33,11 +33,6 @@ def _consoles() -> tuple[Console, Console]:
     return out(), err()
 
 
-def _say(console: Console, *parts: str | tuple[str, str]) -> None:
-    """Print literal text (never parsed as markup); a ``(text, style)`` part is styled."""
-    console.print(render.line(*parts), soft_wrap=True)
-
-
 @cli.group()
 def fleet() -> None:
     """Several KBs as one: register them, sync them, search them with `pnk search --fleet`.
@@ -69,7 +64,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
         return
     if renamed:
         # A KB registered already is renamed, not added twice (issue 35: it said only "renamed").
-        _say(
+        render.say(
             err,
             (
                 f"Renamed the fleet's KB {previous!r} to {entry.name!r}: `--kb {previous}` and "
@@ -83,7 +78,7 @@ def fleet_add(path: Path, name: str | None, as_json: bool) -> None:
         "renamed": "renamed",
         "unchanged": "already registered",
     }
-    _say(out, f"{entry.name} ({entry.kb_id}) {verbs[action]}: {entry.path}")
+    render.say(out, f"{entry.name} ({entry.kb_id}) {verbs[action]}: {entry.path}")
 
 
 @fleet.command("remove")
@@ -100,7 +95,7 @@ def fleet_remove(name: str, as_json: bool) -> None:
     if as_json:
         render.print_data(out, {"name": entry.name, "kb_id": entry.kb_id, "path": str(entry.path)})
     else:
-        _say(out, f"removed {entry.name} ({entry.path}); its files are untouched")
+        render.say(out, f"removed {entry.name} ({entry.path}); its files are untouched")
 
 
 @fleet.command("list")
@@ -124,7 +119,7 @@ def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Pa
     from rich.text import Text
 
     if not statuses:
-        _say(console, f"No KB in the fleet registry {where}. Add one: pnk fleet add PATH")
+        render.say(console, f"No KB in the fleet registry {where}. Add one: pnk fleet add PATH")
         return
     table = Table(box=None, pad_edge=False)
     for column in ("name", "state", "docs", "chunks", "last sync", "stale", "path"):
@@ -152,7 +147,7 @@ def render_fleet_list(console: Console, statuses: list[FleetKbStatus], where: Pa
     console.print(table)
     for item in statuses:
         if item.error:
-            _say(console, (f"{item.name}: ", "yellow"), item.error)
+            render.say(console, (f"{item.name}: ", "yellow"), item.error)
 
 
 @fleet.command("sync")
@@ -171,7 +166,7 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
 
         def announce(name: str) -> None:
             if not as_json:
-                _say(err, (f"syncing {name}", "dim"))
+                render.say(err, (f"syncing {name}", "dim"))
 
         with progress_bar(not as_json) as progress:
             report = members.sync(rebuild=rebuild, progress=progress, announce=announce)
@@ -186,22 +181,22 @@ def fleet_sync(names: tuple[str, ...], rebuild: bool, as_json: bool) -> None:
 def render_fleet_sync(console: Console, report: FleetSyncReport) -> None:
     """One line per KB: its sync summary, or its error."""
     if not report.kbs:
-        _say(console, "No KB to sync. Add one: pnk fleet add PATH")
+        render.say(console, "No KB to sync. Add one: pnk fleet add PATH")
     for item in report.kbs:
         if item.report is None:
-            _say(console, (f"{item.name}: failed: ", "red"), item.error or "")
+            render.say(console, (f"{item.name}: failed: ", "red"), item.error or "")
             continue
         r = item.report
-        _say(
+        render.say(
             console,
             (f"{item.name}: ", "bold"),
             f"{len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed, "
             f"{r.unchanged} unchanged in {r.seconds:.1f}s",
         )
         for skip in r.skipped:
-            _say(console, ("  skipped ", "yellow"), f"{skip.path}: {skip.reason}")
+            render.say(console, ("  skipped ", "yellow"), f"{skip.path}: {skip.reason}")
         for warning in r.warnings:
-            _say(console, ("  warning ", "yellow"), warning)
+            render.say(console, ("  warning ", "yellow"), warning)
 
 
 @cli.command("adopt")
@@ -237,7 +232,7 @@ def adopt_command(
     if sync_report is not None:
         render.render_sync(out, sync_report)
     elif report.wrote_config:
-        _say(err, (f"Next: pnk sync --kb {report.root}", "dim"))
+        render.say(err, (f"Next: pnk sync --kb {report.root}", "dim"))
 
 
 def render_adopt(console: Console, report: AdoptReport) -> None:
@@ -248,30 +243,30 @@ def render_adopt(console: Console, report: AdoptReport) -> None:
         head = f"Adopted {report.root} as KB {report.name!r} ({report.kb_id})."
     else:
         head = f"Dry run: {report.root} would become KB {report.name!r}; nothing written."
-    _say(console, (head, "bold"))
-    _say(
+    render.say(console, (head, "bold"))
+    render.say(
         console,
         f"{report.flavour} vault, {report.documents} documents, "
         f"{report.sidecars} sidecars already there; no document is changed.",
     )
     if report.config:
-        _say(console, ("settings:", "bold"))
+        render.say(console, ("settings:", "bold"))
         for line in report.config:
-            _say(console, f"  {line}")
+            render.say(console, f"  {line}")
     for title, items, style in (
         ("mapped", report.mapped, "green"),
         ("not mapped", report.unmapped, "yellow"),
     ):
         if not items:
             continue
-        _say(console, (f"{title}:", "bold"))
+        render.say(console, (f"{title}:", "bold"))
         for item in items:
-            _say(console, (f"  {item.count:>5}  ", style), item.what)
+            render.say(console, (f"  {item.count:>5}  ", style), item.what)
             for example in item.examples[:3]:
-                _say(console, ("         e.g. ", "dim"), example)
+                render.say(console, ("         e.g. ", "dim"), example)
     vocab = report.vocabulary
     if vocab is not None:
-        _say(
+        render.say(
             console,
             ("vocabulary: ", "bold"),
             f"{vocab.source}: {vocab.terms} terms, {vocab.synonyms} synonyms; "

@@ -92,19 +92,6 @@ def show(
 
 @cli.command()
 @kb_option
-@json_option("Print the status as JSON.")
-@click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
-    """Counts, model, schema and how many files changed since the last sync."""
-    result = open_kb(ctx).status()
-    if as_json:
-        render.print_json(_out(), result)
-    else:
-        render.render_status(_out(), result)
-
-
-@cli.command()
-@kb_option
 @click.argument("doc")
 @click.option("--rel", help="Only this relation; free text is matched to the KB's relations.")
 @click.option(

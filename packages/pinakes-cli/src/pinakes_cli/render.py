@@ -56,6 +56,7 @@ __all__ = [
     "render_search",
     "render_status",
     "render_sync",
+    "say",
     "visible",
 ]
 
@@ -149,7 +150,8 @@ def line(*parts: Part) -> Text:
     return Text.assemble(*parts)
 
 
-def _say(console: Console, *parts: Part) -> None:
+def say(console: Console, *parts: Part) -> None:
+    """Print literal text (never parsed as markup); a ``(text, style)`` part is styled."""
     console.print(line(*parts), soft_wrap=True)
 
 
@@ -212,9 +214,9 @@ class LazyConsole:
 
 def render_error(console: Console, message: str, hint: str | None) -> None:
     """The one-sentence error and its hint (both may quote user text: printed literally)."""
-    _say(console, ("error:", "red"), " ", message)
+    say(console, ("error:", "red"), " ", message)
     if hint:
-        _say(console, ("hint:", "dim"), " ", hint)
+        say(console, ("hint:", "dim"), " ", hint)
 
 
 def _when(ts: float | None) -> str:
@@ -226,18 +228,18 @@ def _when(ts: float | None) -> str:
 def render_sync(console: Console, report: SyncReport) -> None:
     """One summary line, then skips and warnings."""
     if report.rebuilt:
-        _say(console, (f"Rebuilt the index: {report.rebuilt}.", "yellow"))
+        say(console, (f"Rebuilt the index: {report.rebuilt}.", "yellow"))
     rate = f", {report.chunks_per_second:g} chunks/s" if report.chunks_per_second else ""
-    _say(
+    say(
         console,
         f"synced in {report.seconds:.1f}s{_parts(report.parts_s)}: {len(report.added)} added, {len(report.changed)} changed, "
         f"{len(report.removed)} removed, {len(report.renamed)} renamed, {report.unchanged} unchanged; "
         f"{report.chunks_embedded} chunks embedded{rate}, {report.chunks_reused} reused",
     )
     for skip in report.skipped:
-        _say(console, ("skipped", "yellow"), f" {skip.path}: {skip.reason}")
+        say(console, ("skipped", "yellow"), f" {skip.path}: {skip.reason}")
     for warning in report.warnings:
-        _say(console, ("warning", "yellow"), f" {warning}")
+        say(console, ("warning", "yellow"), f" {warning}")
 
 
 def _parts(parts: dict[str, float]) -> str:
@@ -329,15 +331,15 @@ def render_search(
         _render_search_md(console, result)
         return
     if not result.hits:
-        _say(console, "no hits" + (f": {result.note}" if result.note else ""))
+        say(console, "no hits" + (f": {result.note}" if result.note else ""))
         return
     if result.confidence is not None:
         verdict = " (abstain: the KB may not answer this)" if result.abstain else ""
-        _say(console, f"confidence {result.confidence:.2f}{verdict}")
+        say(console, f"confidence {result.confidence:.2f}{verdict}")
     pattern = _terms(result.query)
     for i, hit in enumerate(result.hits, 1):
         where = hit.location
-        _say(
+        say(
             console,
             (f"{i:>2}. {cite(hit)}", "bold"),
             "  ",
@@ -354,13 +356,13 @@ def render_search(
                 )
             if hit.reader is not None:
                 parts.append(f"reader p={hit.reader:.3f}")
-            _say(console, ("     " + "  ".join(parts), "cyan"))
+            say(console, ("     " + "  ".join(parts), "cyan"))
         snippet = Text("     " + _snippet(hit.text))
         if pattern is not None:
             snippet.highlight_regex(pattern, style="bold yellow")
         console.print(snippet, soft_wrap=True)
         for passage in hit.passages or ():
-            _say(
+            say(
                 console,
                 (
                     f"     + {' › '.join(passage.heading_path) or '(top)'}  "
@@ -369,14 +371,14 @@ def render_search(
                 ),
             )
         if hit.duplicates:
-            _say(console, ("     same text in: " + ", ".join(hit.duplicates), "dim"))
+            say(console, ("     same text in: " + ", ".join(hit.duplicates), "dim"))
     if explain and result.ranking is not None:
         weights = ", ".join(f"{n} {w:.2f}" for n, w in result.ranking.weights.items())
         stages = "; ".join(
             f"{n}: {why}" + (f" ({result.timings_ms[n]:.1f} ms)" if n == "reader" else "")
             for n, why in result.ranking.stages.items()
         )
-        _say(console, ("ranking: weights " + weights + (f"; {stages}" if stages else ""), "cyan"))
+        say(console, ("ranking: weights " + weights + (f"; {stages}" if stages else ""), "cyan"))
 
 
 def _render_search_md(console: Console, result: SearchResult) -> None:
@@ -520,7 +522,7 @@ def render_calibration(console: Console, report: CalibrationReport) -> None:
     """The cross-validated calibration figures and reliability curve."""
     from rich.text import Text
 
-    _say(
+    say(
         console,
         f"calibration fitted on {report.questions} questions ({report.positives} with a correct top hit); "
         f"{report.folds}-fold held-out: Brier {report.brier:.3f}, log loss {report.log_loss:.3f}, "
@@ -557,21 +559,21 @@ def render_links(console: Console, result: LinksResult) -> None:
         if result.rel
         else ""
     )
-    _say(console, (result.title, "bold"), f" ({result.doc_id}) — {depth}{rel}")
+    say(console, (result.title, "bold"), f" ({result.doc_id}) — {depth}{rel}")
     if result.confidence is not None:
-        _say(console, f"confidence {result.confidence:.2f}")
+        say(console, f"confidence {result.confidence:.2f}")
     if not result.neighbours:
-        _say(console, "no linked documents")
+        say(console, "no linked documents")
     for n in result.neighbours:
         arrow = {"out": "→", "in": "←", "both": "↔"}.get(n.direction, "←")
         where = f"[{n.kb}] {n.path}" if n.kb else n.path  # a neighbour in another KB
-        _say(
+        say(
             console,
             f"  {n.distance} {arrow} {n.rel:<14} {where}  ",
             (f"{n.title} · score {n.score:g}", "dim"),
         )
     if result.frontier:
-        _say(
+        say(
             console,
             f"frontier ({len(result.frontier)} not expanded): "
             + ", ".join(
@@ -580,9 +582,9 @@ def render_links(console: Console, result: LinksResult) -> None:
             ),
         )
     if result.entity_neighbours:
-        _say(console, "documents naming the same entities:")
+        say(console, "documents naming the same entities:")
     for e in result.entity_neighbours:
-        _say(
+        say(
             console,
             f"  ≈ {e.path}  ",
             (f"{e.title} · score {e.score:g}", "dim"),
@@ -592,12 +594,12 @@ def render_links(console: Console, result: LinksResult) -> None:
     from pinakes_core.intake import clip  # core is loaded: it made ``result``
 
     for u in result.unresolved[:_UNRESOLVED_SHOWN]:
-        _say(console, ("unresolved", "yellow"), f" {clip(u.target, 200)}: {clip(u.reason, 200)}")
+        say(console, ("unresolved", "yellow"), f" {clip(u.target, 200)}: {clip(u.reason, 200)}")
     if len(result.unresolved) > _UNRESOLVED_SHOWN:
         more = len(result.unresolved) - _UNRESOLVED_SHOWN
-        _say(console, ("unresolved", "yellow"), f" … and {more} more (--json lists them all)")
+        say(console, ("unresolved", "yellow"), f" … and {more} more (--json lists them all)")
     if result.truncated:
-        _say(
+        say(
             console,
             ("truncated", "yellow"),
             ": more neighbours than the row or token budget; see the frontier.",
@@ -613,19 +615,19 @@ def render_diff(console: Console, path: str, before: str, after: str) -> None:
     )
     for row in diff:
         style = "green" if row.startswith("+") else "red" if row.startswith("-") else ""
-        _say(console, (row.rstrip("\n"), style))
+        say(console, (row.rstrip("\n"), style))
 
 
 def render_doctor(console: Console, report: DoctorReport) -> None:
     """Findings by severity, then what --fix did."""
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
     for f in report.findings:
-        _say(
+        say(
             console,
             (f"{f.severity:<7}", colours.get(f.severity, "white")),
             f" {f.check}: {f.message}",
         )
         for item in f.items:
-            _say(console, f"          {item}")
+            say(console, f"          {item}")
     for fixed in report.fixed:
-        _say(console, ("fixed", "green"), f"   {fixed}")
+        say(console, ("fixed", "green"), f"   {fixed}")

@@ -267,11 +267,6 @@ def _say_err(message: str) -> None:
     _err().print(render.line(message), soft_wrap=True)
 
 
-def _say(console: Console, *parts: str | tuple[str, str]) -> None:
-    """Print literal text (never parsed as markup); a ``(text, style)`` part is styled."""
-    console.print(render.line(*parts), soft_wrap=True)
-
-
 def render_fleet_search(
     console: Console, result: FleetSearchResult, *, explain: bool = False, fmt: str = "table"
 ) -> None:
@@ -298,9 +293,11 @@ def render_fleet_search(
     if fmt == "table":
         for item in result.kbs:
             if item.error:
-                _say(console, (f"{item.name}: not searched: ", "yellow"), item.error)
+                render.say(console, (f"{item.name}: not searched: ", "yellow"), item.error)
         if result.hits and result.kb:
-            _say(console, (f"confidence and abstain from {result.kb}, the top hit's KB", "dim"))
+            render.say(
+                console, (f"confidence and abstain from {result.kb}, the top hit's KB", "dim")
+            )
     from pinakes_core import SearchResult
 
     labelled = SearchResult(
