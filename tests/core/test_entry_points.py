@@ -36,6 +36,15 @@ def test_every_group_of_this_environment_matches_importlib_metadata() -> None:
     assert ("graph", "pinakes_graph.plugin") in _ours("pinakes")
 
 
+def test_the_importlib_metadata_backports_finder_changes_nothing() -> None:
+    # Importing the backport (litellm and others do) puts its own finder on sys.meta_path; it
+    # lists the same folders after PathFinder, so the reader must neither fail nor fall back.
+    backport = pytest.importorskip("importlib_metadata")
+    assert any(type(f).__module__ == backport.__name__ for f in sys.meta_path)
+    for group in ("pinakes", "console_scripts"):
+        assert _ours(group) == _theirs(group), group
+
+
 def _dist(site: Path, folder: str, entry_points_txt: str | None) -> None:
     info = site / folder
     info.mkdir(parents=True)

@@ -106,8 +106,14 @@ def _scan(group: str, path: list[str]) -> list[EntryPoint]:
     from importlib.machinery import PathFinder
 
     for finder in sys.meta_path:
-        if finder is not PathFinder and getattr(finder, "find_distributions", None) is not None:
-            raise _Unreadable(finder)
+        if finder is PathFinder or getattr(finder, "find_distributions", None) is None:
+            continue
+        # The importlib_metadata backport, once imported (litellm and others do), adds a finder
+        # that lists the same folders on sys.path as PathFinder, after it: importlib.metadata
+        # keeps the first distribution of a name, so it adds nothing this scan misses.
+        if type(finder).__module__.partition(".")[0] == "importlib_metadata":
+            continue
+        raise _Unreadable(finder)
     seen: set[str] = set()
     found: list[EntryPoint] = []
     for entry in path:
