@@ -12,20 +12,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.config import (
-    CONFIG_FILE,
-    Config,
-    SidecarPolicy,
-    load_config,
-)
+from pinakes_core.config import CONFIG_FILE, Config, SidecarPolicy, load_config
 from pinakes_core.index import catalogue
 from pinakes_core.index.backend import check_backend
 from pinakes_core.index.embedding import Embedder, LazyEmbedder, load_embedder
-from pinakes_core.index.store import (
-    OpenStore,
-    Store,
-    VectorMatrix,
-)
+from pinakes_core.index.store import OpenStore, Store, VectorMatrix
 from pinakes_core.manage.folder import find_root, make_kb_folder
 from pinakes_core.models import (
     DoctorReport,
@@ -38,9 +29,7 @@ from pinakes_core.models import (
     SyncReport,
 )
 from pinakes_core.read.meta import MetaFilter
-from pinakes_core.search.arguments import (
-    clean_text,
-)
+from pinakes_core.search.arguments import clean_text
 from pinakes_core.search.confidence import Calibration
 from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.hits import GroupBy
@@ -82,8 +71,6 @@ class KB:
             root, lambda: self.config, self.store, lambda: self.embedder, owner=self
         )
 
-    # -- construction ---------------------------------------------------------------------
-
     @classmethod
     def init(
         cls,
@@ -104,11 +91,9 @@ class KB:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] = ".", *, embedder: Embedder | None = None) -> KB:
-        """Open the KB at ``path`` (or the nearest folder above it with ``pinakes.toml``).
+        """Open the KB holding ``path`` (the nearest folder up with ``pinakes.toml``).
 
-        Args:
-            path: a folder inside the KB.
-            embedder: an embedder to use instead of the configured model (tests use fakes).
+        ``embedder`` replaces the configured model (tests use fakes).
 
         Raises:
             ConfigError: if no ``pinakes.toml`` is found or it is invalid.
@@ -129,8 +114,6 @@ class KB:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- internals ------------------------------------------------------------------------
 
     @property
     def embedder(self) -> Embedder:
@@ -232,8 +215,6 @@ class KB:
             concepts=concepts,
         )
 
-    # -- public API -----------------------------------------------------------------------
-
     def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
         """Bring the store up to date with the files (see :func:`pinakes_core.index.refresh.sync_kb`).
 
@@ -276,19 +257,13 @@ class KB:
         min_score: float | None = None,
         reader: bool | None = None,
     ) -> SearchResult:
-        """Hybrid search: BM25 + dense (+ plugin channels and rerankers), fused by score.
+        """Hybrid search, BM25 + dense (+ plugins), fused; a never-synced KB is synced first.
 
-        A KB that was never synced is synced first. ``query`` is any text (never parsed as FTS
-        syntax); ``k`` hits (default ``[retrieval] k``); every other argument (the filters,
-        which apply inside every channel, ``channels``, ``explain``, ``group_by``,
-        ``min_score``, ``reader``) is described, and checked, by
-        :func:`~pinakes_core.search.searcher.search_request`. Each hit's ``score`` is its
-        relevance in [0, 1] (see :mod:`pinakes_core.search.fusion`). An empty result carries a
-        ``note`` saying why (see :mod:`pinakes_core.search.notes`).
+        Every argument is described and checked by
+        :func:`~pinakes_core.search.searcher.search_request`; an empty result carries a ``note``.
 
         Raises:
-            PinakesError: for an argument that cannot mean anything, naming it (see
-                :func:`~pinakes_core.search.searcher.search_request`).
+            PinakesError: for an argument that cannot mean anything, naming it.
             PluginMissingError: if a requested channel is not installed.
             MetaFilterError: if a field condition is not understood.
         """
@@ -315,10 +290,7 @@ class KB:
         return self.searcher.search(request)
 
     def resolve(self, ref: str) -> str:
-        """Return the doc ULID for a ULID, ``pnk://`` URI, KB-relative (or absolute) path, frontmatter id, or name.
-
-        A name is resolved as a wikilink to it is (a file stem, a title or an alias); see
-        :func:`pinakes_core.index.catalogue.find_document`.
+        """The doc ULID of a ULID, ``pnk://`` URI, path, frontmatter id or name (as a wikilink resolves).
 
         Raises:
             DocumentNotFoundError: if nothing matches; its hint names up to three documents
@@ -346,11 +318,7 @@ class KB:
         pages: tuple[int, int] | None = None,
         max_tokens: int | None = None,
     ) -> DocumentView:
-        """Return one document (current file text, or a slice of it) with its metadata.
-
-        ``doc`` is a ULID, ``pnk://`` URI or path; ``lines``, ``section``, ``pages`` and
-        ``max_tokens`` slice or cut the text as :func:`pinakes_core.index.views.read_document`
-        says. A PDF's text is its extracted text as indexed, each page under a ``[page N]`` line.
+        """One document's current text, or a slice of it, with its metadata (:func:`~pinakes_core.index.views.read_document`).
 
         Raises:
             DocumentNotFoundError: if ``doc`` matches nothing or its file has gone.
@@ -383,11 +351,7 @@ class KB:
         return catalogue.outlinks(self.store().conn, doc_id)
 
     def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
-        """Return a page of the indexed documents (no text), by path or newest first.
-
-        ``offset``: documents to skip (a previous page's ``next_offset``); ``limit``: page size,
-        1-1000; ``recent``: newest file first instead of by path
-        (:func:`pinakes_core.index.catalogue.document_page`).
+        """A page of the indexed documents (no text), by path or newest first (:func:`~pinakes_core.index.catalogue.document_page`).
 
         Raises:
             PinakesError: if ``offset`` or ``limit`` is out of range.
@@ -407,11 +371,7 @@ class KB:
         depth: int = 1,
         query: str | None = None,
     ) -> LinksResult:
-        """Follow links from a document (DESIGN §6); needs the pinakes-graph plugin.
-
-        The arguments are as :func:`pinakes_core.manage.linking.links` takes them: ``doc`` a
-        ULID, URI or path; only relation ``rel`` (free text is matched); ``direction`` ``"out"``,
-        ``"in"`` or ``"both"``; ``depth`` hops (at most 3 served); ``query`` ranks neighbours.
+        """Follow links from a document (DESIGN §6; :func:`~pinakes_core.manage.linking.links`); needs pinakes-graph.
 
         Raises:
             PluginMissingError: if no installed plugin answers links.
@@ -442,11 +402,7 @@ class KB:
         *,
         dst_kb: str | None = None,
     ) -> tuple[str, str, str]:
-        """Append a typed link ``src → dst`` to ``src``'s sidecar (the index sees it at the next sync).
-
-        ``src`` is a ULID, ``pnk://`` URI or path; ``dst``, ``rel``, ``note`` and ``dst_kb``
-        are as :func:`pinakes_core.manage.linking.add_link` takes them (``dst`` may be in another
-        KB of the fleet; ``rel`` is matched to ``[schema]``).
+        """Append a typed link ``src → dst`` to ``src``'s sidecar (:func:`~pinakes_core.manage.linking.add_link`).
 
         Returns:
             The sidecar path (KB-relative) and its text before and after.
