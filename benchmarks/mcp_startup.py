@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,18 +44,9 @@ def piece(statement: str, runs: int) -> dict[str, float]:
     """Median wall, CPU and ``-X importtime`` cumulative ms of ``python -c statement``."""
     walls, cpus, cumulative = [], [], []
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", statement],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=startup.ENV,
-        )
-        walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+        wall, cpu, done = startup.run_timed([sys.executable, "-X", "importtime", "-c", statement])
+        walls.append(wall)
+        cpus.append(cpu)
         top = 0  # the sum of the top-level imports' cumulative times
         for line in done.stderr.splitlines():
             parts = line[12:].split("|")

@@ -63,8 +63,8 @@ def log(message: str) -> None:
     print(f"[startup {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def timed(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system) of one run of ``argv``."""
+def run_timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """Wall seconds, CPU seconds (user + system) and the finished process of one run of ``argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=ENV)
@@ -73,6 +73,12 @@ def timed(argv: list[str]) -> tuple[float, float]:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, done
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``argv``."""
+    seconds, cpu, _ = run_timed(argv)
     return seconds, cpu
 
 
