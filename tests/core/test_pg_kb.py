@@ -182,3 +182,92 @@ def test_a_statement_the_server_refuses_is_one_sentence(pg_kb: KB) -> None:
     pg_kb.sync()
     with pytest.raises(DatabaseError, match="refused a statement of the index"):
         pg_kb.store().conn.execute("SELECT no_such_column FROM documents")
+
+
+def test_readers_never_see_half_a_sync(pg_kb: KB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync is one transaction: paused after writing every document, a reader sees the old index."""
+    import pinakes_core.index.sync as sync_module
+
+    pg_kb.sync()
+    for n in range(5):
+        (pg_kb.root / f"new{n}.md").write_text(f"# New {n}\n\nFresh note number {n}.\n")
+    (pg_kb.root / "raft.md").unlink()
+    paused, resume = threading.Event(), threading.Event()
+    resolve = sync_module.resolve_all
+
+    def slow_resolve(conn: object, kb_id: str, kb_name: str) -> set[str]:
+        paused.set()
+        assert resume.wait(20)
+        return resolve(conn, kb_id, kb_name)
+
+    monkeypatch.setattr(sync_module, "resolve_all", slow_resolve)
+    writer = KB.open(pg_kb.root, embedder=FakeHashEmbedder())
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(writer.sync()))
+    thread.start()
+    try:
+        assert paused.wait(20)
+        assert _paths(pg_kb) == set(FILES)  # the documents are written, and not yet seen
+    finally:
+        resume.set()
+        thread.join(30)
+        writer.close()
+    assert done and _paths(pg_kb) == (set(FILES) - {"raft.md"}) | {f"new{n}.md" for n in range(5)}
+
+
+def test_a_sync_that_fails_midway_leaves_the_last_whole_index(
+    pg_kb: KB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pinakes_core.index.sync as sync_module
+
+    pg_kb.sync()
+    (pg_kb.root / "extra.md").write_text("# Extra\n\nOne more.\n")
+    resolve = sync_module.resolve_all
+
+    def broken(conn: object, kb_id: str, kb_name: str) -> set[str]:
+        raise RuntimeError("stopped mid-sync")
+
+    monkeypatch.setattr(sync_module, "resolve_all", broken)
+    with pytest.raises(RuntimeError, match="stopped mid-sync"):
+        pg_kb.sync()
+    assert _paths(pg_kb) == set(FILES)
+    monkeypatch.setattr(sync_module, "resolve_all", resolve)  # the next sync starts over
+    assert pg_kb.sync().added == ["extra.md"]
+    assert _paths(pg_kb) == set(FILES) | {"extra.md"}
+
+
+def test_a_server_stopped_mid_sync_then_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync fails in one sentence, the folder is untouched, the next sync completes the index."""
+    import pinakes_core.index.sync as sync_module
+    from pinakes_core.index.backend import StoreUnavailableError
+
+    server = PgServer().start()
+    try:
+        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
+        root = make_kb(tmp_path / "kb", dict(FILES))
+        set_config(root, "store", 'backend = "postgres"')
+        before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        resolve = sync_module.resolve_all
+
+        def stop_server(conn: object, kb_id: str, kb_name: str) -> set[str]:
+            server.stop()
+            return resolve(conn, kb_id, kb_name)
+
+        monkeypatch.setattr(sync_module, "resolve_all", stop_server)
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        with pytest.raises(StoreUnavailableError, match="did not answer") as caught:
+            kb.sync()
+        assert "Nothing in the KB's folder was changed" in str(caught.value)
+        kb.close()
+        # Every file the user had is as it was (the sync's own id sidecars may be new).
+        assert {p: p.read_bytes() for p in before} == before
+        server.start()
+        monkeypatch.setattr(sync_module, "resolve_all", resolve)
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        assert sorted(kb.sync().added) == sorted(FILES)
+        assert _paths(kb) == set(FILES)
+        kb.close()
+    finally:
+        server.remove()

@@ -424,21 +424,37 @@ class PostgresStore:
         A reader's statement in flight finishes on the old tables (the drop waits for it);
         its next one reads the new tables, and :meth:`replaced` tells it so.
         """
-        if not self.pending:
-            return
-        with self.raw.transaction():
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
-            self.raw.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
-            )
-            self.raw.execute(
-                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                    sql.Identifier(self.schema), sql.Identifier(self.home)
+        if self.pending:
+            with self.raw.transaction():
+                self.raw.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+                self.raw.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
                 )
-            )
-        self.schema = self.home
-        self._use_schema()
-        self._created = self._home_created()
+                self.raw.execute(
+                    sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                        sql.Identifier(self.schema), sql.Identifier(self.home)
+                    )
+                )
+            self.schema = self.home
+            self._use_schema()
+            self._created = self._home_created()
+        if not self.raw.autocommit:  # a sync's one transaction (hold_writes): now it is seen
+            try:
+                self.raw.commit()
+            except psycopg.OperationalError as exc:
+                raise _unavailable(self.url, exc) from None
+            self.raw.autocommit = True
+
+    def hold_writes(self) -> None:
+        """Make everything written from now until :meth:`publish` one transaction.
+
+        A sync's stores are opened so (:meth:`PostgresPlace.open`): each of its write
+        transactions becomes a savepoint of one transaction that :meth:`publish` commits, so a
+        reader on any machine sees the index before the sync or after it, never half of it. A
+        sync that fails or is killed leaves nothing (the server rolls it back); the next one
+        starts over.
+        """
+        self.raw.autocommit = False
 
     def replaced(self) -> bool:
         """Whether a rebuild was swapped in (or the schema dropped) since this store opened."""
@@ -1013,8 +1029,15 @@ class PostgresPlace:
         return self._version() == str(SCHEMA_VERSION)
 
     def open(self, *, create: bool = True, rebuild: bool = False) -> PostgresStore:
-        """See :class:`~pinakes_core.index.place.IndexPlace` (:meth:`PostgresStore.open`)."""
-        return PostgresStore.open(self.url, self.kb_id, create=create, rebuild=rebuild)
+        """See :class:`~pinakes_core.index.place.IndexPlace` (:meth:`PostgresStore.open`).
+
+        A store opened to write (``create``: a sync's) holds its writes until it publishes
+        (:meth:`PostgresStore.hold_writes`): readers never see half a sync.
+        """
+        store = PostgresStore.open(self.url, self.kb_id, create=create, rebuild=rebuild)
+        if create:
+            store.hold_writes()
+        return store
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
