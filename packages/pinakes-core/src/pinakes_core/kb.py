@@ -105,6 +105,7 @@ class KB:
     def close(self) -> None:
         """Release the store connection and the loaded vectors."""
         self._stores.close()
+        self.place.close()
         if self._peers is not None:
             self._peers.close()
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.

@@ -1012,13 +1012,28 @@ class PostgresPlace:
     def __init__(self, url: str, kb_id: str) -> None:
         self.url = url
         self.kb_id = kb_id
+        # One connection for the questions a server asks before each call, opened at the
+        # first and kept (reopened if the server dropped it).
+        self._probe: PostgresStore | None = None
+
+    def _ask(self, question: Callable[[PostgresStore], _T]) -> _T:
+        if self._probe is None or self._probe.raw.closed:
+            self._probe = PostgresStore(self.url, self.kb_id, _connect(self.url))
+        probe = self._probe
+        return probe._read(lambda conn: question(probe))
 
     def _version(self) -> str | None:
-        store = PostgresStore(self.url, self.kb_id, _connect(self.url))
-        try:
-            return store._version(store.home)
-        finally:
-            store.close()
+        return self._ask(lambda store: store._version(store.home))
+
+    def identity(self) -> object | None:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's creation time (a rebuild makes a new one)."""
+        return self._ask(lambda store: store._home_created())
+
+    def close(self) -> None:
+        """Close the connection :meth:`exists`, :meth:`current` and :meth:`identity` keep."""
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
     def exists(self) -> bool:
         """See :class:`~pinakes_core.index.place.IndexPlace` (one short connection)."""

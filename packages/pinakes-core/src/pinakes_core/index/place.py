@@ -13,6 +13,7 @@ local disk.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -50,6 +51,13 @@ class IndexPlace(Protocol):
         """
         ...
 
+    def identity(self) -> object | None:
+        """What changes when the index is replaced (a rebuild swapped in); ``None`` without one.
+
+        Cheap enough to ask before every tool call of a long-lived server.
+        """
+        ...
+
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the KB's single-writer lock for a sync.
 
@@ -74,6 +82,10 @@ class IndexPlace(Protocol):
 
     def settle(self, store: Any) -> None:
         """After a sync and its calibration: leave what the next reader maps (SQLite's snapshot)."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what the place keeps open between questions (a connection, if any)."""
         ...
 
 
@@ -122,6 +134,14 @@ class SqlitePlace:
             )
         return Store.open(self.root, create=create, rebuild=rebuild)
 
+    def identity(self) -> tuple[int, int] | None:
+        """See :class:`IndexPlace`: device and inode of the current generation's file (one ``stat``)."""
+        try:
+            stat = os.stat(Store.location(self.root))
+        except FileNotFoundError:
+            return None
+        return stat.st_dev, stat.st_ino
+
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """See :class:`IndexPlace`: ``.pinakes/sync.lock`` (:func:`pinakes_core.index.lock.sync_lock`)."""
@@ -164,3 +184,6 @@ class SqlitePlace:
 
         if store.get_meta("dim"):
             load_vectors(self.root, store, int(store.get_meta("dim") or 0))
+
+    def close(self) -> None:
+        """See :class:`IndexPlace`: nothing is kept open."""
