@@ -16,7 +16,9 @@ a fragment that is only part of a condition (unbalanced parentheses) is skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +135,38 @@ def test_the_mirror_has_every_table_of_the_store(pg_conn: object) -> None:
     sqlite_tables = set(re.findall(r"CREATE TABLE (\w+)", _SCHEMA))
     assert tables == sqlite_tables
     assert {"nodes", "edges", "node_vectors", "ner_texts", "entity_aliases"} <= tables
+
+
+class _QmarkConnection:
+    """The one rewrite the PostgreSQL connection adapter makes (``?`` to ``%s``), for this test."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+
+def test_graph_upserts_give_the_same_rows_on_both_engines(pg_conn: object, tmp_path: Path) -> None:
+    pytest.importorskip("pinakes_graph")
+    from pinakes_core.index.store import Store
+    from pinakes_graph.edges import _edge, _node
+
+    store = Store.open(tmp_path, create=True)
+    results = []
+    try:
+        for conn in (store.conn, _QmarkConnection(pg_conn)):
+            first = _node(conn, "tag", "alpha", "Alpha")
+            again = _node(conn, "tag", "alpha", "Alpha (renamed)")
+            other = _node(conn, "tag", "beta", "Beta")
+            for weight in (0.5, 0.25, 0.75, 0.5):  # the upsert keeps the largest weight
+                _edge(conn, first, other, "shared-tag", weight)
+            nodes = conn.execute("SELECT node_id, kind, key, label FROM nodes ORDER BY node_id")
+            edges = conn.execute("SELECT src, dst, kind, weight FROM edges")
+            results.append((first == again, [tuple(r) for r in nodes], [tuple(r) for r in edges]))
+    finally:
+        store.close()
+    assert results[0] == results[1]
+    assert results[0][0] is True
+    assert results[0][2] == [(results[0][1][0][0], results[0][1][1][0], "shared-tag", 0.75)]
+    assert results[0][1][0][3] == "Alpha (renamed)"
