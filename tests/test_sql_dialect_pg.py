@@ -64,7 +64,7 @@ def prepared_form(sql: str) -> str | None:
     sql = sql.replace("FROM __expr__", "FROM documents").replace(
         "ORDER BY __expr__", "ORDER BY path"
     )
-    sql = sql.replace("__expr__", "").strip()
+    sql = sql.replace("WHERE __expr__", "WHERE true").replace("__expr__", "").strip()
     if not _VERB.match(sql):
         if sql.count("(") != sql.count(")"):
             return None
