@@ -453,14 +453,8 @@ class SqliteBackend:
         conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
 
     def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        """See :class:`IndexBackend`."""
-        conn.executemany(
-            "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
-            [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()],
-        )
-        if vectors:
-            dim = next(iter(vectors.values())).shape[0]
-            self.store.set_meta(conn, "dim", str(dim))
+        """See :class:`IndexBackend` (:meth:`Store.put_vectors <pinakes_core.index.store.Store.put_vectors>`)."""
+        self.store.put_vectors(conn, vectors)
 
     def documents(self) -> Iterator[DocumentRecord]:
         """See :class:`IndexBackend`."""

@@ -450,6 +450,25 @@ class Store:
         """Return the store generation (bumped by every committed write)."""
         return int(self.get_meta("generation") or 0)
 
+    def put_vectors(
+        self, conn: sqlite3.Connection, vectors: dict[str, npt.NDArray[np.float32]]
+    ) -> None:
+        """Store ``vectors`` (embed hash -> vector) inside the caller's transaction.
+
+        A hash already stored keeps its vector (equal hashes are equal texts). Records the
+        vectors' dimension in ``meta.dim``. The same method, with the same contract, is
+        :meth:`PostgresStore.put_vectors <pinakes_core.index.pgstore.PostgresStore.put_vectors>`,
+        so code above the store writes vectors through it on either backend (issue 38).
+        """
+        conn.executemany(
+            "INSERT INTO vectors(embed_hash, vector) VALUES (?, ?) "
+            "ON CONFLICT (embed_hash) DO NOTHING",
+            [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()],
+        )
+        if vectors:
+            dim = next(iter(vectors.values())).shape[0]
+            self.set_meta(conn, "dim", str(dim))
+
     def load_vectors(self, dim: int) -> VectorMatrix:
         """Load every chunk vector into one float32 matrix ordered by chunk id."""
         rows = self.conn.execute(
