@@ -44,14 +44,6 @@ ENGINE_MODULES = frozenset(
 #: that no longer matches anything fails the test, so the list only shrinks.
 PENDING: dict[tuple[str, str], str] = {
     ("pinakes_core/search/notes.py", "instr"): "stream B (search/*) owns it",
-    ("pinakes_core/read/meta.py", "COLLATE"): (
-        "lower(value_text) = lower(?) is the same match on SQLite (both fold ASCII only) but"
-        " needs the index doc_meta(key, lower(value_text)) in both schemas first (lead): on the"
-        " NOCASE index it costs 18 ms instead of 0.03 ms at 100k documents"
-    ),
-    ("pinakes_graph/cache.py", "transaction statement"): (
-        "a consistent multi-statement read needs a read-snapshot method on the store (lead)"
-    ),
 }
 
 #: A literal outside an ``execute`` call is SQL when it starts with one of these, in capitals.

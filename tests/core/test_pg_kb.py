@@ -62,13 +62,32 @@ def _paths(kb: KB) -> set[str]:
     return {r["path"] for r in rows}
 
 
-def test_a_sync_writes_the_index_into_postgres_and_nothing_into_pinakes(pg_kb: KB) -> None:
+def _counts(kb: KB) -> dict[str, int]:
+    conn = kb.store().conn
+    tables = ("documents", "chunks", "vectors", "links", "doc_tags", "nodes", "edges")
+    return {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in tables}
+
+
+def test_a_sync_writes_the_index_into_postgres_and_nothing_into_pinakes(
+    pg_kb: KB, tmp_path: Path
+) -> None:
     report = pg_kb.sync()
     assert sorted(report.added) == sorted(FILES)
     assert _paths(pg_kb) == set(FILES)
     assert pg_kb.synced and pg_kb.place.current()
-    status = pg_kb.status()
-    assert (status.documents, status.chunks, status.vectors) == (3, 3, 3)
+    # The same files synced into SQLite give the same index, graph included.
+    sqlite = KB.open(make_kb(tmp_path / "sqlite", dict(FILES)), embedder=FakeHashEmbedder())
+    try:
+        sqlite.sync()
+        assert _counts(pg_kb) == _counts(sqlite)
+        status, expected = pg_kb.status(), sqlite.status()
+        assert (status.documents, status.chunks, status.vectors) == (
+            expected.documents,
+            expected.chunks,
+            expected.vectors,
+        )
+    finally:
+        sqlite.close()
     # No SQLite index beside the files: the database is the index's only home.
     assert not Store.exists(pg_kb.root)
     assert not list((pg_kb.root / ".pinakes").glob("index*"))

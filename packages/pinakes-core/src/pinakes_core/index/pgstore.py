@@ -8,6 +8,9 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
 
 * ``vectors(embed_hash, vector vector(dim))``: pgvector. Search is exact (a scan) below
   ``ann_min_chunks`` chunks; from there on an HNSW index (cosine) serves it (:meth:`ensure_ann`).
+* every text column in byte order (``COLLATE "C"``), as SQLite compares: a path filter's
+  range (``path >= ? AND path < ?``) and every ``ORDER BY`` on text mean the same on a server
+  whose default collation is a language's.
 * ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
   side splits it (:func:`~pinakes_core.index.query.words`); PostgreSQL's text search gives
   stopwords and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
@@ -45,7 +48,10 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.rows import tuple_row
+from psycopg.types import TypeInfo
 
 from pinakes_core.errors import LockError
 from pinakes_core.index.backend import (
@@ -105,39 +111,39 @@ ORDER BY s.score DESC, s.chunk_id
 """
 
 _SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL);
 CREATE TABLE documents (
-    doc_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    tags TEXT NOT NULL DEFAULT '[]',
-    aliases TEXT NOT NULL DEFAULT '[]',
-    content_hash TEXT NOT NULL,
-    sidecar_hash TEXT,
+    doc_id TEXT COLLATE "C" PRIMARY KEY,
+    path TEXT COLLATE "C" NOT NULL UNIQUE,
+    title TEXT COLLATE "C" NOT NULL,
+    tags TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    aliases TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    content_hash TEXT COLLATE "C" NOT NULL,
+    sidecar_hash TEXT COLLATE "C",
     mtime_ns BIGINT NOT NULL,
     size BIGINT NOT NULL,
     sidecar_mtime_ns BIGINT,
     sidecar_size BIGINT,
     chunk_count INTEGER NOT NULL DEFAULT 0,
     synced_at DOUBLE PRECISION NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}',
-    source_type TEXT NOT NULL DEFAULT 'markdown'
+    meta TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    source_type TEXT COLLATE "C" NOT NULL DEFAULT 'markdown'
         CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
-    pages TEXT,
+    pages TEXT COLLATE "C",
     line_count INTEGER
 );
 CREATE INDEX documents_by_source_type ON documents(source_type);
 CREATE TABLE doc_tags (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    tag TEXT NOT NULL,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    tag TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (doc_id, tag)
 );
 CREATE INDEX doc_tags_by_tag ON doc_tags(tag);
 CREATE TABLE doc_meta (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    key TEXT NOT NULL,
-    value_text TEXT NOT NULL,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    key TEXT COLLATE "C" NOT NULL,
+    value_text TEXT COLLATE "C" NOT NULL,
     value_num DOUBLE PRECISION
 );
 CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
@@ -145,18 +151,18 @@ CREATE INDEX doc_meta_by_text ON doc_meta(key, lower(value_text));
 CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
 CREATE TABLE chunks (
     chunk_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
     ordinal INTEGER NOT NULL,
-    heading_path TEXT NOT NULL,
-    text TEXT NOT NULL,
-    embed_hash TEXT NOT NULL,
+    heading_path TEXT COLLATE "C" NOT NULL,
+    text TEXT COLLATE "C" NOT NULL,
+    embed_hash TEXT COLLATE "C" NOT NULL,
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     page_start INTEGER,
     page_end INTEGER,
     -- What SQLite keeps in its FTS5 table: the identifier parts, the weighted words, the length.
-    idents TEXT NOT NULL DEFAULT '',
+    idents TEXT COLLATE "C" NOT NULL DEFAULT '',
     tsv TSVECTOR NOT NULL,
     length DOUBLE PRECISION NOT NULL,
     UNIQUE (doc_id, ordinal)
@@ -166,7 +172,7 @@ CREATE INDEX chunks_tsv ON chunks USING gin(tsv);
 -- A chunk's length is repeated in each of its postings, so scoring reads postings only
 -- (index-only) and joins chunks for the top k alone.
 CREATE TABLE postings (
-    lexeme TEXT NOT NULL,
+    lexeme TEXT COLLATE "C" NOT NULL,
     chunk_id BIGINT NOT NULL REFERENCES chunks(chunk_id) ON DELETE CASCADE,
     tf DOUBLE PRECISION NOT NULL,
     length DOUBLE PRECISION NOT NULL,
@@ -174,43 +180,43 @@ CREATE TABLE postings (
 );
 CREATE INDEX postings_by_chunk ON postings(chunk_id);
 -- The dimension is fixed (``vector(dim)``) when the HNSW index is made (:meth:`ensure_ann`).
-CREATE TABLE vectors (embed_hash TEXT PRIMARY KEY, vector vector NOT NULL);
+CREATE TABLE vectors (embed_hash TEXT COLLATE "C" PRIMARY KEY, vector vector NOT NULL);
 CREATE TABLE links (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    src_doc TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    target TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
-    dst_kb TEXT,
-    dst_doc TEXT,
-    rel TEXT NOT NULL,
-    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
-    reason TEXT
+    src_doc TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    target TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
+    dst_kb TEXT COLLATE "C",
+    dst_doc TEXT COLLATE "C",
+    rel TEXT COLLATE "C" NOT NULL,
+    origin TEXT COLLATE "C" NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
+    reason TEXT COLLATE "C"
 );
 CREATE INDEX links_by_src ON links(src_doc);
 CREATE INDEX links_by_dst ON links(dst_doc);
 CREATE TABLE nodes (
     node_id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('chunk', 'doc', 'tag', 'heading', 'dir', 'entity')),
-    key TEXT NOT NULL,
-    label TEXT,
+    kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('chunk', 'doc', 'tag', 'heading', 'dir', 'entity')),
+    key TEXT COLLATE "C" NOT NULL,
+    label TEXT COLLATE "C",
     UNIQUE (kind, key)
 );
 CREATE TABLE edges (
     src BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
     dst BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
-    kind TEXT NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL,
     weight DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (src, dst, kind)
 );
 CREATE INDEX edges_by_dst ON edges(dst);
 CREATE TABLE node_vectors (
     node_id BIGINT PRIMARY KEY REFERENCES nodes(node_id) ON DELETE CASCADE,
-    embed_hash TEXT NOT NULL
+    embed_hash TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX node_vectors_by_hash ON node_vectors(embed_hash);
-CREATE TABLE ner_texts (embed_hash TEXT PRIMARY KEY, entities TEXT NOT NULL);
+CREATE TABLE ner_texts (embed_hash TEXT COLLATE "C" PRIMARY KEY, entities TEXT COLLATE "C" NOT NULL);
 CREATE TABLE entity_aliases (
-    alias TEXT PRIMARY KEY,
+    alias TEXT COLLATE "C" PRIMARY KEY,
     node_id BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE
 );
 CREATE INDEX entity_aliases_by_node ON entity_aliases(node_id);
@@ -370,6 +376,7 @@ class PostgresStore:
         self.raw.execute(
             sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema))
         )
+        _read_vectors_as_bytes(self.raw)
         # pgvector's default ef_search of 40 caps an HNSW search at 40 results.
         self.raw.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
@@ -473,6 +480,22 @@ class PostgresStore:
         """
         try:
             with self.raw.transaction():
+                yield
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that see one state of the index (a ``REPEATABLE READ`` transaction).
+
+        Inside a transaction already (a sync's own reads), the block simply runs in it.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        try:
+            with self.raw.transaction():
+                self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 yield
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
@@ -1082,6 +1105,20 @@ class PostgresPlace:
 
     def settle(self, store: Any) -> None:
         """See :class:`~pinakes_core.index.place.IndexPlace`: nothing is kept outside the database."""
+
+
+class _VectorBytes(Loader):
+    """Reads a pgvector value as SQLite keeps a vector: its float32 values' bytes."""
+
+    def load(self, data: Buffer) -> bytes:
+        return np.asarray(json.loads(bytes(data)), dtype=np.float32).tobytes()
+
+
+def _read_vectors_as_bytes(conn: psycopg.Connection[Any]) -> None:
+    """Make ``conn`` read ``vector`` columns as float32 bytes (``np.frombuffer`` reads them back)."""
+    info = TypeInfo.fetch(conn, "vector")
+    if info is not None:
+        conn.adapters.register_loader(info.oid, _VectorBytes)
 
 
 def _raw(conn: Any) -> psycopg.Connection[Any]:

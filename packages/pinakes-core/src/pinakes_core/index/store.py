@@ -70,6 +70,11 @@ _GENERATION = re.compile(r"^index\.(\d+)\.db$")
 # Any file of a generation: its database, WAL, shared memory, journal or readers lock.
 _GENERATION_FILE = re.compile(r"^(index\.\d+)\.(?:db(?:-wal|-shm|-journal)?|readers)$")
 
+#: Indexes a store of this schema version may lack (made before them): a sync adds them, once.
+#: ``doc_meta_by_lower`` serves the field filters' case-blind equality (:meth:`MetaFilter.sql
+#: <pinakes_core.read.meta.MetaFilter.sql>`), which older stores indexed with ``COLLATE NOCASE``.
+_ADDED_INDEXES = "CREATE INDEX IF NOT EXISTS doc_meta_by_lower ON doc_meta(key, lower(value_text))"
+
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE documents (
@@ -106,7 +111,7 @@ CREATE TABLE doc_meta (
     value_num REAL
 );
 CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
-CREATE INDEX doc_meta_by_text ON doc_meta(key, value_text COLLATE NOCASE);
+CREATE INDEX doc_meta_by_lower ON doc_meta(key, lower(value_text));
 CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
 CREATE TABLE chunks (
     chunk_id INTEGER PRIMARY KEY,
@@ -299,7 +304,9 @@ class Store:
                 rebuilt_from = version or "unknown"
                 rebuild = True
             else:
-                return cls._attach(root)
+                store = cls._attach(root)
+                store.conn.execute(_ADDED_INDEXES)
+                return store
         store = cls._create(pointer.parent, rebuilt_from=rebuilt_from)
         if not pointer.exists():
             store.publish()  # nothing to hide: build in place, resumable after a crash
@@ -416,6 +423,22 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that see one state of the index (one read transaction).
+
+        Inside a transaction already (a sync's own reads), the block simply runs in it.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
