@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeHashEmbedder, make_calibration, make_kb, set_config
 from pinakes_core import KB
+from pinakes_core.index.bm25 import Fts5Text
 from pinakes_core.index.query import query_terms
 from pinakes_core.search import calibration as selfcal
 from pinakes_core.search import synthetic
@@ -254,9 +255,9 @@ def test_synthetic_queries_are_deterministic_and_near_misses_leave_the_kb(
         assert all(q.source_doc in docs for q in first if q.kind == "positive")
         for query in (q for q in first if q.kind == "nearmiss"):
             # each near-miss holds a word (or identifier) that no chunk contains
-            assert any(synthetic._df(conn, w.lower()) == 0 for w in _WORD.findall(query.text)), (
-                query.text
-            )
+            assert any(
+                synthetic._df(Fts5Text(conn), w.lower()) == 0 for w in _WORD.findall(query.text)
+            ), query.text
         # another model than the prior's, and no self-calibration: no confidence is invented
         assert kb.calibration() is None
         assert kb.search("which team owns service3?").confidence is None

@@ -437,3 +437,23 @@ def test_the_shared_counts_of_the_index_and_of_fts5_stay_apart(tmp_path: Path) -
     on_fts._lexical = None
     assert on_fts.doc_freq('"finance"') == 0
     assert kb.query_context("finance").doc_freq('"finance"') == 1
+
+
+def test_a_sync_by_another_kb_handle_is_seen_at_the_next_search(tmp_path: Path) -> None:
+    """A server holding the index notices another process's sync (the index's stamp moved).
+
+    The other process is a second KB handle over the same folder: its own store connection,
+    nothing shared with the first but the files.
+    """
+    server = _kb(tmp_path)
+    held = server.lexical()
+    assert held is not None and len(held) == 60
+    other = KB.open(server.root, embedder=FakeHashEmbedder())
+    write_files(server.root, {"c/new.md": "# New\n\nzebra csv parser zebra.\n"})
+    other.sync()
+    other.close()
+    now = server.lexical()
+    assert now is not None and now is not held and len(now) == 61
+    ctx = server.query_context("zebra")
+    assert ctx.lexical_index is now and ctx.bm25("zebra")
+    server.close()

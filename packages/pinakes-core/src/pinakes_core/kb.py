@@ -38,6 +38,7 @@ from pinakes_core.search.searcher import Searcher, search_request
 if TYPE_CHECKING:
     from pinakes_core.index.dense import AnnIndex
     from pinakes_core.index.lexical import LexicalIndex
+    from pinakes_core.index.pgsearch import PgAnn, PgLexicalIndex
     from pinakes_core.index.sync import ProgressFn
     from pinakes_core.manage.crosskb import Peers
 
@@ -185,12 +186,12 @@ class KB:
         """The chunk vectors as one matrix (:meth:`Searcher.vectors <pinakes_core.search.searcher.Searcher.vectors>`)."""
         return self.searcher.vectors()
 
-    def ann(self) -> AnnIndex | None:
+    def ann(self) -> AnnIndex | PgAnn | None:
         """The approximate dense index, or ``None`` (dense search then scans exactly)."""
         return self.searcher.ann()
 
-    def lexical(self) -> LexicalIndex | None:
-        """The tantivy BM25 index, or ``None`` (the BM25 channel then runs in FTS5)."""
+    def lexical(self) -> LexicalIndex | PgLexicalIndex | None:
+        """The BM25 index (tantivy, or PostgreSQL's postings), or ``None`` (FTS5 ranks)."""
         return self.searcher.lexical()
 
     def document_names(self) -> dict[str, list[str]]:

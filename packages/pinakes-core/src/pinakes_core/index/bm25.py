@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from pinakes_core.index.query import fts_phrases
+from pinakes_core.index.query import fts_phrases, split_cjk
 from pinakes_core.index.store import chunk_count
 
 __all__ = [
@@ -31,6 +31,8 @@ __all__ = [
     "FIRST_SPLIT_SHARE",
     "MAX_SHARED_PHRASE_CHARS",
     "Bm25",
+    "Fts5Text",
+    "TextIndex",
     "allowed_chunks_sql",
     "bm25_idf",
     "scored_arms",
@@ -107,6 +109,97 @@ def scored_arms(rare: list[str], common: list[str], *, exclusive: bool = False) 
     return [first, f"({anyone}) AND ({others})"]
 
 
+class TextIndex(Protocol):
+    """What a query's phrase checks read of the KB's text index, whatever the store.
+
+    FTS5 on SQLite (:class:`Fts5Text`), the postings and ``tsvector`` on PostgreSQL
+    (:class:`~pinakes_core.index.pgsearch.PgLexicalIndex`). Phrases are FTS phrases
+    (:func:`~pinakes_core.index.query.fts_phrases`: double-quoted words).
+    """
+
+    def rows(self) -> int:
+        """Number of chunks: the N of BM25."""
+        ...
+
+    def doc_freq(self, phrase: str) -> int:
+        """Rows holding ``phrase``."""
+        ...
+
+    def holds(self, phrase: str, chunk_id: int) -> bool:
+        """Whether chunk ``chunk_id`` holds ``phrase``."""
+        ...
+
+    def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
+        """Which of ``chunk_ids`` hold every one of ``phrases``."""
+        ...
+
+    def heading_count(self, text: str, at_most: int) -> int | None:
+        """Rows whose heading path holds ``text`` as a phrase, counted up to ``at_most``.
+
+        ``None`` when the index cannot read ``text`` as a phrase.
+        """
+        ...
+
+
+class Fts5Text:
+    """:class:`TextIndex` over the SQLite store's FTS5 table ``chunks_fts``."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self) -> int:
+        """See :class:`TextIndex` (FTS5's own row count, :func:`~pinakes_core.index.store.chunk_count`)."""
+        return chunk_count(self.conn)
+
+    def doc_freq(self, phrase: str) -> int:
+        """See :class:`TextIndex`."""
+        return int(
+            self.conn.execute(
+                "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+            ).fetchone()[0]
+        )
+
+    def holds(self, phrase: str, chunk_id: int) -> bool:
+        """See :class:`TextIndex`."""
+        return (
+            self.conn.execute(
+                "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
+                (phrase, chunk_id),
+            ).fetchone()
+            is not None
+        )
+
+    def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
+        """See :class:`TextIndex`; a phrase FTS5 cannot read is held nowhere."""
+        if not phrases or not chunk_ids:
+            return set()
+        try:
+            # ``+rowid``: FTS5 reads the phrases' doclists once and the ids filter its rows.
+            return {
+                int(r[0])
+                for r in self.conn.execute(
+                    "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
+                    f"AND +rowid IN ({','.join('?' * len(chunk_ids))})",
+                    [" AND ".join(phrases), *chunk_ids],
+                )
+            }
+        except sqlite3.Error:
+            return set()
+
+    def heading_count(self, text: str, at_most: int) -> int | None:
+        """See :class:`TextIndex` (the ``heading`` column; ``text`` split as FTS5 indexes it)."""
+        try:
+            return int(
+                self.conn.execute(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? "
+                    "LIMIT ?)",
+                    (f'heading : "{split_cjk(text)}"', at_most),
+                ).fetchone()[0]
+            )
+        except sqlite3.Error:
+            return None
+
+
 def _merge(ranked: _Ranked, more: _Ranked, limit: int) -> _Ranked:
     """The best ``limit`` of two BM25 lists, a row found in both keeping its higher score."""
     best = dict(ranked)
@@ -129,6 +222,7 @@ class Bm25:
         max_rows: ``[scale] bm25_max_rows`` (0: never split).
         phrase_counts: the KB's table of rows per FTS phrase for its store generation
             (``None``: this ranker counts its own).
+        text: the KB's text index the phrase counts read (``None``: FTS5 over ``conn``).
     """
 
     def __init__(
@@ -142,8 +236,10 @@ class Bm25:
         index: Callable[[], Any] = lambda: None,
         max_rows: int = 0,
         phrase_counts: dict[str, int] | None = None,
+        text: TextIndex | None = None,
     ) -> None:
         self.conn = conn
+        self.text: TextIndex = Fts5Text(conn) if text is None else text
         self.candidates = candidates
         self.max_rows = max_rows
         self._filtered = filtered
@@ -163,7 +259,7 @@ class Bm25:
     def chunk_total(self) -> int:
         """Number of chunks (rows of the FTS table) in the KB: the N of FTS5's ``bm25()``."""
         if self._chunk_total is None:
-            self._chunk_total = chunk_count(self.conn)
+            self._chunk_total = self.text.rows()
         return self._chunk_total
 
     def doc_freq(self, phrase: str) -> int:
@@ -188,11 +284,7 @@ class Bm25:
             return count
         count = cache.get(phrase)
         if count is None:
-            count = cache[phrase] = int(
-                self.conn.execute(
-                    "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
-                ).fetchone()[0]
-            )
+            count = cache[phrase] = self.text.doc_freq(phrase)
         return count
 
     def lexical_ceiling(self, text: str) -> float:

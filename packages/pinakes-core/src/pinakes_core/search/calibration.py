@@ -363,7 +363,8 @@ def run_synthetic(
     """
     store = kb.store()
     seed = kb.config.kb.id if seed is None else seed
-    queries = synthetic_queries(store.conn, seed)
+    # The store's text index counts the near-misses' words (FTS5, or PostgreSQL's postings).
+    queries = synthetic_queries(store.conn, seed, text_index=kb.query_context("").text_index)
     bank = offtopic_queries()
     vectors = _embed_all(kb, [*(q.text for q in queries), *bank])
     offtopic = vectors[len(queries) :]

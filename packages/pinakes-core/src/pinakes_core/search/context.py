@@ -25,7 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.index.bm25 import Bm25, allowed_chunks_sql
+from pinakes_core.index.bm25 import Bm25, Fts5Text, TextIndex, allowed_chunks_sql
 from pinakes_core.index.query import query_terms
 from pinakes_core.index.store import VectorMatrix
 from pinakes_core.intake import normal_tag, spellings
@@ -130,7 +130,7 @@ class Filters:
             # The tag or one nested under it (``project`` matches ``project/alpha``, as in
             # Obsidian); the range is ``tag/…`` (``0`` follows ``/``), so the index serves it.
             if not tag:  # '#' or '/' alone names no tag: nothing carries it
-                clauses.append("0")
+                clauses.append("1 = 0")
                 continue
             clauses.append(
                 "d.doc_id IN (SELECT doc_id FROM doc_tags WHERE tag = ? OR (tag >= ? AND tag < ?))"
@@ -161,7 +161,7 @@ class Filters:
             clause, values = condition.sql()
             clauses.append(clause)
             params += values
-        return (" AND ".join(clauses) or "1"), params
+        return (" AND ".join(clauses) or "1 = 1"), params
 
 
 class QueryContext:
@@ -185,6 +185,7 @@ class QueryContext:
         phrase_counts: dict[str, int] | None = None,
         lexical: Callable[[], Any] | None = None,
         names: Callable[[], dict[str, list[str]]] | None = None,
+        text: Callable[[], TextIndex] | None = None,
     ) -> None:
         self.query = query
         self.conn = conn
@@ -198,6 +199,7 @@ class QueryContext:
         self._ann_oversample = ann_oversample
         self._bm25_max_rows = bm25_max_rows
         self._lexical = lexical
+        self._text = text
         #: Returns the KB's table of document names (titles and aliases → ids) kept for its
         #: store generation (:meth:`Searcher.document_names
         #: <pinakes_core.search.searcher.Searcher.document_names>`); ``None``: read per query.
@@ -247,8 +249,22 @@ class QueryContext:
 
     @_cached
     def lexical_index(self) -> Any:
-        """The KB's tantivy BM25 index (:mod:`pinakes_core.index.lexical`), or ``None`` (FTS5)."""
+        """The KB's BM25 index, or ``None`` (FTS5 ranks).
+
+        On SQLite the tantivy index past ``[scale] bm25_index_min_chunks``
+        (:mod:`pinakes_core.index.lexical`); on PostgreSQL the postings
+        (:class:`~pinakes_core.index.pgsearch.PgLexicalIndex`).
+        """
         return None if self._lexical is None else self._lexical()
+
+    @_cached
+    def text_index(self) -> TextIndex:
+        """What the query's phrase checks read (:class:`~pinakes_core.index.bm25.TextIndex`).
+
+        The store's (FTS5 on SQLite, the postings on PostgreSQL); a bare context over a
+        SQLite connection reads FTS5.
+        """
+        return Fts5Text(self.conn) if self._text is None else self._text()
 
     def start_dense(self) -> None:
         """Start the dense channel's work on a worker thread, beside the BM25 channel.
@@ -336,6 +352,7 @@ class QueryContext:
             index=lambda: self.lexical_index,
             max_rows=self._bm25_max_rows,
             phrase_counts=self._doc_freq,
+            text=self.text_index,
         )
 
     @property
@@ -470,15 +487,7 @@ class QueryContext:
         for term in terms:
             phrase = f'"{term}"'
             df = self.doc_freq(phrase)  # shared with the lexical ceiling: counted once
-            inside = (
-                chunk_id is not None
-                and df > 0
-                and self.conn.execute(
-                    "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? AND rowid = ?",
-                    (phrase, chunk_id),
-                ).fetchone()
-                is not None
-            )
+            inside = chunk_id is not None and df > 0 and self.text_index.holds(phrase, chunk_id)
             # BM25's IDF (Robertson–Spärck Jones with +1, as in Lucene): rare words weigh most.
             idf = math.log((total - df + 0.5) / (df + 0.5) + 1.0)
             evidence.append((idf, bool(inside), df > 0))

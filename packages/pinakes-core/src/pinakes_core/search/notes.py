@@ -29,23 +29,25 @@ def _known_tags(conn: sqlite3.Connection, limit: int = 8) -> str:
 
 
 def _folders(conn: sqlite3.Connection, limit: int = 8) -> str:
-    rows = conn.execute(
-        "SELECT DISTINCT substr(path, 1, instr(path, '/')) AS top FROM documents "
-        "WHERE instr(path, '/') > 0 ORDER BY top LIMIT ?",
-        (limit,),
-    ).fetchall()
-    return ", ".join(r[0] for r in rows) or "none (every document is at the top level)"
+    # The top folder in Python: SQL of both engines (SQLite's instr is not PostgreSQL's).
+    paths = conn.execute("SELECT path FROM documents WHERE path LIKE ?", ("%/%",)).fetchall()
+    tops = sorted({str(r[0]).split("/", 1)[0] + "/" for r in paths})[:limit]
+    return ", ".join(tops) or "none (every document is at the top level)"
 
 
-def empty_note(conn: sqlite3.Connection, store_dir: Path, filters: Filters) -> str:
-    """Return one or more sentences saying why a search with ``filters`` found nothing."""
+def empty_note(conn: sqlite3.Connection, store_dir: Path | None, filters: Filters) -> str:
+    """Return one or more sentences saying why a search with ``filters`` found nothing.
+
+    ``store_dir``: the folder of the KB's store and sync lock (``None``: a store on a
+    database server, whose sync is not seen from here).
+    """
     notes: list[str] = []
-    if sync_running(store_dir):
+    if store_dir is not None and sync_running(store_dir):
         notes.append(
             "A sync is still running, so some documents may not be indexed yet; "
             "search again when it finishes."
         )
-    total = _count(conn, "1", [])
+    total = _count(conn, "1 = 1", [])
     if total == 0:
         notes.append("The KB has no indexed documents yet (run `pnk sync`).")
         return " ".join(notes)

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pinakes_core.config import RetrievalConfig
-from pinakes_core.index.query import quoted_phrases, split_cjk, words
+from pinakes_core.index.query import quoted_phrases, words
 from pinakes_core.models import Hit, RankingInfo, SearchResult
 from pinakes_core.search.confidence import Calibration, Ranking, evidence_for, extract_features
 from pinakes_core.search.context import QueryContext, Ranked
@@ -118,12 +118,8 @@ def _named_sections(
             best[doc] = chunk
     if not best or len(best) > NAMED_AT_MOST:
         return {}
-    try:
-        carried = ctx.conn.execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-            (f'heading : "{split_cjk(key)}"', SECTION_CHUNKS_AT_MOST + 1),
-        ).fetchone()[0]
-    except sqlite3.Error:  # a phrase FTS cannot read names nothing it could count
+    carried = ctx.text_index.heading_count(key, SECTION_CHUNKS_AT_MOST + 1)
+    if carried is None:  # a phrase the index cannot read names nothing it could count
         return {}
     return best if carried <= SECTION_CHUNKS_AT_MOST else {}
 
@@ -190,19 +186,7 @@ def lift_quoted(
     phrases = quoted_phrases(ctx.query)
     if not fused or not phrases:
         return fused, "skipped: the query quotes no phrase"
-    ids = [c for c, _ in fused]
-    try:
-        # ``+rowid``: FTS5 reads the phrases' doclists once and the ids filter its rows.
-        held = {
-            int(r[0])
-            for r in ctx.conn.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
-                f"AND +rowid IN ({','.join('?' * len(ids))})",
-                [" AND ".join(phrases), *ids],
-            )
-        }
-    except sqlite3.Error:  # a phrase FTS cannot read holds nowhere
-        held = set()
+    held = ctx.text_index.holders(phrases, [c for c, _ in fused])
     if not held:
         return fused, "skipped: no candidate holds the quoted phrase(s)"
     head = [(c, s) for c, s in fused if c in held]

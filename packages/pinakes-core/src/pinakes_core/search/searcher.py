@@ -4,8 +4,8 @@
 :meth:`KB.query_context <pinakes_core.kb.KB.query_context>` hand their work to. It is given the
 KB's store, config and embedder (as callables: the store opens and the model loads on first
 use) and keeps, for the store's current generation, everything queries share: the chunk
-vectors, the ANN and tantivy indexes (:mod:`pinakes_core.index.dense`,
-:mod:`pinakes_core.index.lexical`), the FTS phrase counts, the table of document names and
+vectors, the ANN and BM25 indexes (which of them, and from where, the store's kind says:
+:mod:`pinakes_core.search.parts`), the FTS phrase counts, the table of document names and
 the confidence calibration. A query then reads top-down once:
 
 1. :func:`search_request` checks the arguments (before anything is synced or loaded);
@@ -34,8 +34,9 @@ from pydantic import ValidationError
 
 from pinakes_core.config import CONFIG_FILE, Config, RetrievalConfig
 from pinakes_core.errors import IndexMissingError, PinakesError
+from pinakes_core.index.bm25 import TextIndex
 from pinakes_core.index.embedding import Embedder
-from pinakes_core.index.store import Store, VectorMatrix, lexical_paths
+from pinakes_core.index.store import Store, VectorMatrix
 from pinakes_core.models import SearchResult
 from pinakes_core.read.meta import MetaFilter, parse_meta_filter
 from pinakes_core.search import calibration as selfcal
@@ -53,11 +54,13 @@ from pinakes_core.search.confidence import Calibration, prior_calibration
 from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.hits import GroupBy
 from pinakes_core.search.notes import empty_note
+from pinakes_core.search.parts import SearchParts, search_parts
 from pinakes_core.search.retrieval import default_channels, document_names, fuse_and_build
 
 if TYPE_CHECKING:
     from pinakes_core.index.dense import AnnIndex
     from pinakes_core.index.lexical import LexicalIndex
+    from pinakes_core.index.pgsearch import PgAnn, PgLexicalIndex
 
 __all__ = ["MAX_COUNTED_PHRASES", "SearchRequest", "Searcher", "search_request"]
 
@@ -239,13 +242,14 @@ class Searcher:
 
     def reset(self) -> None:
         """Forget everything loaded (the store was closed; a reopened one restarts its generations)."""
+        self._parts: tuple[Any, SearchParts] | None = None
         self._vectors: VectorMatrix | None = None
         self._generation = -1
-        self._ann: AnnIndex | None = None
+        self._ann: AnnIndex | PgAnn | None = None
         self._ann_checked = False
-        self._lexical: LexicalIndex | None = None
+        self._lexical: LexicalIndex | PgLexicalIndex | None = None
         self._lexical_checked = False
-        self._lexical_key: tuple[int, int | None] = (-1, None)
+        self._lexical_key: tuple[int | None, ...] | None = None
         self._calibration: Calibration | None = None
         self._offtopic: npt.NDArray[np.float32] | None = None
         self._calibration_generation = -1
@@ -277,11 +281,22 @@ class Searcher:
         """
         return self._store()
 
+    def parts(self) -> SearchParts:
+        """What search reads of the open store beside its SQL, by the store's kind.
+
+        Chosen once per open store (:func:`~pinakes_core.search.parts.search_parts`).
+        """
+        store = self.store()
+        if self._parts is None or self._parts[0] is not store:
+            self._parts = (store, search_parts(self.root, store))
+        return self._parts[1]
+
     def vectors(self) -> VectorMatrix:
         """The chunk vectors as one matrix, loaded once and reloaded after any sync.
 
-        The matrix is memory-mapped from the store's vector snapshot (see
-        :mod:`pinakes_core.index.dense`), so a fresh process pays for the rows it touches only.
+        On SQLite the matrix is memory-mapped from the store's vector snapshot (see
+        :mod:`pinakes_core.index.dense`), so a fresh process pays for the rows it touches
+        only; on PostgreSQL it is read into memory.
 
         Raises:
             IndexMissingError: if the stored vectors cannot be compared with this KB's query
@@ -299,49 +314,45 @@ class Searcher:
                     f"{embedder.model_id!r} ({embedder.dim} dimensions).",
                     f"Run `pnk sync --kb {self.root}`; it re-embeds every chunk.",
                 )
-            from pinakes_core.index.dense import load_vectors
-
-            self._generation, self._vectors = load_vectors(self.root, store, dim)
+            self._generation, self._vectors = self.parts().vectors(dim)
             self._ann_checked = False
             self._lexical_checked = False
         return self._vectors
 
-    def ann(self) -> AnnIndex | None:
+    def ann(self) -> AnnIndex | PgAnn | None:
         """The approximate dense index, or ``None`` (dense search then scans exactly).
 
-        There is one when the KB is past ``[scale] ann_min_chunks`` and the index is current.
+        There is one when the KB is past ``[scale] ann_min_chunks`` (and, on SQLite, the
+        usearch index is current; on PostgreSQL it is pgvector's).
         """
-        from pinakes_core.index.dense import load_ann
-
         self.vectors()  # reloads both after another process's sync
         if not self._ann_checked:
-            self._ann = load_ann(self.root, self.store(), self.config.scale)
+            self._ann = self.parts().ann(self.config.scale)
             self._ann_checked = True
         return self._ann
 
-    def lexical(self) -> LexicalIndex | None:
-        """The tantivy BM25 index, or ``None`` (the BM25 channel then runs in FTS5).
+    def lexical(self) -> LexicalIndex | PgLexicalIndex | None:
+        """The BM25 index, or ``None`` (the BM25 channel then runs in FTS5).
 
-        There is one when the KB is past ``[scale] bm25_index_min_chunks`` and the index is
-        current; a KB below it never imports tantivy.
+        On SQLite the tantivy index, when the KB is past ``[scale] bm25_index_min_chunks`` and
+        the index is current (a KB below it never imports tantivy); on PostgreSQL always the
+        postings. Another process's sync is noticed at the next search (the index's key moves:
+        :meth:`SearchParts.lexical_key <pinakes_core.search.parts.SearchParts.lexical_key>`).
         """
-        if self.config.scale.bm25_index_min_chunks <= 0:
+        scale = self.config.scale
+        parts = self.parts()
+        key = parts.lexical_key(scale)
+        if key is None:
             return None
-        # A sync (of any process) writes the store, then the index and its stamp last.
-        try:
-            stamp = lexical_paths(self.root)[1].stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        key = (self.store().generation(), stamp)
         if not self._lexical_checked or key != self._lexical_key:
             self._lexical_key = key
-            self._lexical = None
-            if stamp is not None:
-                from pinakes_core.index.lexical import load_lexical
-
-                self._lexical = load_lexical(self.root, self.store(), self.config.scale)
+            self._lexical = parts.lexical(scale)
             self._lexical_checked = True
         return self._lexical
+
+    def text_index(self) -> TextIndex:
+        """What a query's phrase checks read: FTS5 on SQLite, the postings on PostgreSQL."""
+        return self.parts().text(self.lexical)
 
     def phrase_counts(self) -> dict[str, int]:
         """Rows per FTS phrase, shared by the queries of the current store generation.
@@ -482,6 +493,7 @@ class Searcher:
             bm25_max_rows=self.config.scale.bm25_max_rows,
             phrase_counts=self.phrase_counts(),
             lexical=self.lexical,
+            text=self.text_index,
             names=self.document_names,
             entities=entities,
             concepts=concepts,
@@ -542,7 +554,7 @@ class Searcher:
             result.timings_ms["query_entities"] = entity_ms
         result.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 3)
         if not result.hits:
-            note = empty_note(ctx.conn, Store.location(self.root).parent, ctx.filters)
+            note = empty_note(ctx.conn, self.parts().folder, ctx.filters)
             result = result.model_copy(update={"note": note})
         return result
 

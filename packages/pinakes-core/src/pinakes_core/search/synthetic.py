@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from pinakes_core.index.bm25 import Fts5Text, TextIndex
 from pinakes_core.index.query import STOPWORDS, split_cjk
 
 __all__ = [
@@ -113,11 +114,16 @@ _OPENERS = ("what", "how", "which", "why", "where")
 
 
 def synthetic_queries(
-    conn: sqlite3.Connection, kb_id: str, *, max_positives: int = MAX_POSITIVES
+    conn: sqlite3.Connection,
+    kb_id: str,
+    *,
+    max_positives: int = MAX_POSITIVES,
+    text_index: TextIndex | None = None,
 ) -> list[SyntheticQuery]:
     """Build positives (from the KB's chunks) and near-misses (their key term swapped).
 
-    Deterministic for a given KB state and id.
+    Deterministic for a given KB state and id. ``text_index`` counts a word's rows (default: FTS5
+    over ``conn``).
     """
     rng = random.Random(kb_id)
     docs = [(str(r[0]), str(r[1])) for r in conn.execute("SELECT doc_id, title FROM documents")]
@@ -164,20 +170,15 @@ def synthetic_queries(
         if len(_content(words)) >= 2:
             source = tuple(_content(_WORD.findall(" ".join(body))))
             positives.append(SyntheticQuery(query, "positive", doc_id, source))
-    return positives + _nearmisses(conn, positives, rng)
+    return positives + _nearmisses(text_index or Fts5Text(conn), positives, rng)
 
 
-def _df(conn: sqlite3.Connection, term: str) -> int:
-    return int(
-        conn.execute(
-            "SELECT COUNT(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-            ('"' + split_cjk(term.replace('"', "")) + '"',),
-        ).fetchone()[0]
-    )
+def _df(text: TextIndex, term: str) -> int:
+    return text.doc_freq('"' + split_cjk(term.replace('"', "")) + '"')
 
 
 def _nearmisses(
-    conn: sqlite3.Connection, positives: Sequence[SyntheticQuery], rng: random.Random
+    text: TextIndex, positives: Sequence[SyntheticQuery], rng: random.Random
 ) -> list[SyntheticQuery]:
     """Swap each sampled positive's rarest KB word for a word the KB does not contain."""
     foreign_pool = sorted(
@@ -189,7 +190,7 @@ def _nearmisses(
         }
     )
     rng.shuffle(foreign_pool)
-    foreign = (w for w in foreign_pool if _df(conn, w.lower()) == 0)
+    foreign = (w for w in foreign_pool if _df(text, w.lower()) == 0)
     out: list[SyntheticQuery] = []
     wanted = int(len(positives) * NEARMISS_SHARE)
     for query in rng.sample(list(positives), min(wanted, len(positives))):
@@ -197,7 +198,7 @@ def _nearmisses(
         candidates = [(i, w) for i, w in enumerate(words[1:], 1) if _content([w])]
         if not candidates:
             continue
-        counts = {i: _df(conn, w.lower()) for i, w in candidates}
+        counts = {i: _df(text, w.lower()) for i, w in candidates}
         known = {i: c for i, c in counts.items() if c > 0}
         if not known:
             continue

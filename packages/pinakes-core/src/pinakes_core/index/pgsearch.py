@@ -1,0 +1,356 @@
+"""Search on PostgreSQL (issue 38): the lexical index and the dense ANN over a ``PostgresStore``.
+
+The search side asks a store kind for its parts in one place
+(:func:`pinakes_core.search.parts.search_parts`); for a
+:class:`~pinakes_core.index.pgstore.PostgresStore` they are:
+
+* :class:`PgLexicalIndex`: BM25 over the store's ``postings`` table with the interface the
+  BM25 channel uses of the tantivy index (:class:`~pinakes_core.index.lexical.LexicalIndex`:
+  ``doc_freq``, ``idf``, ``search`` with the chunk ids a filter allows, ``len``), plus what the
+  query's phrase checks read of FTS5 on SQLite (:class:`~pinakes_core.index.bm25.TextIndex`:
+  rows holding a phrase, whether a chunk holds one, headings holding one). Words are split
+  as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
+  Snowball English (``to_tsvector('english', …)``), as the store indexed them. One word is
+  one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
+  (the GIN index), its words in order. The ranking is the store's BM25
+  (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
+  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes; a
+  filter restricts the rows scored, never the IDF (as FTS5's ``bm25()``).
+* :class:`PgAnn`: the dense channel's candidates from pgvector (:meth:`PostgresStore.nearest
+  <pinakes_core.index.pgstore.PostgresStore.nearest>`: HNSW once sync made the index, an exact
+  scan before), which the channel scores exactly against the vectors it holds in memory.
+* the vectors themselves: ``PostgresStore.load_vectors`` once per store generation, in memory
+  (no snapshot file: a server of a postgres KB keeps nothing on local disk).
+
+Reads go through the store's ``_read`` (a dropped connection is reopened once), in the
+driver's own ``%s`` style, with the schema on the search path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from pinakes_core.index.bm25 import BM25_K1
+from pinakes_core.index.pgstore import BM25_B, TS_CONFIG
+from pinakes_core.index.query import words
+from pinakes_core.index.store import VectorMatrix
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pinakes_core.config import ScaleConfig
+    from pinakes_core.index.pgstore import PostgresStore
+
+__all__ = ["MAX_CACHED", "PgAnn", "PgLexicalIndex", "PgSearchParts"]
+
+_T = TypeVar("_T")
+
+#: Most phrases (and lexemes) one index keeps the analysis and row counts of; past it, it
+#: starts again (a long-lived server seeing many distinct words).
+MAX_CACHED = 50_000
+
+
+# A phrase's text for the analyser: its words as FTS5 splits them, quotes dropped.
+def _text(phrase: str) -> str:
+    return " ".join(words(phrase.replace('"', " ")))
+
+
+#: Per phrase (by position in the array), its distinct lexemes and each one's rows.
+_ANALYSE_SQL = """
+SELECT p.i, x.lexeme, (SELECT count(*) FROM postings WHERE lexeme = x.lexeme)
+FROM unnest(%(texts)s::text[]) WITH ORDINALITY p(t, i),
+     LATERAL unnest(tsvector_to_array(to_tsvector(%(cfg)s, p.t))) x(lexeme)
+"""
+
+_ROWS_SQL = """
+SELECT coalesce((SELECT value::float8 FROM meta WHERE key = 'chunks'),
+                (SELECT count(*) FROM chunks)),
+       coalesce((SELECT value::float8 FROM meta WHERE key = 'chunk_length'),
+                (SELECT sum(length) FROM chunks), 0)
+"""
+
+#: BM25 of the rows holding any of ``lexemes`` or of the multi-word ``phrases``: the store's
+#: own ranking (pgstore ``_BM25_SQL``) over the lexemes, plus one term per phrase scored as a
+#: word found once (its IDF from the rows holding it in order). IDFs are over every row;
+#: ``allowed`` restricts only the rows scored.
+_SEARCH_SQL = """
+WITH hits AS MATERIALIZED (
+    SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
+w AS (
+    SELECT lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM hits GROUP BY lexeme),
+phrase_hits AS MATERIALIZED (
+    SELECT p.i, c.chunk_id, c.length
+    FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
+    JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
+pw AS (
+    SELECT i, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM phrase_hits GROUP BY i),
+terms AS (
+    SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
+    UNION ALL
+    SELECT ph.chunk_id, pw.idf, 1.0::float8, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
+SELECT chunk_id, sum(idf * tf * %(k1p)s
+                     / (tf + %(k1)s * (1 - %(b)s + %(b)s * length / %(avg)s))) AS score
+FROM terms
+{allowed}
+GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
+"""
+
+
+class PgLexicalIndex:
+    """BM25 and phrase checks over one ``PostgresStore``'s postings (see the module docstring).
+
+    Meant to be held for one store generation (:class:`PgSearchParts` makes a new one after
+    each write): the row count and the lexemes' row counts are read once.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._rows: tuple[float, float] | None = None
+        #: phrase → its distinct lexemes, in the order the analyser gives them.
+        self._lexemes: dict[str, tuple[str, ...]] = {}
+        #: lexeme → rows holding it.
+        self._df: dict[str, int] = {}
+        #: phrase of several words → rows holding its words in order.
+        self._phrase_df: dict[str, int] = {}
+
+    def _read(self, job: Callable[[Any], _T]) -> _T:
+        return self._store._read(job)
+
+    def _stats(self) -> tuple[float, float]:
+        """Rows (chunks) and their summed length, as the store keeps them for BM25."""
+        if self._rows is None:
+            row = self._read(lambda conn: conn.execute(_ROWS_SQL).fetchone())
+            self._rows = (float(row[0] or 0), float(row[1] or 0))
+        return self._rows
+
+    def __len__(self) -> int:
+        return int(self._stats()[0])
+
+    def rows(self) -> int:
+        """Number of chunks: the N of BM25 (:class:`~pinakes_core.index.bm25.TextIndex`)."""
+        return len(self)
+
+    def _analyse(self, phrases: Sequence[str]) -> None:
+        """Read the lexemes of the phrases not seen yet, and their rows, in one statement."""
+        todo = list(dict.fromkeys(p for p in phrases if p not in self._lexemes))
+        if not todo:
+            return
+        if len(self._lexemes) + len(todo) > MAX_CACHED:
+            self._lexemes.clear()
+            self._df.clear()
+        texts = [_text(p) for p in todo]
+
+        def job(conn: Any) -> list[tuple[Any, ...]]:
+            return list(conn.execute(_ANALYSE_SQL, {"texts": texts, "cfg": TS_CONFIG}))
+
+        found: dict[int, list[str]] = {}
+        for i, lexeme, count in self._read(job):
+            found.setdefault(int(i) - 1, []).append(str(lexeme))
+            self._df[str(lexeme)] = int(count)
+        for i, phrase in enumerate(todo):
+            self._lexemes[phrase] = tuple(found.get(i, ()))
+
+    def lexemes(self, phrase: str) -> tuple[str, ...]:
+        """The distinct lexemes of one FTS phrase (empty: only stopwords, or no word)."""
+        self._analyse([phrase])
+        return self._lexemes[phrase]
+
+    def _is_phrase(self, phrase: str) -> bool:
+        """Whether ``phrase`` is matched as words in order (two lexemes or more), not a word."""
+        return len(self.lexemes(phrase)) > 1
+
+    def doc_freq(self, phrase: str) -> int:
+        """Rows holding one quoted FTS phrase: its word, or its words in order."""
+        lexemes = self.lexemes(phrase)
+        if not lexemes:
+            return 0
+        if not self._is_phrase(phrase):
+            return self._df.get(lexemes[0], 0)
+        count = self._phrase_df.get(phrase)
+        if count is None:
+            text = _text(phrase)
+
+            def job(conn: Any) -> int:
+                row = conn.execute(
+                    "SELECT count(*) FROM chunks WHERE tsv @@ phraseto_tsquery(%s, %s)",
+                    (TS_CONFIG, text),
+                ).fetchone()
+                return int(row[0])
+
+            if len(self._phrase_df) >= MAX_CACHED:
+                self._phrase_df.clear()
+            count = self._phrase_df[phrase] = self._read(job)
+        return count
+
+    def idf(self, phrase: str) -> float:
+        """The IDF :meth:`search` scores ``phrase`` with (Lucene's, over every row).
+
+        A word's is its lexeme's; a phrase of several words is one term of its own, its IDF
+        from the rows holding it (its words also count where the query names them alone).
+        (k1 + 1) × it bounds what the phrase adds to any row's score.
+        """
+        rows = float(len(self))
+        if self._is_phrase(phrase):
+            counts = [self.doc_freq(phrase)]
+        else:
+            counts = [self._df.get(x, 0) for x in self.lexemes(phrase)]
+        return math.fsum(
+            math.log(1.0 + (rows - n + 0.5) / (n + 0.5)) for n in (min(c, rows) for c in counts)
+        )
+
+    def search(
+        self, phrases: list[str], limit: int, allowed: list[int] | None = None
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` rows holding any of the FTS ``phrases``, by BM25, best first.
+
+        Each word counts once however many phrases hold it; a phrase of several words also
+        counts as a term of its own in the rows holding it in order (``_SEARCH_SQL``).
+        ``allowed``: when given, only these chunk ids (a filter, resolved by the caller).
+        """
+        self._analyse(phrases)
+        lexemes = sorted({x for p in phrases for x in self._lexemes[p]})
+        if not lexemes or limit <= 0 or (allowed is not None and not allowed):
+            return []
+        several = [_text(p) for p in dict.fromkeys(phrases) if self._is_phrase(p)]
+        n, total = self._stats()
+        params: dict[str, Any] = {
+            "lexemes": lexemes,
+            "phrases": several,
+            "cfg": TS_CONFIG,
+            "n": n,
+            "avg": max(total / max(n, 1.0), 1.0),
+            "k1p": BM25_K1 + 1.0,
+            "k1": BM25_K1,
+            "b": BM25_B,
+            "k": limit,
+        }
+        where = ""
+        if allowed is not None:
+            where = "WHERE chunk_id = ANY(%(allowed)s::bigint[])"
+            params["allowed"] = list(allowed)
+        statement = _SEARCH_SQL.format(allowed=where)
+
+        def job(conn: Any) -> list[tuple[int, float]]:
+            return [(int(r[0]), float(r[1])) for r in conn.execute(statement, params)]
+
+        return self._read(job)
+
+    # -- the phrase checks (TextIndex) --------------------------------------------------------
+
+    def holds(self, phrase: str, chunk_id: int) -> bool:
+        """Whether chunk ``chunk_id`` holds the FTS ``phrase``."""
+        return chunk_id in self.holders([phrase], [chunk_id])
+
+    def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
+        """Which of ``chunk_ids`` hold every one of the FTS ``phrases`` (each in word order)."""
+        texts = [_text(p) for p in phrases]
+        if not texts or not chunk_ids or not all(texts):
+            return set()
+
+        def job(conn: Any) -> set[int]:
+            rows = conn.execute(
+                "SELECT chunk_id FROM chunks WHERE chunk_id = ANY(%s::bigint[]) AND tsv @@ ALL("
+                "ARRAY(SELECT phraseto_tsquery(%s, t) FROM unnest(%s::text[]) t))",
+                (list(chunk_ids), TS_CONFIG, texts),
+            )
+            return {int(r[0]) for r in rows}
+
+        return self._read(job)
+
+    def heading_count(self, text: str, at_most: int) -> int | None:
+        """Rows whose heading path holds ``text`` as a phrase, counted up to ``at_most``.
+
+        ``None`` when ``text`` has no word the index holds (nothing to count by).
+        """
+        phrase = _text(text)
+        if not phrase or not self.lexemes(phrase):
+            return None
+
+        def job(conn: Any) -> int:
+            # The GIN index finds the rows holding the phrase anywhere; ts_filter keeps the
+            # heading's words (weight B, as the store indexed them).
+            row = conn.execute(
+                "WITH q AS (SELECT phraseto_tsquery(%s, %s) AS q) "
+                "SELECT count(*) FROM (SELECT 1 FROM chunks, q WHERE tsv @@ q.q "
+                "AND ts_filter(tsv, '{b}') @@ q.q LIMIT %s) s",
+                (TS_CONFIG, phrase, at_most),
+            ).fetchone()
+            return int(row[0])
+
+        return self._read(job)
+
+
+class PgAnn:
+    """The dense channel's candidates from pgvector (:meth:`PostgresStore.nearest`)."""
+
+    def __init__(self, store: PostgresStore, chunks: int) -> None:
+        self._store = store
+        self._chunks = chunks
+
+    def __len__(self) -> int:
+        return self._chunks
+
+    def search(self, vector: npt.NDArray[np.float32], count: int) -> npt.NDArray[np.int64]:
+        """Chunk ids of (about) the ``count`` nearest rows to ``vector``, best first."""
+        if count <= 0:
+            return np.zeros(0, dtype=np.int64)
+        hits = self._store.nearest(np.asarray(vector, dtype=np.float32), count)
+        return np.fromiter((h.chunk_id for h in hits), dtype=np.int64, count=len(hits))
+
+
+class PgSearchParts:
+    """What the search side reads of a postgres KB (:class:`pinakes_core.search.parts.SearchParts`).
+
+    Nothing is kept on local disk: vectors are read into memory once per store generation,
+    the lexical index is the store's postings, the ANN is pgvector's.
+    """
+
+    @property
+    def folder(self) -> Path | None:
+        """A postgres KB has no local folder (no sync lock to look at, no files beside a store)."""
+        return None
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self._index: tuple[int, PgLexicalIndex] | None = None
+
+    def vectors(self, dim: int) -> tuple[int, VectorMatrix]:
+        """The store's generation and its chunk vectors, read into memory.
+
+        The generation is read first: a write between the two reads makes the next query
+        read the vectors again, never keep older ones under a newer generation.
+        """
+        generation = self.store.generation()
+        return generation, self.store.load_vectors(dim)
+
+    def ann(self, config: ScaleConfig) -> PgAnn | None:
+        """The candidates of pgvector past ``[scale] ann_min_chunks``; ``None`` below (exact scan)."""
+        if config.ann_min_chunks <= 0:
+            return None
+        chunks = self.store.chunk_count()
+        return PgAnn(self.store, chunks) if chunks >= config.ann_min_chunks else None
+
+    def lexical_key(self, config: ScaleConfig) -> tuple[int, ...] | None:
+        """The lexical index's identity: the store generation (the index is always there)."""
+        return (self.store.generation(),)
+
+    def lexical(self, config: ScaleConfig) -> PgLexicalIndex:
+        """The lexical index for the current store generation."""
+        return self._current()
+
+    def text(self, lexical: Callable[[], Any]) -> PgLexicalIndex:
+        """The phrase checks: the lexical index itself."""
+        return self._current()
+
+    def _current(self) -> PgLexicalIndex:
+        generation = self.store.generation()
+        if self._index is None or self._index[0] != generation:
+            self._index = (generation, PgLexicalIndex(self.store))
+        return self._index[1]
