@@ -43,8 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def compare(kb: KB, pg: Any, questions: Path, *, ann_min_chunks: int = 0) -> dict[str, Any]:
     """Copy ``kb``'s index into ``pg`` and score both stores' search channels on ``questions``.
 
-    ``pg`` is a ``PostgresStore`` whose ``conn`` takes ``?`` SQL (the lead's adapter, or the
-    tests' stand-in ``tests/core/pg_qmark.QmarkStore``).
+    ``pg`` is a ``PostgresStore`` (its ``conn`` runs the search side's ``?`` SQL).
     """
     copy_index(SqliteBackend(kb.store()), pg)
     if ann_min_chunks:
@@ -138,7 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the result as JSON here too")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests" / "core"))
-    from pg_qmark import QmarkStore
     from pg_server import PgServer
 
     from pinakes_core.index.pgstore import PostgresStore
@@ -149,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kb.sync()
     store = PostgresStore.open(url, kb.config.kb.id)
     try:
-        result = compare(kb, QmarkStore(store), args.questions, ann_min_chunks=args.ann_min_chunks)
+        result = compare(kb, store, args.questions, ann_min_chunks=args.ann_min_chunks)
     finally:
         store.drop()
         store.close()

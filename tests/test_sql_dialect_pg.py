@@ -32,11 +32,7 @@ pytestmark = pytest.mark.skipif(
 
 #: Modules with statements PostgreSQL still refuses, each listed in
 #: ``test_sql_dialect.PENDING`` with its owner; an entry that prepares fails the test.
-PENDING_MODULES = frozenset(
-    {
-        "pinakes_core/search/notes.py",  # instr (stream B)
-    }
-)
+PENDING_MODULES: frozenset[str] = frozenset()  # none left (issue 38)
 
 
 def prepared_form(sql: str) -> str | None:

@@ -193,7 +193,7 @@ def test_filters_apply_on_postgres(pg_kb: KB) -> None:
     pg_kb.sync()
     hits = pg_kb.search("consensus", channels=["dense"], k=5, path="notes/").hits
     assert hits and {h.path for h in hits} <= {"notes/gossip.md", "notes/paxos.md"}
-    tagged = pg_kb.search("consensus", channels=["dense"], k=5, tags=["protocols"]).hits
+    tagged = pg_kb.search("gossip spreads state", channels=["dense"], k=5, tags=["protocols"]).hits
     assert [h.path for h in tagged] == ["notes/gossip.md"]
 
 
