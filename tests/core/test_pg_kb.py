@@ -290,3 +290,12 @@ def test_a_server_stopped_mid_sync_then_restarted(
         kb.close()
     finally:
         server.remove()
+
+
+def test_status_and_doctor_read_the_index_where_it_lives(pg_kb: KB) -> None:
+    pg_kb.sync()
+    assert pg_kb.status().store_bytes > 0  # the schema's tables, not a file in .pinakes
+    report = pg_kb.doctor()
+    checks = {f.check: f for f in report.findings}
+    assert "store" not in checks  # not "never synced"
+    assert "3 documents" in checks["store-size"].message

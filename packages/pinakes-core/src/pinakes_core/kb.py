@@ -443,6 +443,7 @@ class KB:
             self.root,
             self.config,
             store=self.store,
+            place=self.place,
             peers=self.peers,
             plugin_checks=doctor_checks(self),
             fix=fix,
@@ -453,7 +454,7 @@ class KB:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
         from pinakes_core.index.status import kb_status
 
-        return kb_status(self.root, self.config, store=self._current_store)
+        return kb_status(self.root, self.config, store=self._current_store, size=self.place.size)
 
     def _current_store(self) -> Store | None:
         """The store as it is now (a swapped-in rebuild reopened), ``None`` if never synced."""

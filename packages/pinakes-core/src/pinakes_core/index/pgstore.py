@@ -1052,6 +1052,20 @@ class PostgresPlace:
         """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's creation time (a rebuild makes a new one)."""
         return self._ask(lambda store: store._home_created())
 
+    def size(self) -> int:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's tables and indexes."""
+
+        def question(store: PostgresStore) -> int:
+            row = store.raw.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'",
+                (store.home,),
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._ask(question)
+
     def close(self) -> None:
         """Close the connection :meth:`exists`, :meth:`current` and :meth:`identity` keep."""
         if self._probe is not None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from pinakes_core.derived import UnsafeStoreError
 from pinakes_core.errors import IndexMissingError, IndexWriteError, PinakesError
 from pinakes_core.index.backend import database_url
 from pinakes_core.index.store import Store, writable
@@ -56,6 +57,10 @@ class IndexPlace(Protocol):
 
         Cheap enough to ask before every tool call of a long-lived server.
         """
+        ...
+
+    def size(self) -> int:
+        """Bytes the index takes where it lives (0 without one)."""
         ...
 
     def lock(self) -> contextlib.AbstractContextManager[None]:
@@ -141,6 +146,13 @@ class SqlitePlace:
         except FileNotFoundError:
             return None
         return stat.st_dev, stat.st_ino
+
+    def size(self) -> int:
+        """See :class:`IndexPlace`: the current generation's files (database, WAL, shared memory)."""
+        try:
+            return sum(p.stat().st_size for p in Store.files(self.root))
+        except (OSError, UnsafeStoreError):
+            return 0
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
