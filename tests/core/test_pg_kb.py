@@ -299,3 +299,27 @@ def test_status_and_doctor_read_the_index_where_it_lives(pg_kb: KB) -> None:
     checks = {f.check: f for f in report.findings}
     assert "store" not in checks  # not "never synced"
     assert "3 documents" in checks["store-size"].message
+
+
+def test_a_search_while_the_server_is_down_is_one_sentence_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index.backend import StoreUnavailableError
+
+    server = PgServer().start()
+    try:
+        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
+        root = make_kb(tmp_path / "kb", dict(FILES))
+        set_config(root, "store", 'backend = "postgres"')
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        kb.sync()
+        assert kb.search("Paxos acceptors", k=1).hits[0].path == "notes/paxos.md"
+        server.stop()
+        with pytest.raises(StoreUnavailableError, match="did not answer after 3 tries"):
+            kb.search("Paxos acceptors", k=1)
+        server.start()
+        # The same KB object reconnects at its next call; nothing had to be reopened by hand.
+        assert kb.search("Paxos acceptors", k=1).hits[0].path == "notes/paxos.md"
+        kb.close()
+    finally:
+        server.remove()
