@@ -366,7 +366,7 @@ def hybrid_worker(root: Path, rounds: int, stub_ms: float, threshold: int) -> No
         "index_update_s": round(updates[-1][0], 1),
         "update": updates[-1][1],
     }
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None, "no tantivy index after sync"
 
     class _Stub:
