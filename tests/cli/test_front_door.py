@@ -171,6 +171,27 @@ def test_the_cached_help_follows_the_plugins_installed_and_their_code(tmp_path: 
     assert cached == gone and "click" not in loaded
 
 
+def test_an_ascii_stdout_gets_what_click_writes_to_it_cached_or_not(tmp_path: Path) -> None:
+    # click takes an ASCII stdout for a misconfigured locale and writes UTF-8 to it (the help
+    # holds "SRC → DST"); the front door writes the cached answer the same way.
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    env["PINAKES_FRONT_DOOR_CACHE"] = str(_door_cache(tmp_path))
+
+    def pnk_help() -> bytes:
+        script = (
+            "import sys; sys.argv = ['pnk', '--help']; from pinakes_cli.door import main; main()"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, timeout=120, cwd=tmp_path, env=env
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        return proc.stdout
+
+    first = pnk_help()
+    assert "SRC → DST".encode() in first
+    assert pnk_help() == first  # from the cache
+
+
 def test_the_cache_can_be_turned_off_and_a_bad_cache_file_is_ignored(tmp_path: Path) -> None:
     off = {"PINAKES_FRONT_DOOR_CACHE": ""}
     for _ in range(2):

@@ -27,6 +27,7 @@ ignored: the answer is then click's, as before.
 This module imports nothing beyond what the interpreter has loaded before it runs ``main``.
 """
 
+import codecs
 import os
 import sys
 
@@ -53,10 +54,30 @@ def main() -> None:
     path = _cache_file(kind)
     text = _cached(path) if path is not None else None
     if text is not None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write(text)
         return
     _answer_and_keep(path, _installation())
+
+
+def _write(text: str) -> None:
+    """Print ``text`` as ``click.echo`` would.
+
+    To a stdout whose encoding is ASCII (click takes it for a misconfigured locale) that is
+    UTF-8, anything unencodable replaced; to any other, the text as it is.
+    """
+    stream = sys.stdout
+    try:
+        ascii_only = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "ascii"
+    except LookupError:
+        ascii_only = False
+    buffer = getattr(stream, "buffer", None)
+    if ascii_only and buffer is not None:
+        stream.flush()
+        buffer.write(text.encode("utf-8", "replace"))
+        buffer.flush()
+    else:
+        stream.write(text)
+        stream.flush()
 
 
 def _cache_file(kind: str) -> str | None:
@@ -147,11 +168,10 @@ def _answer_and_keep(path: str | None, installation: str) -> None:
             run()
     except SystemExit as exc:
         code = exc.code
-    text = printed.getvalue()
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    finally:  # what click printed reaches stdout whatever happened
+        _write(printed.getvalue())
     if path is not None and code in (0, None) and commands_complete():
-        _keep(path, text, installation)
+        _keep(path, printed.getvalue(), installation)
     sys.exit(code)
 
 
