@@ -27,7 +27,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from ulid import ULID
 
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.intake import read_limited
@@ -95,6 +94,8 @@ def default_kb_id(name: str) -> str:
     Derived, not random, so every open of the same KB gets the same id (Pinakes never rewrites
     ``pinakes.toml``); set ``[kb] id`` to keep ``pnk://`` URIs stable across renames.
     """
+    from ulid import ULID
+
     digest = hashlib.blake2b(f"pinakes-kb:{name}".encode(), digest_size=16).digest()
     return str(ULID.from_bytes(digest))
 
