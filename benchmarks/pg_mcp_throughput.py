@@ -82,6 +82,11 @@ async def ready(address: str, timeout: float = 180.0) -> None:
             await asyncio.sleep(0.5)
 
 
+async def all_ready(addresses: list[str]) -> None:
+    """Wait for every server (five minutes at most)."""
+    await asyncio.wait_for(asyncio.gather(*(ready(a) for a in addresses)), 300)
+
+
 async def load(
     addresses: list[str], queries: list[str], seconds: float, concurrency: int
 ) -> dict[str, Any]:
@@ -140,7 +145,7 @@ def main() -> int:
             servers = start_servers(count, root / "pinakes.toml", tmp, url)
             try:
                 addresses = [a for _, a in servers]
-                asyncio.run(asyncio.wait_for(asyncio.gather(*(ready(a) for a in addresses)), 300))
+                asyncio.run(all_ready(addresses))
                 print(f"{count} server(s) ready", file=sys.stderr)
                 result["runs"][count] = asyncio.run(
                     load(addresses, queries, args.seconds, args.concurrency)
