@@ -307,6 +307,16 @@ def test_self_calibration_runs_on_postgres(pair: Pair) -> None:
     assert pair.pg.search(request).confidence is not None
 
 
+def test_a_connection_dropped_between_searches_is_reopened(pair: Pair, pg_url: str) -> None:
+    import psycopg
+
+    request = search_request(pair.kb.config.retrieval, "csv parser", tags=["odd"])
+    before = [h.path for h in pair.pg.search(request).hits]
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # the server drops the session
+        admin.execute("SELECT pg_terminate_backend(%s)", (pair.store.conn.info.backend_pid,))
+    assert [h.path for h in pair.pg.search(request).hits] == before
+
+
 #: The issue's target: no class lower on PostgreSQL than on SQLite by more than this (R@5).
 GOLDEN_TOLERANCE = 0.02
 
