@@ -342,7 +342,7 @@ def test_golden_channels_on_postgres_match_sqlite(tmp_path: Path, pg_url: str) -
     kb.sync()
     pg = PostgresStore.open(pg_url, kb.config.kb.id)
     try:
-        result = bench.compare(kb, QmarkStore(pg), root / "golden" / "questions.jsonl")
+        result = bench.compare(kb, pg, root / "golden" / "questions.jsonl", searched=QmarkStore(pg))
         assert result["chunks"] == kb.status().chunks
     finally:
         pg.drop()
