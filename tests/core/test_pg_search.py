@@ -231,6 +231,10 @@ def test_the_phrase_checks_read_postgres_as_they_read_fts5(pair: Pair) -> None:
         assert held_pg, phrase
         one = next(iter(held_pg))
         assert pg.holds(phrase, one)
+    asked = ['"csv"', '"parser"', '"table"', '"csv parser"', '"parser csv"', '"the"']
+    for chunk in (("a/n05.md", 0), ("a/n08.md", 0), ("b/n45.md", 0)):
+        lite_held = lite.held(asked, ids["sqlite"][chunk])
+        assert pg.held(asked, ids["pg"][chunk]) == lite_held - {'"the"'}, chunk
     both = ['"csv parser"', '"table"']  # every phrase must be held
     held_lite = lite.holders(both, [ids["sqlite"][c] for c in chunks])
     held_pg = pg.holders(both, [ids["pg"][c] for c in chunks])
