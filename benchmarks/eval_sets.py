@@ -25,6 +25,12 @@ Usage::
     uv run python benchmarks/eval_sets.py --sets nushell --configs bm25,hybrid
     uv run python benchmarks/eval_sets.py --reader on         # the reader on, whatever the KB says
     uv run python benchmarks/eval_sets.py --render FILE       # Markdown of a saved JSON run
+    uv run python benchmarks/eval_sets.py --store postgres    # the index in PostgreSQL (issue 38)
+
+With ``--store postgres`` each set is staged in its own folder (``<set>-postgres``) whose
+``pinakes.toml`` says ``[store] backend = "postgres"``; the database is
+``PINAKES_DATABASE_URL``'s, or a local server started for the run (the dev group's, as the
+tests use) whose index is gone after it, so every set is synced (and embedded) in full.
 
 ``make eval`` runs the first form (``make eval EVAL_ARGS=--matrix`` the second). Progress goes
 to stderr, Markdown tables to stdout, and the whole result as JSON to ``--json`` (default
@@ -34,6 +40,7 @@ to stderr, Markdown tables to stdout, and the whole result as JSON to ``--json``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -41,6 +48,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,6 +152,34 @@ def stage(src: Path, dst: Path) -> Staged:
     return Staged(copied=copied, removed=removed, unchanged=unchanged)
 
 
+def use_store(dst: Path, backend: str) -> None:
+    """Make the staged KB's ``pinakes.toml`` say ``[store] backend = backend`` (once)."""
+    from pinakes_core.config import CONFIG_FILE
+
+    config = dst / CONFIG_FILE
+    text = config.read_text(encoding="utf-8")
+    if "[store]" not in text:
+        config.write_text(f'{text.rstrip()}\n\n[store]\nbackend = "{backend}"\n', encoding="utf-8")
+
+
+@contextlib.contextmanager
+def database(store: str) -> Iterator[None]:
+    """For ``postgres`` without ``PINAKES_DATABASE_URL``: a local server for the run."""
+    if store != "postgres" or os.environ.get("PINAKES_DATABASE_URL"):
+        yield
+        return
+    sys.path.insert(0, str(REPO / "tests" / "core"))
+    from pg_server import PgServer
+
+    server = PgServer().start()
+    os.environ["PINAKES_DATABASE_URL"] = server.url
+    try:
+        yield
+    finally:
+        del os.environ["PINAKES_DATABASE_URL"]
+        server.remove()
+
+
 # -- running ----------------------------------------------------------------------------------
 
 
@@ -155,8 +191,11 @@ def run_set(
     configs: list[str] | None,
     reader: bool | None = None,
     reader_weight: float | None = None,
+    store: str = "sqlite",
 ) -> dict[str, Any]:
     """Stage, sync and evaluate one set; return its JSON-ready result.
+
+    ``store`` is the index backend of the staged KB (``"postgres"``: its own staging folder).
 
     ``reader`` sets ``[retrieval] reader`` for the run (``None``: the staged KB's own setting);
     the sync then refits the self-calibration with (or without) the reader, as a user's would.
@@ -166,10 +205,12 @@ def run_set(
 
     folder, questions = SETS[name]
     src = resolve_corpus(folder)
-    dst = cache / name
+    dst = cache / (name if store == "sqlite" else f"{name}-{store}")
     started = time.perf_counter()
     staged = stage(src, dst)
     log(f"{name}: staged {src} -> {dst} ({staged.copied} copied, {staged.removed} removed)")
+    if store != "sqlite":
+        use_store(dst, store)
     with KB.open(dst) as kb:
         if reader is not None or reader_weight is not None:
             update: dict[str, Any] = {} if reader is None else {"reader": reader}
@@ -195,6 +236,7 @@ def run_set(
             "reader": kb.config.retrieval.reader,
             "reader_weight": kb.config.retrieval.reader_weight,
             "sync_seconds": round(sync_s, 1),
+            "store": store,
         }
         t0 = time.perf_counter()
         default = evaluate(kb, REPO / questions)
@@ -314,6 +356,12 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         help="set [retrieval] reader_weight (0: the reader only judges)",
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where the staged KBs keep their index (postgres: PINAKES_DATABASE_URL or a local server)",
+    )
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
     parser.add_argument("--render", type=Path, help="print the Markdown of a saved JSON run")
     args = parser.parse_args(argv)
@@ -334,20 +382,22 @@ def main(argv: list[str] | None = None) -> None:
         "sets": [],
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        reader = None if args.reader is None else args.reader == "on"
-        run["sets"].append(
-            run_set(
-                name,
-                cache,
-                matrix=args.matrix,
-                configs=configs,
-                reader=reader,
-                reader_weight=args.reader_weight,
+    with database(args.store):
+        for name in names:
+            reader = None if args.reader is None else args.reader == "on"
+            run["sets"].append(
+                run_set(
+                    name,
+                    cache,
+                    matrix=args.matrix,
+                    configs=configs,
+                    reader=reader,
+                    reader_weight=args.reader_weight,
+                    store=args.store,
+                )
             )
-        )
-        # written after every set, so a long run's finished sets survive an interruption
-        args.json.write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
+            # written after every set, so a long run's finished sets survive an interruption
+            args.json.write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     log(f"wrote {args.json}")
     print(render(run), end="")
 

@@ -40,16 +40,11 @@ from pinakes_core.search.searcher import Searcher
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def compare(
-    kb: KB, pg: Any, questions: Path, *, searched: Any = None, ann_min_chunks: int = 0
-) -> dict[str, Any]:
+def compare(kb: KB, pg: Any, questions: Path, *, ann_min_chunks: int = 0) -> dict[str, Any]:
     """Copy ``kb``'s index into ``pg`` and score both stores' search channels on ``questions``.
 
-    ``pg`` is a ``PostgresStore``; ``searched`` the same store as search reads it, its ``conn``
-    taking ``?`` SQL (default ``pg``; until the lead's adapter lands, the tests' stand-in
-    ``tests/core/pg_qmark.QmarkStore(pg)``).
+    ``pg`` is a ``PostgresStore`` (its ``conn`` runs the search side's ``?`` SQL).
     """
-    searched = pg if searched is None else searched
     copy_index(SqliteBackend(kb.store()), pg)
     if ann_min_chunks:
         pg.ensure_ann(ann_min_chunks)
@@ -58,7 +53,7 @@ def compare(
     )
     searchers = {
         "sqlite": kb.searcher,
-        "postgres": Searcher(kb.root, lambda: config, lambda: searched, lambda: kb.embedder),
+        "postgres": Searcher(kb.root, lambda: config, lambda: pg, lambda: kb.embedder),
     }
     names: dict[str, dict[int, str]] = {
         "sqlite": {
@@ -69,7 +64,7 @@ def compare(
         },
         "postgres": {
             int(r[0]): str(r[1])
-            for r in searched.conn.execute(
+            for r in pg.conn.execute(
                 "SELECT c.chunk_id, d.path FROM chunks c JOIN documents d USING (doc_id)"
             )
         },
@@ -145,7 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests" / "core"))
-    from pg_qmark import QmarkStore
     from pg_server import PgServer
 
     from pinakes_core.index.pgstore import PostgresStore
@@ -157,13 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kb.sync()
     store = PostgresStore.open(url, kb.config.kb.id)
     try:
-        result = compare(
-            kb,
-            store,
-            args.questions,
-            searched=QmarkStore(store),
-            ann_min_chunks=args.ann_min_chunks,
-        )
+        result = compare(kb, store, args.questions, ann_min_chunks=args.ann_min_chunks)
     finally:
         store.drop()
         store.close()

@@ -47,7 +47,6 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests" / "core"))
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from pg_qmark import QmarkStore
     from pg_server import PgServer
 
     from pg_scale import fill, summary, timed
@@ -86,9 +85,7 @@ def main() -> int:
                 "sqlite": Searcher(
                     Path(tmp), lambda: sqlite_config, lambda: sqlite, lambda: kb.embedder
                 ),
-                "postgres": Searcher(
-                    Path(tmp), lambda: config, lambda: QmarkStore(pg), lambda: kb.embedder
-                ),
+                "postgres": Searcher(Path(tmp), lambda: config, lambda: pg, lambda: kb.embedder),
             }
             times: dict[str, list[float]] = {}
             for name, searcher in searchers.items():

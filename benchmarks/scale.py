@@ -376,8 +376,8 @@ def worker(kind: str, root: Path, rounds: int, noise: float = 1.0, mix: bool = F
         t0 = time.perf_counter()
         kb.search(QUERIES[0], channels=["bm25", "dense"])
         out["first_search_s"] = round(time.perf_counter() - t0, 3)
-        out["ann"] = kb.ann() is not None
-        out["tantivy"] = kb.lexical() is not None
+        out["ann"] = kb.searcher.ann() is not None
+        out["tantivy"] = kb.searcher.lexical() is not None
         out["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS")
         hybrid = timed_searches(kb, ["bm25", "dense"], rounds)
         out["hybrid_p50_ms"], out["hybrid_p95_ms"] = hybrid["p50_ms"], hybrid["p95_ms"]

@@ -366,7 +366,7 @@ def hybrid_worker(root: Path, rounds: int, stub_ms: float, threshold: int) -> No
         "index_update_s": round(updates[-1][0], 1),
         "update": updates[-1][1],
     }
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None, "no tantivy index after sync"
 
     class _Stub:
@@ -379,25 +379,25 @@ def hybrid_worker(root: Path, rounds: int, stub_ms: float, threshold: int) -> No
             return ids[rng.integers(0, ids.size, n)]
 
     stub = _Stub()
-    kb.ann = lambda: stub  # type: ignore[method-assign]
-    real_lexical = kb.lexical
+    kb.searcher.ann = lambda: stub  # type: ignore[method-assign]
+    real_lexical = kb.searcher.lexical
     variants = {"fts5": lambda: None, "tantivy": real_lexical}
     times: dict[str, list[float]] = {k: [] for k in variants}
     stages: dict[str, dict[str, list[float]]] = {k: {} for k in variants}
     for fn in variants.values():  # warm both
-        kb.lexical = fn  # type: ignore[method-assign]
+        kb.searcher.lexical = fn  # type: ignore[method-assign]
         for q in scale.QUERIES[:3]:
             kb.search(q, channels=["bm25", "dense"])
     for _ in range(rounds):
         for q in scale.QUERIES:
             for name, fn in variants.items():
-                kb.lexical = fn  # type: ignore[method-assign]
+                kb.searcher.lexical = fn  # type: ignore[method-assign]
                 start = time.perf_counter()
                 result = kb.search(q, channels=["bm25", "dense"])
                 times[name].append((time.perf_counter() - start) * 1000)
                 for stage, ms in result.timings_ms.items():
                     stages[name].setdefault(stage, []).append(ms)
-    kb.lexical = real_lexical  # type: ignore[method-assign]
+    kb.searcher.lexical = real_lexical  # type: ignore[method-assign]
     # An incremental update: 10 documents changed (a word appended), then a no-change sync.
     conn = sqlite3.connect(f"file:{root / '.pinakes' / 'index.db'}?mode=ro", uri=True)
     paths = [r[0] for r in conn.execute("SELECT path FROM documents ORDER BY path LIMIT 10")]

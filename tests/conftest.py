@@ -156,6 +156,12 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> Non
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
+@pytest.fixture(autouse=True)
+def _own_front_door_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
+    """``pnk --help`` / ``--version`` keep their answers in a test's own folder, never the user's."""
+    monkeypatch.setenv("PINAKES_FRONT_DOOR_CACHE", str(tmp_path_factory.mktemp("front-door")))
+
+
 @pytest.fixture
 def fake_embedder() -> FakeHashEmbedder:
     return FakeHashEmbedder()

@@ -118,7 +118,7 @@ def utc(*args: int) -> datetime:
 def constant_calibration(kb: KB, probability_logit: float) -> None:
     """Store a calibration for the KB's model that gives every query the same confidence."""
     store_model = kb.store().get_meta("model_id") or ""
-    kb.save_calibration(
+    kb.searcher.save_calibration(
         Calibration(
             model_id=store_model,
             features=["bm25_top"],
@@ -134,7 +134,7 @@ def constant_calibration(kb: KB, probability_logit: float) -> None:
 
 def threshold_calibration(kb: KB, feature: str, low: float, high: float) -> None:
     """A calibration that is ~0 when ``feature`` is at ``low`` and ~1 when it is at ``high``."""
-    kb.save_calibration(
+    kb.searcher.save_calibration(
         Calibration(
             model_id=kb.store().get_meta("model_id") or "",
             features=[feature],

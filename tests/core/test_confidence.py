@@ -273,8 +273,8 @@ def test_sync_self_calibrates_once_and_refits_only_after_material_change(
         first = kb.calibration()
         assert first is not None and first.kind == "self"
         assert first.gate and first.signature["documents"] == len(FILES)
-        assert kb.offtopic_vectors() is not None
-        assert kb.offtopic_vectors().shape == (len(selfcal.offtopic_queries()), fake.dim)
+        assert kb.searcher.offtopic_vectors() is not None
+        assert kb.searcher.offtopic_vectors().shape == (len(selfcal.offtopic_queries()), fake.dim)
         result = kb.search("which team owns service3?")
         assert result.confidence is not None and result.abstain is not None
         # nothing changed: no refit, and the model is not even asked for a query
@@ -319,7 +319,7 @@ def test_a_kb_without_self_calibration_falls_back_to_the_prior(tmp_path: Path) -
     with KB.open(root, embedder=FakeHashEmbedder(model_id=prior_model_id())) as kb:
         kb.sync()
         assert kb.calibration() == prior_calibration()
-        assert kb.offtopic_vectors() is None
+        assert kb.searcher.offtopic_vectors() is None
         result = kb.search("which team owns service3?", explain=True)
         assert result.confidence is not None
         assert result.features is not None and TOPIC not in result.features

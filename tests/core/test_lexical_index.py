@@ -69,7 +69,7 @@ QUERIES = [
 
 def test_a_phrase_counts_rows_holding_its_words_in_order(tmp_path: Path) -> None:
     kb = _kb(tmp_path)
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None
     ctx = kb.query_context("x")
     ctx._lexical = None
@@ -81,10 +81,10 @@ def test_a_phrase_counts_rows_holding_its_words_in_order(tmp_path: Path) -> None
 def test_the_index_is_built_past_the_threshold_only(tmp_path: Path) -> None:
     kb = _kb(tmp_path, threshold=10)
     assert (kb.root / ".pinakes" / "bm25-tantivy").is_dir()
-    assert kb.lexical() is not None and len(kb.lexical()) == 60
+    assert kb.searcher.lexical() is not None and len(kb.searcher.lexical()) == 60
     small = _kb(tmp_path / "small", threshold=61)
     assert not (small.root / ".pinakes" / "bm25-tantivy").exists()
-    assert small.lexical() is None
+    assert small.searcher.lexical() is None
     assert small.query_context("csv").lexical_index is None
 
 
@@ -167,7 +167,7 @@ def test_sync_updates_the_index_incrementally(
     # A sync that changes nothing only moves the stamp.
     kb.sync()
     assert seen[-1] == {"removed": 0, "added": 0, "size": 60, "rebuilt": 0}
-    assert kb.lexical() is not None
+    assert kb.searcher.lexical() is not None
 
 
 def test_a_sync_killed_before_the_index_leaves_it_stale_then_rebuilt(
@@ -185,7 +185,7 @@ def test_a_sync_killed_before_the_index_leaves_it_stale_then_rebuilt(
     monkeypatch.undo()
     reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
     # The stamp is behind the store: the index is not used, FTS5 answers (and finds the note).
-    assert reopened.lexical() is None
+    assert reopened.searcher.lexical() is None
     assert reopened.query_context("zebra").bm25("zebra")
     seen = _updates(monkeypatch)
     reopened.sync()
@@ -214,9 +214,9 @@ def test_a_kill_inside_the_update_leaves_no_usable_stale_index(
     meta = json.loads((kb.root / ".pinakes" / "bm25-tantivy.json").read_text())
     reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
     assert str(meta["sync_serial"]) != reopened.store().get_meta("sync_serial")
-    assert reopened.lexical() is None
+    assert reopened.searcher.lexical() is None
     reopened.sync()
-    assert reopened.lexical() is not None and len(reopened.lexical()) == 61
+    assert reopened.searcher.lexical() is not None and len(reopened.searcher.lexical()) == 61
     assert _tv(reopened, "zebra")[0][0] == _fts(reopened, "zebra")[0][0]
 
 
@@ -230,7 +230,7 @@ def test_shrinking_below_the_threshold_drops_the_index(tmp_path: Path) -> None:
     kb.sync()
     assert not (kb.root / ".pinakes" / "bm25-tantivy").exists()
     assert not (kb.root / ".pinakes" / "bm25-tantivy.json").exists()
-    assert kb.lexical() is None
+    assert kb.searcher.lexical() is None
 
 
 def test_the_lexical_ceiling_bounds_the_index_scores(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_config_default() -> None:
 
 def test_both_filter_strategies_give_the_filtered_ranking(tmp_path: Path) -> None:
     kb = _kb(tmp_path)
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None
     phrases = ['"notes"', '"table"']
     full = index.search(phrases, 100)
@@ -287,10 +287,10 @@ def test_a_killed_rebuild_leaves_nothing_behind_after_the_next(
     monkeypatch.undo()
     assert list(store_dir.glob(".bm25-tantivy.*"))
     reopened = KB.open(kb.root, embedder=FakeHashEmbedder())
-    assert reopened.lexical() is None
+    assert reopened.searcher.lexical() is None
     reopened.sync()
     assert not list(store_dir.glob(".bm25-tantivy.*"))
-    assert reopened.lexical() is not None and len(reopened.lexical()) == 61
+    assert reopened.searcher.lexical() is not None and len(reopened.searcher.lexical()) == 61
 
 
 def test_a_document_taking_another_id_leaves_no_rows_of_the_old_one(tmp_path: Path) -> None:
@@ -305,7 +305,7 @@ def test_a_document_taking_another_id_leaves_no_rows_of_the_old_one(tmp_path: Pa
     # the freed chunk id to the new row, so an old index row would alias it.
     write_files(kb.root, {"x.md": "# X\n\nplain text now.\n", "x.md.pnk.yaml": f"id: {new}\n"})
     kb.sync()
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None
     assert len(index) == kb.query_context("x").chunk_total == 61
     assert _tv(kb, "zebracorn") == _fts(kb, "zebracorn") == []
@@ -330,7 +330,7 @@ def test_an_index_with_rows_the_store_lacks_is_rebuilt_and_never_used(
     # A stamp whose row count is not the store's: searches use FTS5.
     meta = kb.root / ".pinakes" / "bm25-tantivy.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "size": 60}))
-    assert KB.open(kb.root, embedder=FakeHashEmbedder()).lexical() is None
+    assert KB.open(kb.root, embedder=FakeHashEmbedder()).searcher.lexical() is None
 
 
 def test_counts_and_ceiling_leave_deleted_rows_out(
@@ -343,7 +343,7 @@ def test_counts_and_ceiling_leave_deleted_rows_out(
         (kb.root / "a" / f"n{i:02d}.md").write_text(f"# Note {i}\n\ntable rewritten {i}.\n")
     kb.sync()
     assert seen[-1] is not None and seen[-1]["rebuilt"] == 0
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None
     fts = kb.query_context("x")
     fts._lexical = None
@@ -367,7 +367,7 @@ def test_an_update_leaving_many_deleted_rows_rebuilds(
         (kb.root / "a" / f"n{i:02d}.md").write_text(f"# Note {i}\n\ntable again {i}.\n")
     kb.sync()
     assert seen[-1] == {"removed": 0, "added": 60, "size": 60, "rebuilt": 1}
-    index = kb.lexical()
+    index = kb.searcher.lexical()
     assert index is not None and index.scored_rows == len(index) == 60
 
 
@@ -394,7 +394,7 @@ def test_any_sync_sweeps_what_killed_rebuilds_left(tmp_path: Path) -> None:
     (kb.root / "a" / "n01.md").write_text("# Note 1\n\nchanged again.\n")
     kb.sync()  # a rebuild
     assert not list(store_dir.glob(".bm25-tantivy.*"))
-    assert kb.lexical() is not None
+    assert kb.searcher.lexical() is not None
 
 
 def test_below_the_threshold_sync_drops_whatever_of_the_index_is_left(tmp_path: Path) -> None:
@@ -446,13 +446,13 @@ def test_a_sync_by_another_kb_handle_is_seen_at_the_next_search(tmp_path: Path) 
     nothing shared with the first but the files.
     """
     server = _kb(tmp_path)
-    held = server.lexical()
+    held = server.searcher.lexical()
     assert held is not None and len(held) == 60
     other = KB.open(server.root, embedder=FakeHashEmbedder())
     write_files(server.root, {"c/new.md": "# New\n\nzebra csv parser zebra.\n"})
     other.sync()
     other.close()
-    now = server.lexical()
+    now = server.searcher.lexical()
     assert now is not None and now is not held and len(now) == 61
     ctx = server.query_context("zebra")
     assert ctx.lexical_index is now and ctx.bm25("zebra")

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb, set_config
-from core.pg_qmark import QmarkStore
 from core.pg_server import PgServer, binaries
 from pinakes_core import KB
 from pinakes_core.index.backend import SqliteBackend, copy_index
@@ -92,8 +91,7 @@ def pair(tmp_path: Path, pg_url: str) -> Iterator[Pair]:
     kb.sync()
     store = PostgresStore.open(pg_url, next(_KB_IDS))
     copy_index(SqliteBackend(kb.store()), store)
-    wrapped = QmarkStore(store)
-    pg = Searcher(root, lambda: kb.config, lambda: wrapped, lambda: kb.embedder)
+    pg = Searcher(root, lambda: kb.config, lambda: store, lambda: kb.embedder)
     names = {
         "sqlite": {
             int(r[0]): (str(r[1]), int(r[2]))
@@ -317,7 +315,7 @@ def test_a_connection_dropped_between_searches_is_reopened(pair: Pair, pg_url: s
     request = search_request(pair.kb.config.retrieval, "csv parser", tags=["odd"])
     before = [h.path for h in pair.pg.search(request).hits]
     with psycopg.connect(pg_url, autocommit=True) as admin:  # the server drops the session
-        admin.execute("SELECT pg_terminate_backend(%s)", (pair.store.conn.info.backend_pid,))
+        admin.execute("SELECT pg_terminate_backend(%s)", (pair.store.raw.info.backend_pid,))
     assert [h.path for h in pair.pg.search(request).hits] == before
 
 
@@ -346,7 +344,7 @@ def test_golden_channels_on_postgres_match_sqlite(tmp_path: Path, pg_url: str) -
     kb.sync()
     pg = PostgresStore.open(pg_url, kb.config.kb.id)
     try:
-        result = bench.compare(kb, pg, root / "golden" / "questions.jsonl", searched=QmarkStore(pg))
+        result = bench.compare(kb, pg, root / "golden" / "questions.jsonl")
         assert result["chunks"] == kb.status().chunks
     finally:
         pg.drop()

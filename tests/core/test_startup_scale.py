@@ -442,7 +442,7 @@ def test_ann_is_updated_incrementally_by_sync(tmp_path: Path) -> None:
     with KB.open(root, embedder=embedder) as kb:
         kb.sync()
         first = {int(k) for k in np.load(store_dir / "ann-keys.npy")[:, 0]}
-        assert kb.ann() is not None
+        assert kb.searcher.ann() is not None
         notes = sorted(p for p in root.rglob("*.md"))
         gone, edited = notes[0], notes[1]
         gone_ids = {
@@ -467,7 +467,7 @@ def test_ann_is_updated_incrementally_by_sync(tmp_path: Path) -> None:
         }
         assert {int(k) for k in keys[:, 0]} == current != first
         assert not gone_ids & current
-        index = kb.ann()
+        index = kb.searcher.ann()
         assert index is not None and len(index) == len(current)
         vectors = kb.vectors()
         # Every chunk of the new document is found as its own nearest neighbour…
@@ -487,14 +487,14 @@ def test_ann_is_updated_incrementally_by_sync(tmp_path: Path) -> None:
             with_ann = _dense_ids(kb, query)
             exact = KB.open(root, embedder=embedder)
             exact.config = exact.config.model_copy(update={"scale": ScaleConfig(ann_min_chunks=0)})
-            assert exact.ann() is None
+            assert exact.searcher.ann() is None
             assert with_ann == _dense_ids(exact, query)
             exact.close()
         # A sync that changes nothing keeps the index current without rebuilding it.
         stamp = (store_dir / "ann.usearch").stat().st_mtime_ns
         kb.sync()
         assert (store_dir / "ann.usearch").stat().st_mtime_ns == stamp
-        assert kb.ann() is not None
+        assert kb.searcher.ann() is not None
 
 
 def test_stale_ann_is_not_used(tmp_path: Path) -> None:
@@ -502,7 +502,7 @@ def test_stale_ann_is_not_used(tmp_path: Path) -> None:
     set_config(root, "scale", "ann_min_chunks = 1")
     with KB.open(root, embedder=FakeHashEmbedder()) as kb:
         kb.sync()
-        assert kb.ann() is not None
+        assert kb.searcher.ann() is not None
         # A sync the index missed (e.g. by a version without it) leaves it a serial behind.
         conn = sqlite3.connect(root / ".pinakes" / "index.db")
         with conn:
@@ -513,10 +513,10 @@ def test_stale_ann_is_not_used(tmp_path: Path) -> None:
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
             )
         conn.close()
-        assert kb.ann() is None
+        assert kb.searcher.ann() is None
         assert kb.search("leader majority", channels=["dense"]).hits  # exact search still answers
         kb.sync()  # nothing changed, but the index was a serial behind: rebuilt, current again
-        assert kb.ann() is not None
+        assert kb.searcher.ann() is not None
     assert os.path.exists(root / ".pinakes" / "ann.json")
 
 
@@ -534,7 +534,7 @@ def test_ann_and_the_model_load_together_in_a_fresh_process(tmp_path: Path) -> N
         from pinakes_core import KB
 
         kb = KB.open(sys.argv[1])
-        assert kb.ann() is not None
+        assert kb.searcher.ann() is not None
         assert kb.search("leader majority", channels=["bm25", "dense"]).hits
         """,
         root,

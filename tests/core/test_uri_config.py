@@ -190,3 +190,22 @@ def test_invalid_toml_is_a_config_error(kb_root: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(kb_root)
     assert "pinakes.toml" in str(info.value)
+
+
+def test_ids_are_made_without_importing_python_ulid_until_one_is_needed() -> None:
+    # python-ulid imports importlib.metadata at its top (~40 ms); a search never makes an id,
+    # so the modules that make them import it when they first do (issue 37).
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from pinakes_core.uri import is_ulid, new_ulid\n"
+        "from pinakes_core.read.identity import derived_id\n"
+        "assert 'ulid' not in sys.modules, 'imported at the top'\n"
+        "made = new_ulid(), derived_id('01JAXR3T5W6Z8Q9N0P1R2S3T4V', 'path', 'a.md')\n"
+        "assert all(is_ulid(x) for x in made), made\n"
+        "assert derived_id('01JAXR3T5W6Z8Q9N0P1R2S3T4V', 'path', 'a.md') == made[1]\n"
+        "assert 'ulid' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)

@@ -1,7 +1,6 @@
 """``pnk``: the Pinakes command line. Commands parse input, call one core function and render it."""
 
 import os
-from typing import Any
 
 # Before anything imports numpy: its OpenBLAS would run the dense worker's products on every
 # core and spin-wait between them, taking the core the BM25 channel runs on beside it (the
@@ -13,7 +12,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 __all__ = ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> str:
     """``__version__``, read from the installed metadata on first use (``pnk --help`` skips it)."""
     if name == "__version__":
         from importlib.metadata import version

@@ -83,7 +83,7 @@ def eval_(
     calibration = None
     if calibrate:
         calibration = evaluation.calibrate(kb, questions)
-        kb.save_calibration(calibration.calibration)
+        kb.searcher.save_calibration(calibration.calibration)
     chosen = evaluation.select_configs(
         kb, matrix=matrix, names=configs.split(",") if configs else None
     )

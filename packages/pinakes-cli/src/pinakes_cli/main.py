@@ -1,4 +1,7 @@
-"""``pnk``'s entry point: the root group with every command module registered on it.
+"""``pnk``'s click side: the root group with every command module registered on it.
+
+The ``pnk`` script enters through :mod:`pinakes_cli.door`, which answers a repeated
+``pnk --help`` / ``pnk --version`` from its cache and hands everything else to :func:`main`.
 
 Importing a command module registers its commands on :data:`pinakes_cli.root.cli`; plugins
 add theirs through the ``register_commands`` hook (:mod:`pinakes_cli.plugins`). Nothing
@@ -40,7 +43,7 @@ register_plugin_commands(cli)
 
 
 def main() -> None:
-    """Console-script entry point.
+    """Run ``pnk`` through click (:func:`pinakes_cli.door.main` calls it).
 
     When the command is done (click then exits through ``SystemExit``), every object left is
     frozen into the collector's permanent generation, so the interpreter's shutdown does not

@@ -21,7 +21,7 @@ import pinakes_core.hookspecs as hookspecs
 from pinakes_cli import render
 from pinakes_cli.root import cli
 from pinakes_core.errors import PluginMissingError
-from pinakes_core.plugins import plugin_manager
+from pinakes_core.plugins import entry_points, plugin_manager
 
 if TYPE_CHECKING:
     import logging
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # rich and importlib.metadata load only when the listing is drawn (issues 14 and 37, start-up
 # cost): pnk --help finds the plugin commands through core's light entry-point reader.
 
-__all__ = ["KNOWN_COMMANDS", "plugins", "register_plugin_commands"]
+__all__ = ["KNOWN_COMMANDS", "commands_complete", "plugins", "register_plugin_commands"]
 
 #: commands other Pinakes distributions provide: name → (distribution, what it does).
 KNOWN_COMMANDS = {"mcp": ("pinakes-mcp", "Serve KBs to agents over MCP.")}
@@ -70,15 +70,33 @@ def _log() -> logging.Logger:
     return logging.getLogger(__name__)
 
 
+#: whether a plugin's ``register_commands`` raised in this process (see :func:`commands_complete`).
+_REGISTER_FAILED: list[bool] = []
+
+
 def register_plugin_commands(group: click.Group) -> None:
     """Let installed plugins add their commands; add install hints for known missing ones."""
     try:
         plugin_manager().hook.register_commands(cli=group)
     except Exception:  # a broken plugin must not take pnk down with it
+        _REGISTER_FAILED.append(True)
         _log().warning("A Pinakes plugin failed to register its commands.", exc_info=True)
     for name, (dist, summary) in KNOWN_COMMANDS.items():
         if name not in group.commands:
             group.add_command(_missing(name, dist, summary))
+
+
+def commands_complete() -> bool:
+    """Whether every ``pinakes`` entry point loaded and registered its commands without a warning.
+
+    The front door (:mod:`pinakes_cli.door`) keeps ``pnk --help`` only then, so a broken
+    plugin's warning is given on every run.
+    """
+    manager = plugin_manager()
+    return not _REGISTER_FAILED and all(
+        manager.has_plugin(entry.name) or manager.is_blocked(entry.name)
+        for entry in entry_points(hookspecs.PROJECT)
+    )
 
 
 def _installed() -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
 """The root of ``pnk``: the command group, its global options and what every command shares.
 
 The command modules (``*_commands``, ``plugins``) import this module and register themselves on
-:data:`cli`; :mod:`pinakes_cli.main` imports them all and is the entry point. Nothing here loads
-the engine: ``pnk --help`` and ``pnk --version`` import neither numpy nor pydantic nor
-``pinakes_core.kb`` (issue 37), so a command opens its KB through :func:`open_kb`, which
-imports the engine when it runs.
+:data:`cli`; :mod:`pinakes_cli.main` imports them all (the ``pnk`` script enters through
+:mod:`pinakes_cli.door`). Nothing here loads the engine: ``pnk --help`` and ``pnk --version``
+import neither numpy nor pydantic nor ``pinakes_core.kb`` (issue 37), so a command opens its
+KB through :func:`open_kb`, which imports the engine when it runs.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from ulid import ULID
 
 from pinakes_core.errors import ConfigError, UnsafeFileError
 from pinakes_core.intake import read_limited
@@ -95,6 +94,8 @@ def default_kb_id(name: str) -> str:
     Derived, not random, so every open of the same KB gets the same id (Pinakes never rewrites
     ``pinakes.toml``); set ``[kb] id`` to keep ``pnk://`` URIs stable across renames.
     """
+    from ulid import ULID
+
     digest = hashlib.blake2b(f"pinakes-kb:{name}".encode(), digest_size=16).digest()
     return str(ULID.from_bytes(digest))
 
@@ -365,7 +366,7 @@ class StoreConfig(_Section):
 
     ``"sqlite"`` (the default) keeps it in ``.pinakes/``. ``"postgres"`` names a PostgreSQL
     database with pgvector, by ``url`` or, better (no secret in the file), by the environment
-    variable ``PINAKES_DATABASE_URL``; sync and search do not run on it yet.
+    variable ``PINAKES_DATABASE_URL``; see :mod:`pinakes_core.index.place`.
     """
 
     backend: Literal["sqlite", "postgres"] = "sqlite"

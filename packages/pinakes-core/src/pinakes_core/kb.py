@@ -5,51 +5,63 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
-import numpy as np
-import numpy.typing as npt
-
+from pinakes_core import models
 from pinakes_core.config import CONFIG_FILE, Config, SidecarPolicy, load_config
 from pinakes_core.index import catalogue
-from pinakes_core.index.backend import check_backend
-from pinakes_core.index.embedding import Embedder, LazyEmbedder, load_embedder
+from pinakes_core.index.embedding import Embedder, LazyEmbedder, Vectors, load_embedder
+from pinakes_core.index.place import index_place
 from pinakes_core.index.store import OpenStore, Store, VectorMatrix
 from pinakes_core.manage.folder import find_root, make_kb_folder
-from pinakes_core.models import (
-    DoctorReport,
-    DocumentList,
-    DocumentView,
-    LinksResult,
-    LinkView,
-    SearchResult,
-    Status,
-    SyncReport,
-)
 from pinakes_core.read.meta import MetaFilter
 from pinakes_core.search.arguments import clean_text
 from pinakes_core.search.confidence import Calibration
 from pinakes_core.search.context import Filters, QueryContext
 from pinakes_core.search.hits import GroupBy
-from pinakes_core.search.searcher import Searcher, search_request
+from pinakes_core.search.searcher import Searcher, TimeLike, search_request
 
 if TYPE_CHECKING:
-    from pinakes_core.index.dense import AnnIndex
-    from pinakes_core.index.lexical import LexicalIndex
-    from pinakes_core.index.pgsearch import PgAnn, PgLexicalIndex
     from pinakes_core.index.sync import ProgressFn
     from pinakes_core.manage.crosskb import Peers
 
-# Sync, document scanning, link extraction (markdown-it) and cross-KB resolution are imported
-# where they are used: a search process needs none of them (issue 14, start-up cost).
+# Sync, document scanning and slicing, link extraction (markdown-it) and cross-KB resolution are
+# imported where they are used: a search process needs none of them (issues 14, 37: start-up).
 
-__all__ = ["KB"]
+__all__ = ["KB", "QueryOptions", "SearchOptions"]
 
 log = logging.getLogger(__name__)
 
-TimeLike = float | datetime | None
+
+class SearchOptions(TypedDict, total=False):
+    """The keywords of :meth:`KB.search`: :func:`~pinakes_core.search.searcher.search_request` documents each."""
+
+    k: int | None
+    tags: Sequence[str]
+    path: str | None
+    doc_ids: Sequence[str]
+    modified_after: TimeLike
+    modified_before: TimeLike
+    meta: Sequence[str | MetaFilter]
+    source_type: str | Sequence[str]
+    entities: Sequence[str]
+    concepts: Sequence[str]
+    channels: Sequence[str] | None
+    explain: bool
+    group_by: GroupBy
+    min_score: float | None
+    reader: bool | None
+
+
+class QueryOptions(TypedDict, total=False):
+    """The keywords of :meth:`KB.query_context`: :meth:`~pinakes_core.search.searcher.Searcher.query_context` documents each."""
+
+    filters: Filters | None
+    candidates: int | None
+    embed_query: Callable[[str], Vectors] | None
+    entities: tuple[str, ...]
+    concepts: tuple[str, ...]
 
 
 class KB:
@@ -61,10 +73,11 @@ class KB:
     """
 
     def __init__(self, root: Path, config: Config, embedder: Embedder | None = None) -> None:
-        check_backend(config, root)
         self.root = root
         self.config = config
-        self._stores = OpenStore(root)
+        #: Where the index lives (``[store] backend``: ``.pinakes/`` or a PostgreSQL schema).
+        self.place = index_place(root, config)
+        self._stores = OpenStore(lambda: self.place.open(create=False))
         self._embedder = LazyEmbedder(lambda: load_embedder(self.config.embedding), embedder)
         self._peers: Peers | None = None
         #: The search side: vectors, indexes, counts, names and calibration, per generation.
@@ -105,6 +118,7 @@ class KB:
     def close(self) -> None:
         """Release the store connection and the loaded vectors."""
         self._stores.close()
+        self.place.close()
         if self._peers is not None:
             self._peers.close()
         # A reopened (possibly rebuilt) store restarts its generation count: forget ours.
@@ -124,7 +138,7 @@ class KB:
     @property
     def synced(self) -> bool:
         """Whether the store exists (the KB was synced at least once)."""
-        return Store.exists(self.root)
+        return self.place.exists()
 
     def store(self) -> Store:
         """Return the open store (:class:`~pinakes_core.index.store.OpenStore`).
@@ -144,20 +158,12 @@ class KB:
     def _ensure_synced(self) -> None:
         self._notice_swap()
         # Never synced, or written by another schema version: a sync (re)builds it.
-        if not self._stores.is_open and not Store.current(self.root):
+        if not self._stores.is_open and not self.place.current():
             self.sync()
 
     def calibration(self) -> Calibration | None:
         """The confidence calibration in force (:meth:`Searcher.calibration <pinakes_core.search.searcher.Searcher.calibration>`)."""
         return self.searcher.calibration()
-
-    def offtopic_vectors(self) -> npt.NDArray[np.float32] | None:
-        """The embedded off-topic reference queries of the last self-calibration, if any."""
-        return self.searcher.offtopic_vectors()
-
-    def save_calibration(self, calibration: Calibration) -> None:
-        """Store a KB-specific calibration in the derived store (used from the next search)."""
-        self.searcher.save_calibration(calibration)
 
     def self_calibrate(
         self, *, force: bool = False, progress: ProgressFn | None = None
@@ -184,39 +190,13 @@ class KB:
         """The chunk vectors as one matrix (:meth:`Searcher.vectors <pinakes_core.search.searcher.Searcher.vectors>`)."""
         return self.searcher.vectors()
 
-    def ann(self) -> AnnIndex | PgAnn | None:
-        """The approximate dense index, or ``None`` (dense search then scans exactly)."""
-        return self.searcher.ann()
-
-    def lexical(self) -> LexicalIndex | PgLexicalIndex | None:
-        """The BM25 index (tantivy, or PostgreSQL's postings), or ``None`` (FTS5 ranks)."""
-        return self.searcher.lexical()
-
-    def document_names(self) -> dict[str, list[str]]:
-        """Titles and aliases → ids of their documents, for the current store generation."""
-        return self.searcher.document_names()
-
-    def query_context(
-        self,
-        query: str,
-        *,
-        filters: Filters | None = None,
-        candidates: int | None = None,
-        embed_query: Callable[[str], npt.NDArray[np.float32]] | None = None,
-        entities: tuple[str, ...] = (),
-        concepts: tuple[str, ...] = (),
-    ) -> QueryContext:
+    def query_context(self, query: str, **options: Unpack[QueryOptions]) -> QueryContext:
         """The context the channels of one query run in (:meth:`Searcher.query_context <pinakes_core.search.searcher.Searcher.query_context>`)."""
-        return self.searcher.query_context(
-            query,
-            filters=filters,
-            candidates=candidates,
-            embed_query=embed_query,
-            entities=entities,
-            concepts=concepts,
-        )
+        return self.searcher.query_context(query, **options)
 
-    def sync(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> SyncReport:
+    def sync(
+        self, *, rebuild: bool = False, progress: ProgressFn | None = None
+    ) -> models.SyncReport:
         """Bring the store up to date with the files (see :func:`pinakes_core.index.refresh.sync_kb`).
 
         Raises:
@@ -230,6 +210,7 @@ class KB:
         return sync_kb(
             self.root,
             self.config,
+            self.place,
             self._stores,
             self._embedder,
             rebuild=rebuild,
@@ -238,29 +219,10 @@ class KB:
             after_index=lambda changed: self.searcher.after_sync(changed, progress),
         )
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        tags: Sequence[str] = (),
-        path: str | None = None,
-        doc_ids: Sequence[str] = (),
-        modified_after: TimeLike = None,
-        modified_before: TimeLike = None,
-        meta: Sequence[str | MetaFilter] = (),
-        source_type: str | Sequence[str] = (),
-        entities: Sequence[str] = (),
-        concepts: Sequence[str] = (),
-        channels: Sequence[str] | None = None,
-        explain: bool = False,
-        group_by: GroupBy = "document",
-        min_score: float | None = None,
-        reader: bool | None = None,
-    ) -> SearchResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> models.SearchResult:
         """Hybrid search, BM25 + dense (+ plugins), fused; a never-synced KB is synced first.
 
-        Every argument is described and checked by
+        ``options`` are the keywords of :class:`SearchOptions`, each described and checked by
         :func:`~pinakes_core.search.searcher.search_request`; an empty result carries a ``note``.
 
         Raises:
@@ -268,25 +230,7 @@ class KB:
             PluginMissingError: if a requested channel is not installed.
             MetaFilterError: if a field condition is not understood.
         """
-        request = search_request(
-            self.config.retrieval,
-            query,
-            k=k,
-            tags=tags,
-            path=path,
-            doc_ids=doc_ids,
-            modified_after=modified_after,
-            modified_before=modified_before,
-            meta=meta,
-            source_type=source_type,
-            entities=entities,
-            concepts=concepts,
-            channels=channels,
-            explain=explain,
-            group_by=group_by,
-            min_score=min_score,
-            reader=reader,
-        )
+        request = search_request(self.config.retrieval, query, **options)
         self._ensure_synced()
         return self.searcher.search(request)
 
@@ -304,8 +248,7 @@ class KB:
             self.store().conn, self.root, self.config, given, ref, is_named=self._is_named
         )
 
-    def _is_named(self, ref: str) -> bool:
-        """Whether a URI's KB part names this KB: its id, its ``[kb] name``, or its fleet name."""
+    def _is_named(self, ref: str) -> bool:  # a URI's KB part: this KB's id, name or fleet name
         from pinakes_core.manage.registry import names_kb
 
         return names_kb(ref, self.config.kb.id, self.config.kb.name)
@@ -318,7 +261,7 @@ class KB:
         section: str | None = None,
         pages: tuple[int, int] | None = None,
         max_tokens: int | None = None,
-    ) -> DocumentView:
+    ) -> models.DocumentView:
         """One document's current text, or a slice of it, with its metadata (:func:`~pinakes_core.index.views.read_document`).
 
         Raises:
@@ -326,8 +269,6 @@ class KB:
             SliceError: for a line range, section or page range the document does not have
                 (pages of a document that has none, more than one of lines/section/pages).
         """
-        # Here, not at the top: slicing and PDF text (read.sections, read.sources, read.code)
-        # are for reading a document; a search process needs none of them (issue 37).
         from pinakes_core.index.views import read_document
 
         doc_id = self.resolve(doc)
@@ -342,7 +283,7 @@ class KB:
             max_tokens=max_tokens,
         )
 
-    def outlinks(self, doc: str) -> tuple[str, list[LinkView]]:
+    def outlinks(self, doc: str) -> tuple[str, list[models.LinkView]]:
         """The document's title and the links it holds, from the index alone (no file read).
 
         Raises:
@@ -351,7 +292,9 @@ class KB:
         doc_id = self.resolve(doc)  # first: a never-synced KB is synced
         return catalogue.outlinks(self.store().conn, doc_id)
 
-    def documents(self, *, offset: int = 0, limit: int = 100, recent: bool = False) -> DocumentList:
+    def documents(
+        self, *, offset: int = 0, limit: int = 100, recent: bool = False
+    ) -> models.DocumentList:
         """A page of the indexed documents (no text), by path or newest first (:func:`~pinakes_core.index.catalogue.document_page`).
 
         Raises:
@@ -371,7 +314,7 @@ class KB:
         direction: str = "both",
         depth: int = 1,
         query: str | None = None,
-    ) -> LinksResult:
+    ) -> models.LinksResult:
         """Follow links from a document (DESIGN §6; :func:`~pinakes_core.manage.linking.links`); needs pinakes-graph.
 
         Raises:
@@ -431,7 +374,7 @@ class KB:
 
     def doctor(
         self, *, fix: bool = False, remove_orphans: bool | Callable[[int], bool] = False
-    ) -> DoctorReport:
+    ) -> models.DoctorReport:
         """Check sidecars, ids, links, schema, model and store size (see ``pinakes_core.manage.doctor``)."""
         from pinakes_core.manage.doctor import run_doctor
         from pinakes_core.plugins import doctor_checks
@@ -440,17 +383,18 @@ class KB:
             self.root,
             self.config,
             store=self.store,
+            place=self.place,
             peers=self.peers,
             plugin_checks=doctor_checks(self),
             fix=fix,
             remove_orphans=remove_orphans,
         )
 
-    def status(self) -> Status:
+    def status(self) -> models.Status:
         """Counts, model, schema and staleness (files new, changed or removed since last sync)."""
         from pinakes_core.index.status import kb_status
 
-        return kb_status(self.root, self.config, store=self._current_store)
+        return kb_status(self.root, self.config, store=self._current_store, size=self.place.size)
 
     def _current_store(self) -> Store | None:
         """The store as it is now (a swapped-in rebuild reopened), ``None`` if never synced."""

@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ulid import ULID
-
 from pinakes_core.errors import UriError
 
 __all__ = ["PnkUri", "is_ulid", "new_ulid", "parse_uri"]
@@ -28,6 +26,10 @@ def is_ulid(value: str) -> bool:
 
 def new_ulid() -> str:
     """Return a fresh ULID as its canonical 26-character string."""
+    # Here, not at the top: python-ulid imports importlib.metadata (for its own version), which
+    # costs a search process ~40 ms, and a search never makes an id (issue 37).
+    from ulid import ULID
+
     return str(ULID())
 
 

@@ -262,15 +262,8 @@ def _snapshot(store: Any) -> tuple[int, Graph]:
     Its reads are several statements; a sync of another process committing between them gave
     an edge whose node the first read had not seen (``KeyError`` in :func:`_build`).
     """
-    conn = store.conn
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
+    with store.snapshot():
         return store.generation(), _build(store)
-    finally:
-        if own:
-            conn.execute("COMMIT")
 
 
 def graph_for(kb: Any) -> Graph:

@@ -49,14 +49,17 @@ def _node(conn: sqlite3.Connection, kind: str, key: str, label: str) -> int:
         if row[1] != label:  # a retitled document keeps its node but not its old label
             conn.execute("UPDATE nodes SET label = ? WHERE node_id = ?", (label, row[0]))
         return int(row[0])
-    cur = conn.execute("INSERT INTO nodes(kind, key, label) VALUES (?, ?, ?)", (kind, key, label))
-    return int(cur.lastrowid or 0)
+    inserted = conn.execute(
+        "INSERT INTO nodes(kind, key, label) VALUES (?, ?, ?) RETURNING node_id", (kind, key, label)
+    ).fetchall()  # read to the end: SQLite finishes the statement only then
+    return int(inserted[0][0])
 
 
 def _edge(conn: sqlite3.Connection, src: int, dst: int, kind: str, weight: float) -> None:
     conn.execute(
         "INSERT INTO edges(src, dst, kind, weight) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(src, dst, kind) DO UPDATE SET weight = MAX(weight, excluded.weight)",
+        "ON CONFLICT(src, dst, kind) DO UPDATE SET weight = CASE WHEN excluded.weight > "
+        "edges.weight THEN excluded.weight ELSE edges.weight END",
         (src, dst, kind, weight),
     )
 
@@ -179,6 +182,7 @@ def _reweigh(conn: sqlite3.Connection, hubs: set[int], weights: GraphConfig) -> 
 
 
 def _embed_labels(
+    store: Any,
     conn: sqlite3.Connection,
     embedder: Callable[[], Any],
     progress: Callable[[str, int, int], None] | None = None,
@@ -217,12 +221,10 @@ def _embed_labels(
         vectors = np.asarray(
             embedder().embed_documents(list(todo.values()), progress=tick), dtype=np.float32
         )
-        conn.executemany(
-            "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
-            [(h, vectors[i].tobytes()) for i, h in enumerate(todo)],
-        )
+        store.put_vectors(conn, {h: vectors[i] for i, h in enumerate(todo)})
     conn.executemany(
-        "INSERT OR REPLACE INTO node_vectors(node_id, embed_hash) VALUES (?, ?)",
+        "INSERT INTO node_vectors(node_id, embed_hash) VALUES (?, ?) "
+        "ON CONFLICT (node_id) DO UPDATE SET embed_hash = excluded.embed_hash",
         [(r[0], h) for r, h in zip(rows, hashes, strict=True)],
     )
     return len(todo)
@@ -295,7 +297,9 @@ def derive_edges(
         else:
             tx.execute("DELETE FROM edges WHERE kind = 'title-mention'")
         report("graph links", 1, 1)
-        embedded = _embed_labels(tx, lambda: kb.embedder, report)  # loads the model only if needed
+        embedded = _embed_labels(
+            store, tx, lambda: kb.embedder, report
+        )  # loads the model only if needed
         store.set_meta(tx, "graph_serial", str(serial))
         store.set_meta(tx, "graph_settings", settings)
     log.info(

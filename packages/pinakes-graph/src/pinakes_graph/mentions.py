@@ -100,7 +100,8 @@ def derive_mentions(
         )
         targets = [node[t] for t in mentioned(text, titles) - {doc_id} if t in node]
         conn.executemany(
-            "INSERT OR IGNORE INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0)",
+            "INSERT INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0) "
+            "ON CONFLICT (src, dst, kind) DO NOTHING",
             [(src, t) for t in targets],
         )
         touched.update(targets)

@@ -71,7 +71,8 @@ def doctor_checks(kb: Any, store: Any) -> list[DoctorFinding]:
     docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0] or 1
     hubs = conn.execute(
         "SELECT n.kind, n.label, COUNT(*) AS degree FROM edges e JOIN nodes n ON n.node_id = e.src "
-        "WHERE n.kind IN ('tag', 'dir') GROUP BY e.src ORDER BY degree DESC, n.label LIMIT 5"
+        "WHERE n.kind IN ('tag', 'dir') GROUP BY e.src, n.kind, n.label "
+        "ORDER BY degree DESC, n.label LIMIT 5"
     ).fetchall()
     findings = [
         DoctorFinding(

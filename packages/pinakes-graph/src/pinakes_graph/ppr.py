@@ -10,13 +10,13 @@ simple lookups from regressing). Power iteration with scipy.sparse to tolerance.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.index.backend import DatabaseErrors
 from pinakes_core.index.query import split_cjk
 from pinakes_core.search.context import QueryContext, Ranked
 from pinakes_graph.cache import Graph, GraphChannel, best_first, graph_for
@@ -266,7 +266,7 @@ def _specific(ctx: QueryContext, titles: set[tuple[str, ...]]) -> list[tuple[str
     for key in titles:
         try:
             count = ctx.doc_freq('"' + split_cjk(" ".join(key)) + '"')
-        except sqlite3.Error:  # a phrase FTS cannot parse names nothing it could count
+        except DatabaseErrors:  # a phrase FTS cannot parse names nothing it could count
             continue
         if count <= limit:
             out.append(key)

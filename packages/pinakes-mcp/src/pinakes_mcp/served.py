@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from pinakes_core import (
     KB,
@@ -24,7 +24,6 @@ from pinakes_core import (
     SyncReport,
     parse_uri,
 )
-from pinakes_core.index.store import Store
 from pinakes_core.manage.crosskb import Peers
 from pinakes_core.manage.fleet import Fleet
 from pinakes_core.manage.registry import registry_path
@@ -47,15 +46,6 @@ class ArgumentError(PinakesError):
     """A tool argument names a KB this server does not serve, or a document reference is unsafe."""
 
 
-def _store_identity(root: Path) -> tuple[int, int] | None:
-    """Return (device, inode) of the KB's store file, or ``None`` when it does not exist."""
-    try:
-        stat = os.stat(Store.location(root))
-    except FileNotFoundError:
-        return None
-    return stat.st_dev, stat.st_ino
-
-
 class ServedKB:
     """One KB the server serves, with its lock and what the server last saw of its store.
 
@@ -75,7 +65,7 @@ class ServedKB:
         self.lock = threading.Lock()
         self.watching = watching
         self.generation: int | None = None
-        self._identity: tuple[int, int] | None = None
+        self._identity: object | None = None
         #: set once the start-up sync and warm-up finished (whatever their outcome).
         self.ready = threading.Event()
         #: the start-up sync's latest (stage, done, total), relayed as MCP progress.
@@ -97,9 +87,10 @@ class ServedKB:
         A store file that was replaced (``pnk sync --rebuild``) is reopened; a changed store
         generation (any committed sync) makes the KB reload its vector matrix on the next search
         (``KB`` compares generations itself; this logs it and keeps the number for
-        ``pinakes_kbs``). Both checks are one ``stat`` and one indexed read.
+        ``pinakes_kbs``). Both checks are one ``stat`` (a PostgreSQL index: one query on a
+        kept connection) and one indexed read.
         """
-        identity = _store_identity(self.root)
+        identity = self.kb.place.identity()
         if self._identity is not None and identity != self._identity:
             log.info("KB %r: the store file was replaced; reopening it", self.name)
             self.kb.close()
@@ -126,7 +117,7 @@ class ServedKB:
         client query pays for none. A failure is kept in :attr:`error` (tools then say so).
         """
         try:
-            if not Store.current(self.root):
+            if not self.kb.place.current():
                 log.info(
                     "KB %r was never synced (or is outdated); syncing %s", self.name, self.root
                 )

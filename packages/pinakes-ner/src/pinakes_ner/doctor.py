@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections import defaultdict
 
 from pinakes_core.models import DoctorFinding
 from pinakes_ner.layer import GLUE_MIN_DOCS, GLUE_SHARE
@@ -33,14 +34,7 @@ def findings(conn: sqlite3.Connection) -> list[DoctorFinding]:
     ]
     if not entities or docs < GLUE_MIN_DOCS:
         return out
-    # Documents naming each entity: chunk keys are "<doc id>:<ordinal>".
-    rows = conn.execute(
-        "SELECT n.label, COUNT(DISTINCT substr(c.key, 1, instr(c.key, ':') - 1)) AS docs "
-        "FROM edges e JOIN nodes n ON n.node_id = e.src JOIN nodes c ON c.node_id = e.dst "
-        "WHERE e.kind = 'mentions' GROUP BY e.src HAVING docs > ? ORDER BY docs DESC, n.label "
-        "LIMIT ?",
-        (GLUE_SHARE * docs, _LIST + 1),
-    ).fetchall()
+    rows = _glue(conn, GLUE_SHARE * docs)[: _LIST + 1]
     if rows:
         out.append(
             DoctorFinding(
@@ -57,3 +51,31 @@ def findings(conn: sqlite3.Connection) -> list[DoctorFinding]:
             )
         )
     return out
+
+
+def _glue(conn: sqlite3.Connection, above: float) -> list[tuple[str, int]]:
+    """``(label, documents)`` of the entities named by more than ``above`` documents.
+
+    Most documents first, then by label. Chunk keys are ``"<doc id>:<ordinal>"``; the document
+    part is cut in Python, so the statement is plain SQL on SQLite and PostgreSQL alike.
+    """
+    named: defaultdict[int, set[str]] = defaultdict(set)
+    for row in conn.execute(
+        "SELECT e.src, c.key FROM edges e JOIN nodes c ON c.node_id = e.dst "
+        "WHERE e.kind = 'mentions'"
+    ):
+        doc, colon, _ = str(row[1]).partition(":")
+        named[int(row[0])].add(doc if colon else "")
+    glue = {src: len(docs) for src, docs in named.items() if len(docs) > above}
+    labels: dict[int, str] = {}
+    ids = list(glue)
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        labels.update(
+            (int(r[0]), str(r[1]))
+            for r in conn.execute(
+                f"SELECT node_id, label FROM nodes WHERE node_id IN ({','.join('?' * len(part))})",
+                part,
+            )
+        )
+    return sorted(((labels[src], n) for src, n in glue.items()), key=lambda r: (-r[1], r[0]))

@@ -106,7 +106,9 @@ def _extract_new(store: Any, model: str) -> int:
         ]
         with store.transaction() as tx:
             tx.executemany(
-                "INSERT OR REPLACE INTO ner_texts(embed_hash, entities) VALUES (?, ?)", results
+                "INSERT INTO ner_texts(embed_hash, entities) VALUES (?, ?) "
+                "ON CONFLICT (embed_hash) DO UPDATE SET entities = excluded.entities",
+                results,
             )
     return len(hashes)
 
@@ -142,7 +144,7 @@ def _mentions(conn: sqlite3.Connection, types: Iterable[str]) -> _Mentions:
 
 
 def _label_vectors(
-    conn: sqlite3.Connection, labels: list[str], embedder: Callable[[], Any]
+    store: Any, conn: sqlite3.Connection, labels: list[str], embedder: Callable[[], Any]
 ) -> npt.NDArray[np.float32]:
     """Unit vectors of ``labels`` (rows in order), embedding only labels never seen before."""
     hashes = [label_hash(label) for label in labels]
@@ -159,9 +161,8 @@ def _label_vectors(
     todo = {h: label for h, label in zip(hashes, labels, strict=True) if h not in known}
     if todo:
         fresh = np.asarray(embedder().embed_documents(list(todo.values())), dtype=np.float32)
-        rows = [(h, fresh[i].tobytes()) for i, h in enumerate(todo)]
-        conn.executemany("INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)", rows)
-        known.update(rows)
+        store.put_vectors(conn, {h: fresh[i] for i, h in enumerate(todo)})
+        known.update((h, fresh[i].tobytes()) for i, h in enumerate(todo))
     if not labels:
         return np.zeros((0, 1), dtype=np.float32)
     return np.stack([np.frombuffer(known[h], dtype=np.float32) for h in hashes])
@@ -270,7 +271,7 @@ def derive_layer(kb: Any, store: Any, changed: list[str], removed: list[str]) ->
             store.set_meta(tx, "ner_serial", str(serial))
         return
     with store.transaction() as tx:
-        written = _rebuild(tx, kb, cfg)
+        written = _rebuild(store, tx, kb, cfg)
         # Texts no chunk has any more (edited away) are forgotten, as their vectors are.
         tx.execute("DELETE FROM ner_texts WHERE embed_hash NOT IN (SELECT embed_hash FROM chunks)")
         store.set_meta(tx, "ner_serial", str(serial))
@@ -279,7 +280,7 @@ def derive_layer(kb: Any, store: Any, changed: list[str], removed: list[str]) ->
     log.info("ner: %d texts extracted, %d entities", extracted, written)
 
 
-def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
+def _rebuild(store: Any, conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
     """Rewrite the whole entity layer from ``ner_texts``; return the number of entity nodes."""
     conn.execute("DELETE FROM nodes WHERE kind = 'entity'")  # aliases, edges, vectors cascade
     found = _mentions(conn, cfg.types)
@@ -287,7 +288,7 @@ def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
     labels = {key: found.label(key) for key in keys}
     candidates = containment_candidates(keys)
     embedded = keys if embeds_every_label(cfg) else _paired(keys, candidates)
-    vectors = _label_vectors(conn, [labels[k] for k in embedded], lambda: kb.embedder)
+    vectors = _label_vectors(store, conn, [labels[k] for k in embedded], lambda: kb.embedder)
     row = {key: i for i, key in enumerate(embedded)}
 
     def similarity(key: str, others: list[str]) -> npt.NDArray[np.float64]:
@@ -308,9 +309,9 @@ def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
         if node is None:
             node = int(
                 conn.execute(
-                    "INSERT INTO nodes(kind, key, label) VALUES ('chunk', ?, '')", (node_key,)
-                ).lastrowid
-                or 0
+                    "INSERT INTO nodes(kind, key, label) VALUES ('chunk', ?, '') RETURNING node_id",
+                    (node_key,),
+                ).fetchall()[0][0]  # read to the end: SQLite finishes the statement only then
             )
         merged: Counter[str] = Counter()
         for key, n in counts.items():
@@ -319,10 +320,12 @@ def _rebuild(conn: sqlite3.Connection, kb: Any, cfg: Any) -> int:
         per_chunk[node] = merged
     entity_node: dict[str, int] = {}
     for key in sorted(docs):
-        cur = conn.execute(
-            "INSERT INTO nodes(kind, key, label) VALUES ('entity', ?, ?)", (key, labels[key])
+        entity_node[key] = int(
+            conn.execute(
+                "INSERT INTO nodes(kind, key, label) VALUES ('entity', ?, ?) RETURNING node_id",
+                (key, labels[key]),
+            ).fetchall()[0][0]
         )
-        entity_node[key] = int(cur.lastrowid or 0)
     conn.executemany(
         "INSERT INTO entity_aliases(alias, node_id) VALUES (?, ?)",
         [(key, entity_node[canonical[key]]) for key in keys if canonical[key] in entity_node],

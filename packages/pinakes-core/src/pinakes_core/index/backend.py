@@ -1,23 +1,26 @@
 """The store contract: one interface, two implementations (issue 38, docs/scaling.md).
 
-The derived index sits behind two layers of contract:
+The derived index sits behind three layers of contract:
 
-* :class:`StoreLifecycle` is what every caller of :class:`~pinakes_core.index.store.Store` relies on
-  today (transactions that bump the generation, ``meta``, vectors, generations and their swap).
-  The SQLite :class:`~pinakes_core.index.store.Store` satisfies it unchanged, as does
-  :class:`~pinakes_core.index.pgstore.PostgresStore`.
-* :class:`IndexBackend` adds the operations on the index's content that differ between
-  database engines: writing and removing a document with its chunks, links and vectors,
-  reading them back, BM25 lexical search and nearest-vector search, and the single-writer lock.
-  :class:`SqliteBackend` implements it over a ``Store`` with the SQL sync writes and the BM25
-  channel search runs (FTS5), so what it returns is what search sees;
-  :class:`~pinakes_core.index.pgstore.PostgresStore` implements it on PostgreSQL + pgvector.
+* :class:`~pinakes_core.index.place.IndexPlace` (:mod:`pinakes_core.index.place`) is where a
+  KB's index lives: the SQLite files in ``.pinakes/`` or a schema in a PostgreSQL database.
+* :class:`StoreLifecycle` is what every caller of an open store relies on (transactions that
+  bump the generation, ``meta``, vectors, generations and their swap), and its ``conn``: a
+  connection that runs the SQL both engines speak (see below). The SQLite
+  :class:`~pinakes_core.index.store.Store` and
+  :class:`~pinakes_core.index.pgstore.PostgresStore` both meet it.
+* :class:`IndexBackend` adds the operations on the index's content written differently per
+  engine: a document with its chunks, links and vectors, reading them back, BM25 and
+  nearest-vector search. :class:`SqliteBackend` implements it over a ``Store``.
 
-Sync writes and removes documents through :class:`SqliteBackend`. What is not behind the
-contract yet: the rest of sync (its reads, link resolution, the after-sync indexes), search, the graph, calibration and
-the doctor still talk SQLite SQL through ``Store.conn``, so a KB with ``[store] backend =
-"postgres"`` is refused with one sentence (:func:`check_backend`) until they move onto
-:class:`IndexBackend`. Nothing here imports the PostgreSQL driver.
+**One schema, one dialect.** PostgreSQL's tables mirror SQLite's column for column (JSON kept
+as text; ``links`` and ``doc_meta`` have a ``rowid`` column as SQLite's implicit one), so the
+code above the store writes its SQL once, in the common dialect of SQLite >= 3.35 and
+PostgreSQL: ``?`` placeholders (the PostgreSQL connection rewrites them, nothing else),
+``INSERT ... ON CONFLICT``, ``RETURNING``, no SQLite-only functions, rows read by position or
+column name. A statement that fails raises a member of :data:`DatabaseErrors` on either engine.
+What the engines do differently (FTS5 against postings, vector snapshots and usearch against
+pgvector) is reached through the store and its place, never by asking which engine it is.
 
 Why one module of this length (issue 37): the contract (records and protocols) and its
 reference implementation over SQLite sit side by side, so every method of the contract has its
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -48,13 +52,15 @@ __all__ = [
     "DATABASE_URL_ENV",
     "ChunkHit",
     "ChunkRecord",
+    "DatabaseError",
+    "DatabaseErrors",
     "DocumentRecord",
     "IndexBackend",
     "LinkRecord",
     "SqliteBackend",
     "StoreLifecycle",
     "StoreUnavailableError",
-    "check_backend",
+    "content_of",
     "copy_index",
     "database_url",
 ]
@@ -65,6 +71,15 @@ DATABASE_URL_ENV = "PINAKES_DATABASE_URL"
 
 class StoreUnavailableError(PinakesError):
     """The database server of a ``[store] backend = "postgres"`` KB cannot be reached."""
+
+
+class DatabaseError(PinakesError):
+    """A statement the PostgreSQL server refused (the driver's error is its ``__cause__``)."""
+
+
+#: What a failed statement raises on either engine: catch these, not ``sqlite3.Error`` alone,
+#: where the statement may run on PostgreSQL.
+DatabaseErrors: tuple[type[Exception], ...] = (sqlite3.Error, DatabaseError)
 
 
 @dataclass(frozen=True)
@@ -280,19 +295,13 @@ def database_url(config: Config, root: Any) -> str:
     return url
 
 
-def check_backend(config: Config, root: Any) -> None:
-    """Refuse, in one sentence, a KB whose ``[store] backend`` the engine cannot serve yet.
+def content_of(store: Any) -> IndexBackend:
+    """The content operations of an open store (:class:`IndexBackend`).
 
-    Raises:
-        ConfigError: for ``backend = "postgres"``: sync and search run on SQLite only so far.
+    A :class:`~pinakes_core.index.pgstore.PostgresStore` is its own; a SQLite
+    :class:`~pinakes_core.index.store.Store` has :class:`SqliteBackend` over it.
     """
-    if config.store.backend != "sqlite":
-        raise ConfigError(
-            f"{root}/pinakes.toml: [store] backend = {config.store.backend!r} is not served by "
-            "sync and search yet (only the store contract and its PostgreSQL implementation "
-            "exist; docs/scaling.md).",
-            'Remove the [store] section or set backend = "sqlite".',
-        )
+    return store if isinstance(store, IndexBackend) else SqliteBackend(store)
 
 
 # -- SQLite ---------------------------------------------------------------------------------
@@ -444,14 +453,8 @@ class SqliteBackend:
         conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
 
     def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        """See :class:`IndexBackend`."""
-        conn.executemany(
-            "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
-            [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()],
-        )
-        if vectors:
-            dim = next(iter(vectors.values())).shape[0]
-            self.store.set_meta(conn, "dim", str(dim))
+        """See :class:`IndexBackend` (:meth:`Store.put_vectors <pinakes_core.index.store.Store.put_vectors>`)."""
+        self.store.put_vectors(conn, vectors)
 
     def documents(self) -> Iterator[DocumentRecord]:
         """See :class:`IndexBackend`."""

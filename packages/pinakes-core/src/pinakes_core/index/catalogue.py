@@ -180,7 +180,11 @@ def link_views(conn: sqlite3.Connection, doc_id: str) -> list[LinkView]:
             dst_doc=r["dst_doc"],
             dst_kb=r["dst_kb"],
         )
-        for r in conn.execute("SELECT * FROM links WHERE src_doc = ? ORDER BY rowid", (doc_id,))
+        for r in conn.execute(
+            "SELECT target, rel, origin, dst_doc, dst_kb FROM links WHERE src_doc = ? "
+            "ORDER BY rowid",
+            (doc_id,),
+        )
     ]
 
 

@@ -8,6 +8,9 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
 
 * ``vectors(embed_hash, vector vector(dim))``: pgvector. Search is exact (a scan) below
   ``ann_min_chunks`` chunks; from there on an HNSW index (cosine) serves it (:meth:`ensure_ann`).
+* every text column in byte order (``COLLATE "C"``), as SQLite compares: a path filter's
+  range (``path >= ? AND path < ?``) and every ``ORDER BY`` on text mean the same on a server
+  whose default collation is a language's.
 * ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
   side splits it (:func:`~pinakes_core.index.query.words`); PostgreSQL's text search gives
   stopwords and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
@@ -32,23 +35,29 @@ split, the SQL of one table would spread over several modules.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.rows import tuple_row
+from psycopg.types import TypeInfo
 
 from pinakes_core.errors import LockError
 from pinakes_core.index.backend import (
     ChunkHit,
     ChunkRecord,
+    DatabaseError,
     DocumentRecord,
     LinkRecord,
     StoreUnavailableError,
@@ -57,7 +66,10 @@ from pinakes_core.index.bm25 import BM25_K1
 from pinakes_core.index.query import query_terms, words
 from pinakes_core.index.store import SCHEMA_VERSION, VectorMatrix
 
-__all__ = ["CONNECT_TRIES", "PostgresStore", "schema_name"]
+if TYPE_CHECKING:
+    from pinakes_core.config import ScaleConfig
+
+__all__ = ["CONNECT_TRIES", "PortableConnection", "PostgresPlace", "PostgresStore", "schema_name"]
 
 #: Connection attempts before a down server is reported, and the pause before each retry (s).
 CONNECT_TRIES = 3
@@ -99,56 +111,58 @@ ORDER BY s.score DESC, s.chunk_id
 """
 
 _SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL);
 CREATE TABLE documents (
-    doc_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    tags JSONB NOT NULL DEFAULT '[]',
-    aliases JSONB NOT NULL DEFAULT '[]',
-    content_hash TEXT NOT NULL,
+    doc_id TEXT COLLATE "C" PRIMARY KEY,
+    path TEXT COLLATE "C" NOT NULL UNIQUE,
+    title TEXT COLLATE "C" NOT NULL,
+    tags TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    aliases TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    content_hash TEXT COLLATE "C" NOT NULL,
+    sidecar_hash TEXT COLLATE "C",
     mtime_ns BIGINT NOT NULL,
     size BIGINT NOT NULL,
-    chunk_count INTEGER NOT NULL DEFAULT 0,
-    synced_at DOUBLE PRECISION NOT NULL,
-    meta JSONB NOT NULL DEFAULT '{}',
-    source_type TEXT NOT NULL DEFAULT 'markdown'
-        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
-    sidecar_hash TEXT,
     sidecar_mtime_ns BIGINT,
     sidecar_size BIGINT,
-    pages JSONB,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    synced_at DOUBLE PRECISION NOT NULL,
+    meta TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    source_type TEXT COLLATE "C" NOT NULL DEFAULT 'markdown'
+        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
+    pages TEXT COLLATE "C",
     line_count INTEGER
 );
+CREATE INDEX documents_by_source_type ON documents(source_type);
 CREATE TABLE doc_tags (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    tag TEXT NOT NULL,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    tag TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (doc_id, tag)
 );
 CREATE INDEX doc_tags_by_tag ON doc_tags(tag);
 CREATE TABLE doc_meta (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    ord INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    value_text TEXT NOT NULL,
-    value_num DOUBLE PRECISION,
-    PRIMARY KEY (doc_id, ord)
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    key TEXT COLLATE "C" NOT NULL,
+    value_text TEXT COLLATE "C" NOT NULL,
+    value_num DOUBLE PRECISION
 );
+CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
 CREATE INDEX doc_meta_by_text ON doc_meta(key, lower(value_text));
 CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
 CREATE TABLE chunks (
     chunk_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    doc_id TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
     ordinal INTEGER NOT NULL,
-    heading_path JSONB NOT NULL,
-    text TEXT NOT NULL,
-    idents TEXT NOT NULL DEFAULT '',
-    embed_hash TEXT NOT NULL,
+    heading_path TEXT COLLATE "C" NOT NULL,
+    text TEXT COLLATE "C" NOT NULL,
+    embed_hash TEXT COLLATE "C" NOT NULL,
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     tokens INTEGER NOT NULL,
     page_start INTEGER,
     page_end INTEGER,
+    -- What SQLite keeps in its FTS5 table: the identifier parts, the weighted words, the length.
+    idents TEXT COLLATE "C" NOT NULL DEFAULT '',
     tsv TSVECTOR NOT NULL,
     length DOUBLE PRECISION NOT NULL,
     UNIQUE (doc_id, ordinal)
@@ -158,26 +172,54 @@ CREATE INDEX chunks_tsv ON chunks USING gin(tsv);
 -- A chunk's length is repeated in each of its postings, so scoring reads postings only
 -- (index-only) and joins chunks for the top k alone.
 CREATE TABLE postings (
-    lexeme TEXT NOT NULL,
+    lexeme TEXT COLLATE "C" NOT NULL,
     chunk_id BIGINT NOT NULL REFERENCES chunks(chunk_id) ON DELETE CASCADE,
     tf DOUBLE PRECISION NOT NULL,
     length DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (lexeme, chunk_id) INCLUDE (tf, length)
 );
 CREATE INDEX postings_by_chunk ON postings(chunk_id);
+-- The dimension is fixed (``vector(dim)``) when the HNSW index is made (:meth:`ensure_ann`).
+CREATE TABLE vectors (embed_hash TEXT COLLATE "C" PRIMARY KEY, vector vector NOT NULL);
 CREATE TABLE links (
-    src_doc TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    ord INTEGER NOT NULL,
-    target TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
-    dst_kb TEXT,
-    dst_doc TEXT,
-    rel TEXT NOT NULL,
-    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
-    reason TEXT,
-    PRIMARY KEY (src_doc, ord)
+    rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    src_doc TEXT COLLATE "C" NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+    target TEXT COLLATE "C" NOT NULL,
+    kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
+    dst_kb TEXT COLLATE "C",
+    dst_doc TEXT COLLATE "C",
+    rel TEXT COLLATE "C" NOT NULL,
+    origin TEXT COLLATE "C" NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
+    reason TEXT COLLATE "C"
 );
+CREATE INDEX links_by_src ON links(src_doc);
 CREATE INDEX links_by_dst ON links(dst_doc);
+CREATE TABLE nodes (
+    node_id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('chunk', 'doc', 'tag', 'heading', 'dir', 'entity')),
+    key TEXT COLLATE "C" NOT NULL,
+    label TEXT COLLATE "C",
+    UNIQUE (kind, key)
+);
+CREATE TABLE edges (
+    src BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+    dst BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
+    kind TEXT COLLATE "C" NOT NULL,
+    weight DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (src, dst, kind)
+);
+CREATE INDEX edges_by_dst ON edges(dst);
+CREATE TABLE node_vectors (
+    node_id BIGINT PRIMARY KEY REFERENCES nodes(node_id) ON DELETE CASCADE,
+    embed_hash TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX node_vectors_by_hash ON node_vectors(embed_hash);
+CREATE TABLE ner_texts (embed_hash TEXT COLLATE "C" PRIMARY KEY, entities TEXT COLLATE "C" NOT NULL);
+CREATE TABLE entity_aliases (
+    alias TEXT COLLATE "C" PRIMARY KEY,
+    node_id BIGINT NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE
+);
+CREATE INDEX entity_aliases_by_node ON entity_aliases(node_id);
 """
 
 
@@ -227,7 +269,10 @@ class PostgresStore:
         #: the KB's schema; a rebuild writes :attr:`schema` = ``<home>__next`` until published.
         self.home = schema
         self.schema = schema
-        self.conn = conn
+        #: the driver's connection (``%s`` placeholders), for this module's own SQL.
+        self.raw = conn
+        #: the connection the code above the store uses: the SQL both engines speak.
+        self.conn = PortableConnection(self)
         # Advisory locks are (KB, what): 1 the writer, 2 making or swapping the schema.
         self._lock_key = zlib.crc32(f"pinakes:{schema}".encode()) - (1 << 31)
         self._rebuilt_from: str | None = None
@@ -267,14 +312,14 @@ class PostgresStore:
 
     def _version(self, schema: str) -> str | None:
         """The ``schema_version`` kept in ``schema``, or ``None`` without one."""
-        found = self.conn.execute(
+        found = self.raw.execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
             "AND table_name = 'meta'",
             (schema,),
         ).fetchone()
         if found is None:
             return None
-        row = self.conn.execute(
+        row = self.raw.execute(
             sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
                 sql.Identifier(schema)
             )
@@ -282,14 +327,14 @@ class PostgresStore:
         return None if row is None else str(row[0])
 
     def _home_created(self) -> str | None:
-        found = self.conn.execute(
+        found = self.raw.execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
             "AND table_name = 'meta'",
             (self.home,),
         ).fetchone()
         if found is None:
             return None
-        row = self.conn.execute(
+        row = self.raw.execute(
             sql.SQL("SELECT value FROM {}.meta WHERE key = 'created'").format(
                 sql.Identifier(self.home)
             )
@@ -297,29 +342,30 @@ class PostgresStore:
         return None if row is None else str(row[0])
 
     def _ensure_schema(self, *, rebuild: bool) -> None:
-        with self.conn.transaction():
-            self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        with self.raw.transaction():
+            self.raw.execute("CREATE EXTENSION IF NOT EXISTS vector")
             # Two first syncs of one KB racing: one creates the schema, the other waits here.
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+            self.raw.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
             version = self._version(self.home)
             if version is not None and (rebuild or version != str(SCHEMA_VERSION)):
-                self._rebuilt_from = version
+                # As the SQLite store's: only a rebuild the schema forced names what it replaced.
+                self._rebuilt_from = None if version == str(SCHEMA_VERSION) else version
                 self.schema = f"{self.home}__next"[:63]
-                self.conn.execute(
+                self.raw.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
                 )
             if version is None or self.schema != self.home:
-                exists = self.conn.execute(
+                exists = self.raw.execute(
                     "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
                     (self.schema,),
                 ).fetchone()
                 if exists is None:
-                    self.conn.execute(
+                    self.raw.execute(
                         sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
                     )
                 self._use_schema()
-                self.conn.execute(_SCHEMA)
-                self.conn.execute(
+                self.raw.execute(_SCHEMA)
+                self.raw.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s), "
                     "('generation', '0'), ('created', %s)",
                     (str(SCHEMA_VERSION), f"{time.time():.6f}"),
@@ -327,17 +373,18 @@ class PostgresStore:
         self._use_schema()
 
     def _use_schema(self) -> None:
-        self.conn.execute(
+        self.raw.execute(
             sql.SQL("SET search_path TO {}, public").format(sql.Identifier(self.schema))
         )
+        _read_vectors_as_bytes(self.raw)
         # pgvector's default ef_search of 40 caps an HNSW search at 40 results.
-        self.conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+        self.raw.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
     def drop(self) -> None:
         """Delete this KB's schema (and a rebuild's) with everything in it (files are the truth)."""
-        with self.conn.transaction():
+        with self.raw.transaction():
             for schema in dict.fromkeys((self.schema, self.home)):
-                self.conn.execute(
+                self.raw.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
                 )
 
@@ -346,19 +393,19 @@ class PostgresStore:
     def _read(self, job: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """Run a read; on a dropped connection (outside a transaction) reconnect once and retry."""
         try:
-            return job(self.conn)
+            return job(self.raw)
         except psycopg.OperationalError as exc:
-            if not self.conn.closed and self.conn.info.transaction_status not in (
+            if not self.raw.closed and self.raw.info.transaction_status not in (
                 psycopg.pq.TransactionStatus.IDLE,
                 psycopg.pq.TransactionStatus.UNKNOWN,
             ):
                 raise _unavailable(self.url, exc) from None
             with contextlib.suppress(Exception):
-                self.conn.close()
-            self.conn = _connect(self.url)
+                self.raw.close()
+            self.raw = _connect(self.url)
             self._use_schema()
             try:
-                return job(self.conn)
+                return job(self.raw)
             except psycopg.OperationalError as again:
                 raise _unavailable(self.url, again) from None
 
@@ -384,21 +431,37 @@ class PostgresStore:
         A reader's statement in flight finishes on the old tables (the drop waits for it);
         its next one reads the new tables, and :meth:`replaced` tells it so.
         """
-        if not self.pending:
-            return
-        with self.conn.transaction():
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
-            self.conn.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
-            )
-            self.conn.execute(
-                sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
-                    sql.Identifier(self.schema), sql.Identifier(self.home)
+        if self.pending:
+            with self.raw.transaction():
+                self.raw.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
+                self.raw.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.home))
                 )
-            )
-        self.schema = self.home
-        self._use_schema()
-        self._created = self._home_created()
+                self.raw.execute(
+                    sql.SQL("ALTER SCHEMA {} RENAME TO {}").format(
+                        sql.Identifier(self.schema), sql.Identifier(self.home)
+                    )
+                )
+            self.schema = self.home
+            self._use_schema()
+            self._created = self._home_created()
+        if not self.raw.autocommit:  # a sync's one transaction (hold_writes): now it is seen
+            try:
+                self.raw.commit()
+            except psycopg.OperationalError as exc:
+                raise _unavailable(self.url, exc) from None
+            self.raw.autocommit = True
+
+    def hold_writes(self) -> None:
+        """Make everything written from now until :meth:`publish` one transaction.
+
+        A sync's stores are opened so (:meth:`PostgresPlace.open`): each of its write
+        transactions becomes a savepoint of one transaction that :meth:`publish` commits, so a
+        reader on any machine sees the index before the sync or after it, never half of it. A
+        sync that fails or is killed leaves nothing (the server rolls it back); the next one
+        starts over.
+        """
+        self.raw.autocommit = False
 
     def replaced(self) -> bool:
         """Whether a rebuild was swapped in (or the schema dropped) since this store opened."""
@@ -407,20 +470,53 @@ class PostgresStore:
         return self._read(lambda c: self._home_created()) != self._created
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction that bumps ``meta.generation``; all or nothing.
+    def _tx(self, conn: Any = None) -> Iterator[None]:
+        """A transaction that bumps nothing (bookkeeping no query sees); all or nothing.
+
+        ``conn`` is accepted for the SQLite store's signature (``store._tx(store.conn)``).
 
         Raises:
             StoreUnavailableError: if the connection drops; nothing of the transaction stays.
         """
         try:
-            with self.conn.transaction():
+            with self.raw.transaction():
+                yield
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that see one state of the index (a ``REPEATABLE READ`` transaction).
+
+        Inside a transaction already (a sync's own reads), the block simply runs in it.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        try:
+            with self.raw.transaction():
+                self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[PortableConnection]:
+        """A transaction that bumps ``meta.generation``; all or nothing.
+
+        Yields the portable connection (:class:`PortableConnection`).
+
+        Raises:
+            StoreUnavailableError: if the connection drops; nothing of the transaction stays.
+        """
+        try:
+            with self.raw.transaction():
                 yield self.conn
-                self.conn.execute(
+                self.raw.execute(
                     "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'"
                 )
                 # BM25's N and total length, read by every lexical query (one scan a write).
-                self.conn.execute(
+                self.raw.execute(
                     "INSERT INTO meta(key, value) SELECT k, v FROM (SELECT count(*)::text, "
                     "coalesce(sum(length), 0)::text FROM chunks) s(n, total), "
                     "LATERAL (VALUES ('chunks', s.n), ('chunk_length', s.total)) x(k, v) "
@@ -431,7 +527,7 @@ class PostgresStore:
 
     def close(self) -> None:
         """Close the connection (which lets go of a writer lock it holds)."""
-        self.conn.close()
+        self.raw.close()
 
     def get_meta(self, key: str) -> str | None:
         """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
@@ -444,7 +540,7 @@ class PostgresStore:
 
     def set_meta(self, conn: Any, key: str, value: str) -> None:
         """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
-        conn.execute(
+        _raw(conn).execute(
             "INSERT INTO meta(key, value) VALUES (%s, %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
@@ -458,8 +554,6 @@ class PostgresStore:
         """See :class:`~pinakes_core.index.backend.StoreLifecycle` (vectors travel as text)."""
 
         def job(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            if not self._has_vectors(conn):
-                return []
             return conn.execute(
                 "SELECT c.chunk_id, v.vector::text FROM chunks c "
                 "JOIN vectors v ON v.embed_hash = c.embed_hash ORDER BY c.chunk_id"
@@ -497,10 +591,11 @@ class PostgresStore:
             yield
         finally:
             with contextlib.suppress(psycopg.OperationalError):
-                self.conn.execute("SELECT pg_advisory_unlock(%s, 1)", (self._lock_key,))
+                self.raw.execute("SELECT pg_advisory_unlock(%s, 1)", (self._lock_key,))
 
     def put_document(self, conn: Any, doc: DocumentRecord) -> None:
         """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+        conn = _raw(conn)
         conn.execute("DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path))
         conn.execute(
             "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, mtime_ns, "
@@ -532,9 +627,8 @@ class PostgresStore:
                 [(doc.doc_id, t) for t in dict.fromkeys(doc.tags)],
             )
             cur.executemany(
-                "INSERT INTO doc_meta(doc_id, ord, key, value_text, value_num) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                [(doc.doc_id, i, *row) for i, row in enumerate(doc.fields)],
+                "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (%s, %s, %s, %s)",
+                [(doc.doc_id, *row) for row in doc.fields],
             )
             cur.executemany(
                 "INSERT INTO chunks(doc_id, ordinal, heading_path, text, idents, embed_hash, "
@@ -578,28 +672,29 @@ class PostgresStore:
         )
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO links(src_doc, ord, target, kind, rel, origin) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                [
-                    (doc.doc_id, i, x.target, x.kind, x.rel, x.origin)
-                    for i, x in enumerate(doc.links)
-                ],
+                "INSERT INTO links(src_doc, target, kind, rel, origin) VALUES (%s, %s, %s, %s, %s)",
+                [(doc.doc_id, x.target, x.kind, x.rel, x.origin) for x in doc.links],
             )
 
     def delete_document(self, conn: Any, doc_id: str) -> None:
         """See :class:`~pinakes_core.index.backend.IndexBackend` (the rest goes by cascade)."""
+        conn = _raw(conn)
         conn.execute("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
 
     def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        """See :class:`~pinakes_core.index.backend.IndexBackend`; the first vector fixes the dimension."""
+        """See :class:`~pinakes_core.index.backend.IndexBackend`; an existing vector is kept.
+
+        A model of another dimension (after a model change emptied the table) frees the
+        column's dimension again, and drops the HNSW index that needed it.
+        """
         if not vectors:
             return
+        conn = _raw(conn)
         dim = int(next(iter(vectors.values())).shape[0])
-        if not self._has_vectors(conn):
-            conn.execute(
-                f"CREATE TABLE vectors (embed_hash TEXT PRIMARY KEY, vector vector({dim}))"
-            )
-            self.set_meta(conn, "dim", str(dim))
+        if self.get_meta("dim") not in (None, str(dim)):
+            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+            conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
+        self.set_meta(conn, "dim", str(dim))
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO vectors(embed_hash, vector) VALUES (%s, %s::vector) "
@@ -607,31 +702,34 @@ class PostgresStore:
                 [(h, _vector_text(v)) for h, v in vectors.items()],
             )
 
-    def _has_vectors(self, conn: psycopg.Connection[Any]) -> bool:
-        row = conn.execute(
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
-            "AND table_name = 'vectors'",
-            (self.schema,),
-        ).fetchone()
-        return row is not None
-
     def ensure_ann(self, min_chunks: int) -> bool:
         """Keep an HNSW index on the vectors from ``min_chunks`` chunks on (0: never).
 
         Below the threshold the index is dropped and search scans exactly. Returns whether
-        the index exists now.
+        the index exists now. Bookkeeping of the engine's own, invisible to what a query
+        finds: no generation bump, so a no-change sync leaves readers' caches valid.
         """
-        with self.transaction() as conn:
-            if not self._has_vectors(conn):
-                return False
-            count = int(_one(conn.execute("SELECT count(*) FROM chunks"))[0])
-            if min_chunks and count >= min_chunks:
-                conn.execute(
+        dim = self.get_meta("dim")
+        with self._tx(self.conn):
+            count = int(_one(self.raw.execute("SELECT count(*) FROM chunks"))[0])
+            if dim and min_chunks and count >= min_chunks:
+                typed = _one(
+                    self.raw.execute(
+                        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'vectors'::regclass "
+                        "AND attname = 'vector'"
+                    )
+                )[0]
+                if int(typed) != int(dim):
+                    self.raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
+                    self.raw.execute(
+                        f"ALTER TABLE vectors ALTER COLUMN vector TYPE vector({int(dim)})"
+                    )
+                self.raw.execute(
                     "CREATE INDEX IF NOT EXISTS vectors_hnsw ON vectors "
                     "USING hnsw (vector vector_cosine_ops)"
                 )
                 return True
-            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+            self.raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
             return False
 
     # -- IndexBackend: reading --------------------------------------------------------------
@@ -643,13 +741,13 @@ class PostgresStore:
             tags = _grouped(conn.execute("SELECT doc_id, tag FROM doc_tags ORDER BY doc_id, tag"))
             fields = _grouped(
                 conn.execute(
-                    "SELECT doc_id, key, value_text, value_num FROM doc_meta ORDER BY doc_id, ord"
+                    "SELECT doc_id, key, value_text, value_num FROM doc_meta ORDER BY doc_id, rowid"
                 )
             )
             links = _grouped(
                 conn.execute(
                     "SELECT src_doc, target, kind, rel, origin FROM links "
-                    "WHERE origin != 'reverse-scan' ORDER BY src_doc, ord"
+                    "WHERE origin != 'reverse-scan' ORDER BY src_doc, rowid"
                 )
             )
             chunks = _grouped(
@@ -668,14 +766,14 @@ class PostgresStore:
                     mtime_ns=int(r[4]),
                     size=int(r[5]),
                     tags=tuple(t[0] for t in tags.get(r[0], [])),
-                    aliases=tuple(r[6]),
+                    aliases=tuple(json.loads(r[6])),
                     source_type=r[7],
-                    meta=r[8],
+                    meta=json.loads(r[8]),
                     fields=tuple((f[0], f[1], f[2]) for f in fields.get(r[0], [])),
                     chunks=tuple(
                         ChunkRecord(
                             ordinal=c[0],
-                            heading_path=tuple(c[1]),
+                            heading_path=tuple(json.loads(c[1])),
                             text=c[2],
                             embed_hash=c[3],
                             start_line=c[4],
@@ -691,7 +789,7 @@ class PostgresStore:
                     sidecar_hash=r[9],
                     sidecar_mtime_ns=r[10],
                     sidecar_size=r[11],
-                    pages=None if r[12] is None else tuple(r[12]),
+                    pages=None if r[12] is None else tuple(json.loads(r[12])),
                     line_count=r[13],
                 )
                 for r in conn.execute(
@@ -707,8 +805,6 @@ class PostgresStore:
         """See :class:`~pinakes_core.index.backend.IndexBackend`."""
 
         def job(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            if not self._has_vectors(conn):
-                return []
             return conn.execute("SELECT embed_hash, vector::text FROM vectors").fetchall()
 
         for h, text in self._read(job):
@@ -773,23 +869,275 @@ class PostgresStore:
         literal = _vector_text(vector)
 
         def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
-            try:
-                rows = conn.execute(
-                    "WITH top AS (SELECT embed_hash, vector <=> %s::vector AS distance "
-                    "FROM vectors ORDER BY distance LIMIT %s) "
-                    "SELECT c.chunk_id, c.doc_id, d.path, c.ordinal, 1 - top.distance FROM top "
-                    "JOIN chunks c ON c.embed_hash = top.embed_hash "
-                    "JOIN documents d ON d.doc_id = c.doc_id "
-                    "ORDER BY top.distance, c.chunk_id LIMIT %s",
-                    (literal, k, k),
-                ).fetchall()
-            except psycopg.errors.UndefinedTable:  # nothing embedded yet
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    raise
-                return []
+            rows = conn.execute(
+                "WITH top AS (SELECT embed_hash, vector <=> %s::vector AS distance "
+                "FROM vectors ORDER BY distance LIMIT %s) "
+                "SELECT c.chunk_id, c.doc_id, d.path, c.ordinal, 1 - top.distance FROM top "
+                "JOIN chunks c ON c.embed_hash = top.embed_hash "
+                "JOIN documents d ON d.doc_id = c.doc_id "
+                "ORDER BY top.distance, c.chunk_id LIMIT %s",
+                (literal, k, k),
+            ).fetchall()
             return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
 
         return self._read(job)
+
+
+class Row(tuple[Any, ...]):
+    """A result row read by position or by column name, as ``sqlite3.Row`` is."""
+
+    _names: dict[str, int]
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        """The column names, in order."""
+        return list(self._names)
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    kind = type("Row", (Row,), {"_names": names, "__slots__": ()})
+
+    def make(values: Sequence[Any]) -> Row:
+        row: Row = kind(values)
+        return row
+
+    return make
+
+
+@functools.lru_cache(maxsize=4096)
+def dialect(query: str) -> str:
+    """``query`` with its ``?`` placeholders as the driver's ``%s`` (and a literal ``%`` doubled).
+
+    Quoted text (``'…'``) and quoted names (``"…"``) are left as they are. This is the only
+    rewriting: the SQL itself is written in the dialect both engines speak (:mod:`pinakes_core.index.backend`).
+    """
+    out: list[str] = []
+    quote = ""
+    for ch in query:
+        if quote:
+            out.append("%%" if ch == "%" else ch)
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PortableConnection:
+    """The store's connection for the code above it: SQLite's ``?`` SQL run on PostgreSQL.
+
+    ``execute`` and ``executemany`` take SQL in the common dialect of SQLite and PostgreSQL
+    (:mod:`pinakes_core.index.backend`) and return the driver's cursor, whose rows read by
+    position or column name. A read outside a transaction whose connection dropped is retried
+    once on a new connection; a statement the server refuses raises
+    :class:`~pinakes_core.index.backend.DatabaseError`, a server that is gone
+    :class:`~pinakes_core.index.backend.StoreUnavailableError`.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        """The driver's connection underneath (``%s`` placeholders)."""
+        return self._store.raw
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (as ``sqlite3.Connection.in_transaction``)."""
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def execute(
+        self, query: str, params: Sequence[Any] = (), *, plain: bool = False
+    ) -> psycopg.Cursor[Any]:
+        """Run one statement; see the class docstring (``plain``: rows as bare tuples)."""
+        text = dialect(query)
+        rows: Any = tuple_row if plain else _row_factory
+
+        def job(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+            cursor = conn.cursor(row_factory=rows)
+            return cursor.execute(text, tuple(params))
+
+        return self._run(job)
+
+    def chunk_count(self) -> int:
+        """The number of chunks, as the last write counted them (``meta.chunks``)."""
+        row = self.execute("SELECT value FROM meta WHERE key = 'chunks'").fetchone()
+        if row is None:
+            row = _one(self.execute("SELECT count(*) FROM chunks"))
+        return int(row[0])
+
+    def cursor(self) -> _PlainCursor:
+        """A cursor whose rows are bare tuples once its ``row_factory`` is set to ``None``.
+
+        As ``sqlite3``'s: sync reads its largest table this way (issue 14).
+        """
+        return _PlainCursor(self)
+
+    def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
+        """Run one statement for each of ``rows``; see the class docstring."""
+        text = dialect(query)
+        batch = [tuple(r) for r in rows]
+
+        def job(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+            cursor = conn.cursor(row_factory=_row_factory)
+            cursor.executemany(text, batch)
+            return cursor
+
+        return self._run(job)
+
+    def _run(self, job: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        try:
+            return self._store._read(job)
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self._store.url, exc) from None
+        except psycopg.Error as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DatabaseError(
+                f"The PostgreSQL server refused a statement of the index ({reason}).",
+                "This is a bug in Pinakes if it persists; `pnk sync --rebuild` rebuilds the index.",
+            ) from exc
+
+
+class _PlainCursor:
+    """What ``sqlite3.Connection.cursor()`` gives the code above the store (see :meth:`PortableConnection.cursor`)."""
+
+    def __init__(self, conn: PortableConnection) -> None:
+        self._conn = conn
+        #: ``None``: bare tuples; anything else: rows read by name too.
+        self.row_factory: object = _row_factory
+
+    def execute(self, query: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        """Run one statement (see :meth:`PortableConnection.execute`)."""
+        return self._conn.execute(query, params, plain=self.row_factory is None)
+
+
+class PostgresPlace:
+    """A KB's index in a PostgreSQL schema (:class:`~pinakes_core.index.place.IndexPlace`).
+
+    Nothing of it is on local disk: any number of machines read it, one writes at a time.
+    """
+
+    backend = "postgres"
+
+    def __init__(self, url: str, kb_id: str) -> None:
+        self.url = url
+        self.kb_id = kb_id
+        # One connection for the questions a server asks before each call, opened at the
+        # first and kept (reopened if the server dropped it).
+        self._probe: PostgresStore | None = None
+
+    def _ask(self, question: Callable[[PostgresStore], _T]) -> _T:
+        if self._probe is None or self._probe.raw.closed:
+            self._probe = PostgresStore(self.url, self.kb_id, _connect(self.url))
+        probe = self._probe
+        return probe._read(lambda conn: question(probe))
+
+    def _version(self) -> str | None:
+        return self._ask(lambda store: store._version(store.home))
+
+    def identity(self) -> object | None:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's creation time (a rebuild makes a new one)."""
+        return self._ask(lambda store: store._home_created())
+
+    def size(self) -> int:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's tables and indexes."""
+
+        def question(store: PostgresStore) -> int:
+            row = store.raw.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind = 'r'",
+                (store.home,),
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return self._ask(question)
+
+    def close(self) -> None:
+        """Close the connection :meth:`exists`, :meth:`current` and :meth:`identity` keep."""
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+    def exists(self) -> bool:
+        """See :class:`~pinakes_core.index.place.IndexPlace` (one short connection)."""
+        return self._version() is not None
+
+    def current(self) -> bool:
+        """See :class:`~pinakes_core.index.place.IndexPlace`."""
+        return self._version() == str(SCHEMA_VERSION)
+
+    def open(self, *, create: bool = True, rebuild: bool = False) -> PostgresStore:
+        """See :class:`~pinakes_core.index.place.IndexPlace` (:meth:`PostgresStore.open`).
+
+        A store opened to write (``create``: a sync's) holds its writes until it publishes
+        (:meth:`PostgresStore.hold_writes`): readers never see half a sync.
+        """
+        store = PostgresStore.open(self.url, self.kb_id, create=create, rebuild=rebuild)
+        if create:
+            store.hold_writes()
+        return store
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's advisory writer lock.
+
+        Held on a connection of its own for the whole sync; like SQLite's lock file it does
+        not wait: a sync running elsewhere fails this one at once.
+        """
+        store = PostgresStore.open(self.url, self.kb_id, create=True)
+        try:
+            with store.writer(wait=0.0):
+                yield
+        finally:
+            store.close()
+
+    def check_writable(self) -> None:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: the server checks its own rights.
+
+        A role that may not write gets the server's refusal in one sentence at the first write.
+        """
+
+    def refresh_indexes(
+        self, store: Any, scale: ScaleConfig, changed: list[str], removed: list[str]
+    ) -> None:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: HNSW from ``[scale] ann_min_chunks``."""
+        store.ensure_ann(scale.ann_min_chunks)
+
+    def settle(self, store: Any) -> None:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: nothing is kept outside the database."""
+
+
+class _VectorBytes(Loader):
+    """Reads a pgvector value as SQLite keeps a vector: its float32 values' bytes."""
+
+    def load(self, data: Buffer) -> bytes:
+        return np.asarray(json.loads(bytes(data)), dtype=np.float32).tobytes()
+
+
+def _read_vectors_as_bytes(conn: psycopg.Connection[Any]) -> None:
+    """Make ``conn`` read ``vector`` columns as float32 bytes (``np.frombuffer`` reads them back)."""
+    info = TypeInfo.fetch(conn, "vector")
+    if info is not None:
+        conn.adapters.register_loader(info.oid, _VectorBytes)
+
+
+def _raw(conn: Any) -> psycopg.Connection[Any]:
+    """The driver's connection of ``conn`` (a :class:`PortableConnection` or the driver's own)."""
+    return conn.raw if isinstance(conn, PortableConnection) else conn
 
 
 def _one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -19,7 +19,9 @@ from pinakes_core.models import Status
 __all__ = ["kb_status"]
 
 
-def kb_status(root: Path, config: Config, *, store: Callable[[], Store | None]) -> Status:
+def kb_status(
+    root: Path, config: Config, *, store: Callable[[], Store | None], size: Callable[[], int]
+) -> Status:
     """Counts, model, schema and staleness (files new, changed or removed since last sync).
 
     Args:
@@ -27,6 +29,8 @@ def kb_status(root: Path, config: Config, *, store: Callable[[], Store | None]) 
         config: its config.
         store: gives the KB's open store, or ``None`` when it was never synced; called once,
             after the folder was scanned.
+        size: gives the bytes the index takes where it lives
+            (:meth:`IndexPlace.size <pinakes_core.index.place.IndexPlace.size>`).
     """
     # Document scanning and sync's change tests load only for a status (issue 14).
     from pinakes_core.read.documents import scan
@@ -81,7 +85,6 @@ def kb_status(root: Path, config: Config, *, store: Callable[[], Store | None]) 
     dim = opened.get_meta("dim")
     ner = opened.get_meta("ner_settings") is not None  # the NER layer was derived
     mentions = conn.execute("SELECT COUNT(*) FROM edges WHERE kind = 'mentions'").fetchone()
-    size = sum(p.stat().st_size for p in Store.files(root))
     return Status(
         **base,
         synced=True,
@@ -102,7 +105,7 @@ def kb_status(root: Path, config: Config, *, store: Callable[[], Store | None]) 
             "changed": changed,
             "removed": len(rows.keys() - seen),
         },
-        store_bytes=size,
+        store_bytes=size(),
         entities=int(conn.execute("SELECT COUNT(*) FROM nodes WHERE kind = 'entity'").fetchone()[0])
         if ner
         else None,

@@ -20,7 +20,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,11 @@ _GENERATION = re.compile(r"^index\.(\d+)\.db$")
 # Any file of a generation: its database, WAL, shared memory, journal or readers lock.
 _GENERATION_FILE = re.compile(r"^(index\.\d+)\.(?:db(?:-wal|-shm|-journal)?|readers)$")
 
+#: Indexes a store of this schema version may lack (made before them): a sync adds them, once.
+#: ``doc_meta_by_lower`` serves the field filters' case-blind equality (:meth:`MetaFilter.sql
+#: <pinakes_core.read.meta.MetaFilter.sql>`), which older stores indexed with ``COLLATE NOCASE``.
+_ADDED_INDEXES = "CREATE INDEX IF NOT EXISTS doc_meta_by_lower ON doc_meta(key, lower(value_text))"
+
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE documents (
@@ -106,7 +111,7 @@ CREATE TABLE doc_meta (
     value_num REAL
 );
 CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
-CREATE INDEX doc_meta_by_text ON doc_meta(key, value_text COLLATE NOCASE);
+CREATE INDEX doc_meta_by_lower ON doc_meta(key, lower(value_text));
 CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
 CREATE TABLE chunks (
     chunk_id INTEGER PRIMARY KEY,
@@ -299,7 +304,9 @@ class Store:
                 rebuilt_from = version or "unknown"
                 rebuild = True
             else:
-                return cls._attach(root)
+                store = cls._attach(root)
+                store.conn.execute(_ADDED_INDEXES)
+                return store
         store = cls._create(pointer.parent, rebuilt_from=rebuilt_from)
         if not pointer.exists():
             store.publish()  # nothing to hide: build in place, resumable after a crash
@@ -418,6 +425,22 @@ class Store:
         conn.execute("COMMIT")
 
     @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that see one state of the index (one read transaction).
+
+        Inside a transaction already (a sync's own reads), the block simply runs in it.
+        """
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
+
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """Run a write transaction that also bumps ``meta.generation``; all or nothing."""
         with self._tx(self.conn):
@@ -450,6 +473,25 @@ class Store:
         """Return the store generation (bumped by every committed write)."""
         return int(self.get_meta("generation") or 0)
 
+    def put_vectors(
+        self, conn: sqlite3.Connection, vectors: dict[str, npt.NDArray[np.float32]]
+    ) -> None:
+        """Store ``vectors`` (embed hash -> vector) inside the caller's transaction.
+
+        A hash already stored keeps its vector (equal hashes are equal texts). Records the
+        vectors' dimension in ``meta.dim``. The same method, with the same contract, is
+        :meth:`PostgresStore.put_vectors <pinakes_core.index.pgstore.PostgresStore.put_vectors>`,
+        so code above the store writes vectors through it on either backend (issue 38).
+        """
+        conn.executemany(
+            "INSERT INTO vectors(embed_hash, vector) VALUES (?, ?) "
+            "ON CONFLICT (embed_hash) DO NOTHING",
+            [(h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in vectors.items()],
+        )
+        if vectors:
+            dim = next(iter(vectors.values())).shape[0]
+            self.set_meta(conn, "dim", str(dim))
+
     def load_vectors(self, dim: int) -> VectorMatrix:
         """Load every chunk vector into one float32 matrix ordered by chunk id."""
         rows = self.conn.execute(
@@ -469,12 +511,14 @@ class Store:
 class OpenStore:
     """One KB's store, opened on first use and kept open between operations (the KB's handle).
 
-    :meth:`replaced` tells when another process swapped a rebuilt generation in; the holder
-    then closes this one (and everything it loaded from it) before its next operation.
+    ``opener`` opens it for reading (:meth:`IndexPlace.open <pinakes_core.index.place.IndexPlace.open>`
+    without ``create``), raising :class:`~pinakes_core.errors.IndexMissingError` when the KB was
+    never synced. :meth:`replaced` tells when another process swapped a rebuilt generation in;
+    the holder then closes this one (and everything it loaded from it) before its next operation.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, opener: Callable[[], Store]) -> None:
+        self._opener = opener
         self._store: Store | None = None
 
     @property
@@ -489,11 +533,7 @@ class OpenStore:
             IndexMissingError: if the KB was never synced.
         """
         if self._store is None:
-            if not Store.exists(self.root):
-                raise IndexMissingError(
-                    f"{self.root} has no index yet.", f"Run `pnk sync --kb {self.root}`."
-                )
-            self._store = Store.open(self.root, create=False)
+            self._store = self._opener()
         return self._store
 
     def replaced(self) -> bool:
@@ -530,13 +570,18 @@ def write_stamp(path: Path, stamp: dict[str, Any]) -> None:
     replace_file(path, json.dumps(stamp).encode("utf-8"))
 
 
-def chunk_count(conn: sqlite3.Connection) -> int:
+def chunk_count(conn: Any) -> int:
     """The number of chunks, read from the row count FTS5 keeps for its own BM25 IDF.
 
     That count is the first varint of the FTS index's "averages" record, so reading it costs
     nothing at any size, where ``COUNT(*)`` reads the whole chunks table (~45 ms at 1M chunks,
     per query; issue 14). Falls back to ``COUNT(*)`` if the record is missing or unreadable.
+    A connection with a ``chunk_count`` of its own (PostgreSQL's, which keeps the count in
+    ``meta`` at every write) answers itself.
     """
+    own = getattr(conn, "chunk_count", None)
+    if own is not None:
+        return int(own())
     row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
     if row is not None and isinstance(row[0], bytes):
         value = 0

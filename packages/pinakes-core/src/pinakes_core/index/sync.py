@@ -22,12 +22,11 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pinakes_core.config import Config
-from pinakes_core.derived import store_dir
 from pinakes_core.errors import PinakesError, UnsafeFileError
-from pinakes_core.index.lock import sync_lock
+from pinakes_core.index.backend import DatabaseErrors
 from pinakes_core.index.preparation import Plan, Preparer, digest
 from pinakes_core.index.store import Store
 from pinakes_core.index.writer import DocumentEmbedder, Writer
@@ -44,6 +43,9 @@ from pinakes_core.read.identity import (
 from pinakes_core.read.sidecar import (
     remove_leftover,
 )
+
+if TYPE_CHECKING:
+    from pinakes_core.index.place import IndexPlace
 
 __all__ = ["ProgressFn", "model_id_for", "run_sync"]
 
@@ -303,17 +305,19 @@ def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
     return resolve(conn, kb_id, kb_name)
 
 
-def _id_history(root: Path) -> dict[str, str]:
+def _id_history(place: IndexPlace) -> dict[str, str]:
     """Doc id -> path in the store a rebuild is about to replace (empty when there is none)."""
     try:
-        old = Store.open(root, create=False)
-    except (FileNotFoundError, PinakesError, sqlite3.Error):
+        old = place.open(create=False)
+    except (FileNotFoundError, PinakesError):
+        return {}
+    except DatabaseErrors:
         return {}
     try:
         return {
             str(r[0]): str(r[1]) for r in old.conn.execute("SELECT doc_id, path FROM documents")
         }
-    except sqlite3.Error:
+    except DatabaseErrors:
         return {}
     finally:
         old.close()
@@ -322,6 +326,7 @@ def _id_history(root: Path) -> dict[str, str]:
 def run_sync(
     root: Path,
     config: Config,
+    place: IndexPlace,
     embedder_factory: Callable[[], DocumentEmbedder],
     *,
     rebuild: bool = False,
@@ -334,6 +339,7 @@ def run_sync(
     Args:
         root: the KB root (the folder holding ``pinakes.toml``).
         config: the KB's validated configuration.
+        place: where the KB's index lives (:func:`pinakes_core.index.backend.index_place`).
         embedder_factory: returns the embedder; called only if something needs embedding.
         rebuild: build a new store from the files beside the current one, and swap it in
             atomically once complete; readers keep answering from the old one until then.
@@ -349,9 +355,9 @@ def run_sync(
         LockError: if another sync of this KB is running.
     """
     started = time.perf_counter()
-    with sync_lock(store_dir(root, create=True)):
-        history = _id_history(root) if rebuild else {}
-        store = Store.open(root, rebuild=rebuild)
+    with place.lock():
+        history = _id_history(place) if rebuild else {}
+        store = place.open(rebuild=rebuild)
         racy = racy_cutoff(store.get_meta("sync_started"))  # before this sync's start is set
         preparer: Preparer | None = None
         sync_warnings: list[str] = []

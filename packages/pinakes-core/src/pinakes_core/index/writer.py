@@ -2,7 +2,8 @@
 
 :class:`Writer` embeds the chunk texts whose hash has no vector yet, in groups of about
 :data:`GROUP_CHUNKS` new chunks, and writes each document in its own transaction through the
-store contract (:mod:`pinakes_core.index.backend`), so a sync killed at any instant leaves every
+store contract (:mod:`pinakes_core.index.backend`; vectors through ``Store.put_vectors``,
+which the PostgreSQL store has too), so a sync killed at any instant leaves every
 document either fully old or fully new. It also removes gone documents and fills in vectors a
 model change or an interrupted sync left missing.
 """
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pinakes_core.index.backend import ChunkRecord, DocumentRecord, LinkRecord, SqliteBackend
+from pinakes_core.index.backend import ChunkRecord, DocumentRecord, LinkRecord, content_of
 from pinakes_core.index.preparation import Plan, Prepared, drop_skeleton
 from pinakes_core.index.query import split_cjk
 from pinakes_core.index.store import Store
@@ -110,7 +111,7 @@ class Writer:
         self.root = root
         self.store = store
         #: the store contract (pinakes_core.index.backend) that documents are written through.
-        self.backend = SqliteBackend(store)
+        self.backend = content_of(store)
         self.embedder_factory = embedder_factory
         self._embedder: DocumentEmbedder | None = None
         self.progress = progress
@@ -223,7 +224,7 @@ class Writer:
                 )
             )
             self.backend.put_document(conn, _record(p))
-            self.backend.put_vectors(
+            self.store.put_vectors(
                 conn,
                 {
                     h: np.frombuffer(fresh[h], dtype=np.float32)
@@ -264,9 +265,8 @@ class Writer:
             part = dict(items[i : i + GROUP_CHUNKS * 4])
             fresh = self._embed(part, len(items))
             with self.store.transaction() as conn:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO vectors(embed_hash, vector) VALUES (?, ?)",
-                    list(fresh.items()),
+                self.store.put_vectors(
+                    conn, {h: np.frombuffer(v, dtype=np.float32) for h, v in fresh.items()}
                 )
                 self.store.set_meta(conn, "dim", str(self.embedder.dim))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from pinakes_core.config import Config
 from pinakes_core.derived import STORE_DIR, store_problems
 from pinakes_core.errors import SidecarError
+from pinakes_core.index.place import IndexPlace
 from pinakes_core.index.store import SCHEMA_VERSION, Store
 from pinakes_core.intake import display_name
 from pinakes_core.manage.crosskb import Peers, cross_rows, doctor_findings
@@ -61,6 +62,7 @@ def run_doctor(
     config: Config,
     *,
     store: Callable[[], Store],
+    place: IndexPlace,
     peers: Callable[[], Peers],
     plugin_checks: Callable[[Store], Iterable[list[DoctorFinding]]],
     fix: bool = False,
@@ -72,6 +74,7 @@ def run_doctor(
         root: the KB root.
         config: its config.
         store: opens (or gives the open) store; called only when the KB was synced.
+        place: where the index lives (whether it exists, its size).
         peers: gives the KBs its cross-KB links resolve in; called only when synced.
         plugin_checks: the plugins' ``doctor_checks`` over the store, one list per plugin.
         fix: give a copied sidecar (duplicate id) a new ULID, and with ``remove_orphans`` delete
@@ -132,7 +135,7 @@ def run_doctor(
             ids[sidecar.id].append(side)
 
     indexed: dict[str, str] = {}
-    if Store.exists(root):
+    if place.exists():
         indexed = {r[0]: r[1] for r in store().conn.execute("SELECT doc_id, path FROM documents")}
     duplicates = {i: paths for i, paths in ids.items() if len(paths) > 1}
     if duplicates:
@@ -212,7 +215,7 @@ def run_doctor(
             )
         )
 
-    if not Store.exists(root):
+    if not place.exists():
         findings.append(
             DoctorFinding(
                 check="store", severity="info", message="The KB was never synced; run `pnk sync`."
@@ -297,7 +300,7 @@ def run_doctor(
                     items=lonely[:_LIST_CAP],
                 )
             )
-        size = sum(p.stat().st_size for p in Store.files(root))
+        size = place.size()
         chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
         findings.append(
             DoctorFinding(

@@ -569,7 +569,7 @@ def calibrate(kb: KB, questions_file: Path, *, folds: int = 5, seed: int = 0) ->
     log loss, AUC, reliability curve, threshold table) comes from held-out predictions: each
     question is scored by a model fitted on the other folds. The returned ``calibration`` is
     then fitted on all questions; the caller decides whether to store it
-    (``KB.save_calibration``). It keeps the KB's off-topic gate, and the held-out predictions
+    (``KB.searcher.save_calibration``). It keeps the KB's off-topic gate, and the held-out predictions
     include that gate as a search's ``confidence`` does.
 
     Raises:

@@ -26,8 +26,6 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ulid import ULID
-
 from pinakes_core.models import RepeatedId
 from pinakes_core.uri import is_ulid, new_ulid
 
@@ -51,6 +49,10 @@ def derived_id(kb_id: str, kind: str, value: str) -> str:
 
     128 bits of BLAKE2b; the timestamp part of such a ULID carries no time.
     """
+    # Here, not at the top: python-ulid imports importlib.metadata (for its own version), ~40 ms
+    # a search process (which reaches this module through index.catalogue) never needs.
+    from ulid import ULID
+
     digest = hashlib.blake2b(f"{kb_id}\x00{kind}\x00{value}".encode(), digest_size=16).digest()
     return str(ULID.from_bytes(digest))
 

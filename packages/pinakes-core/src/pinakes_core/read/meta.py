@@ -84,14 +84,18 @@ class MetaFilter:
         return f"{self.key}{self.op}{self.values[0]}"
 
     def sql(self) -> tuple[str, list[object]]:
-        """Return a condition over ``documents d`` and its parameters."""
+        """Return a condition over ``documents d`` and its parameters.
+
+        Text equality ignores case as ``lower()`` does (ASCII on SQLite, every letter on
+        PostgreSQL); both stores index ``doc_meta(key, lower(value_text))`` for it.
+        """
         base = "d.doc_id IN (SELECT doc_id FROM doc_meta WHERE key = ?"
         if self.op == "exists":
             return base + ")", [self.key]
         if self.op == "in":
-            marks = ",".join("?" * len(self.values))
+            marks = ",".join(["lower(?)"] * len(self.values))
             return (
-                f"{base} AND value_text COLLATE NOCASE IN ({marks}))",
+                f"{base} AND lower(value_text) IN ({marks}))",
                 [self.key, *self.values],
             )
         value = self.values[0]
@@ -99,11 +103,11 @@ class MetaFilter:
             # No value of the field equals it (a document without the field qualifies too).
             return (
                 "d.doc_id NOT IN (SELECT doc_id FROM doc_meta WHERE key = ? "
-                "AND value_text = ? COLLATE NOCASE)",
+                "AND lower(value_text) = lower(?))",
                 [self.key, value],
             )
         if self.op == "=":
-            return f"{base} AND value_text = ? COLLATE NOCASE)", [self.key, value]
+            return f"{base} AND lower(value_text) = lower(?))", [self.key, value]
         number = _number(value)
         if number is None and _DECIMAL.fullmatch(value):
             # Past a 64-bit float (1e309): compared as the infinity it rounds to, not as text

@@ -496,9 +496,6 @@ class Searcher:
         ``candidates`` defaults to ``[retrieval] candidates``; ``embed_query`` to the KB's
         model, looked up at the first dense use (a BM25-only query never loads the model).
         """
-        # The store's generation first: on a database server, a connection dropped since the
-        # last query is reopened by that read, so the context gets the live one.
-        counts = self.phrase_counts()
         return QueryContext(
             query=query,
             conn=self.store().conn,
@@ -509,7 +506,7 @@ class Searcher:
             ann=self.ann,
             ann_oversample=self.config.scale.ann_oversample,
             bm25_max_rows=self.config.scale.bm25_max_rows,
-            phrase_counts=counts,
+            phrase_counts=self.phrase_counts(),
             lexical=self.lexical,
             text=self.text_index,
             names=self.document_names,
@@ -529,8 +526,6 @@ class Searcher:
             PluginMissingError: if a requested channel is not installed.
         """
         outer = getattr(self._pinned, "generation", None)
-        # The first read of the search: on a database server it also reopens a connection
-        # dropped since the last one, before the query's context takes it.
         self._pinned.generation = self.store().generation()
         try:
             return self._search(request)

