@@ -8,14 +8,18 @@ The search side asks a store kind for its parts in one place
   BM25 channel uses of the tantivy index (:class:`~pinakes_core.index.lexical.LexicalIndex`:
   ``doc_freq``, ``idf``, ``search`` with the chunk ids a filter allows, ``len``), plus what the
   query's phrase checks read of FTS5 on SQLite (:class:`~pinakes_core.index.bm25.TextIndex`:
-  rows holding a phrase, whether a chunk holds one, headings holding one). Words are split
+  rows holding a phrase, which phrases a chunk holds, which chunks hold them all, headings
+  holding one). Words are split
   as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
   Snowball English (``to_tsvector('english', …)``), as the store indexed them. One word is
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
-  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes; a
-  filter restricts the rows scored, never the IDF (as FTS5's ``bm25()``).
+  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes,
+  plus one term per phrase of several words (a quoted span, an identifier such as
+  ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
+  restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
+  and their row counts are read once per store generation.
 * :class:`PgAnn`: the dense channel's candidates from pgvector (:meth:`PostgresStore.nearest
   <pinakes_core.index.pgstore.PostgresStore.nearest>`: HNSW once sync made the index, an exact
   scan before), which the channel scores exactly against the vectors it holds in memory.
