@@ -135,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ann-min-chunks", type=int, default=0, help="pgvector's HNSW from this size (0: exact)"
     )
     parser.add_argument("--json", type=Path, help="write the result as JSON here too")
+    parser.add_argument(
+        "--no-sync", action="store_true", help="use the KB's index as it is (a staged copy)"
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "tests" / "core"))
     from pg_server import PgServer
@@ -144,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = None if args.url else PgServer().start()
     url = args.url or server.url  # type: ignore[union-attr]
     kb = KB.open(args.kb)
-    kb.sync()
+    if not args.no_sync:
+        kb.sync()
     store = PostgresStore.open(url, kb.config.kb.id)
     try:
         result = compare(kb, store, args.questions, ann_min_chunks=args.ann_min_chunks)

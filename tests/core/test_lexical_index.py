@@ -446,13 +446,13 @@ def test_a_sync_by_another_kb_handle_is_seen_at_the_next_search(tmp_path: Path) 
     nothing shared with the first but the files.
     """
     server = _kb(tmp_path)
-    held = server.lexical()
+    held = server.searcher.lexical()
     assert held is not None and len(held) == 60
     other = KB.open(server.root, embedder=FakeHashEmbedder())
     write_files(server.root, {"c/new.md": "# New\n\nzebra csv parser zebra.\n"})
     other.sync()
     other.close()
-    now = server.lexical()
+    now = server.searcher.lexical()
     assert now is not None and now is not held and len(now) == 61
     ctx = server.query_context("zebra")
     assert ctx.lexical_index is now and ctx.bm25("zebra")

@@ -229,6 +229,10 @@ def test_the_phrase_checks_read_postgres_as_they_read_fts5(pair: Pair) -> None:
         assert held_pg, phrase
         one = next(iter(held_pg))
         assert pg.holds(phrase, one)
+    asked = ['"csv"', '"parser"', '"table"', '"csv parser"', '"parser csv"', '"the"']
+    for chunk in (("a/n05.md", 0), ("a/n08.md", 0), ("b/n45.md", 0)):
+        lite_held = lite.held(asked, ids["sqlite"][chunk])
+        assert pg.held(asked, ids["pg"][chunk]) == lite_held - {'"the"'}, chunk
     both = ['"csv parser"', '"table"']  # every phrase must be held
     held_lite = lite.holders(both, [ids["sqlite"][c] for c in chunks])
     held_pg = pg.holders(both, [ids["pg"][c] for c in chunks])
@@ -303,6 +307,16 @@ def test_self_calibration_runs_on_postgres(pair: Pair) -> None:
     assert pair.pg.calibration() is not None
     request = search_request(pair.kb.config.retrieval, "csv parser")
     assert pair.pg.search(request).confidence is not None
+
+
+def test_a_connection_dropped_between_searches_is_reopened(pair: Pair, pg_url: str) -> None:
+    import psycopg
+
+    request = search_request(pair.kb.config.retrieval, "csv parser", tags=["odd"])
+    before = [h.path for h in pair.pg.search(request).hits]
+    with psycopg.connect(pg_url, autocommit=True) as admin:  # the server drops the session
+        admin.execute("SELECT pg_terminate_backend(%s)", (pair.store.raw.info.backend_pid,))
+    assert [h.path for h in pair.pg.search(request).hits] == before
 
 
 #: The issue's target: no class lower on PostgreSQL than on SQLite by more than this (R@5).

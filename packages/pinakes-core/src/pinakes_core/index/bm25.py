@@ -129,6 +129,10 @@ class TextIndex(Protocol):
         """Whether chunk ``chunk_id`` holds ``phrase``."""
         ...
 
+    def held(self, phrases: Sequence[str], chunk_id: int) -> set[str]:
+        """Which of ``phrases`` chunk ``chunk_id`` holds."""
+        ...
+
     def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
         """Which of ``chunk_ids`` hold every one of ``phrases``."""
         ...
@@ -168,6 +172,10 @@ class Fts5Text:
             ).fetchone()
             is not None
         )
+
+    def held(self, phrases: Sequence[str], chunk_id: int) -> set[str]:
+        """See :class:`TextIndex` (one indexed lookup per phrase)."""
+        return {p for p in phrases if self.holds(p, chunk_id)}
 
     def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
         """See :class:`TextIndex`; a phrase FTS5 cannot read is held nowhere."""

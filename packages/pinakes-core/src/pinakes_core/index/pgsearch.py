@@ -8,14 +8,18 @@ The search side asks a store kind for its parts in one place
   BM25 channel uses of the tantivy index (:class:`~pinakes_core.index.lexical.LexicalIndex`:
   ``doc_freq``, ``idf``, ``search`` with the chunk ids a filter allows, ``len``), plus what the
   query's phrase checks read of FTS5 on SQLite (:class:`~pinakes_core.index.bm25.TextIndex`:
-  rows holding a phrase, whether a chunk holds one, headings holding one). Words are split
+  rows holding a phrase, which phrases a chunk holds, which chunks hold them all, headings
+  holding one). Words are split
   as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
   Snowball English (``to_tsvector('english', …)``), as the store indexed them. One word is
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
-  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes; a
-  filter restricts the rows scored, never the IDF (as FTS5's ``bm25()``).
+  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes,
+  plus one term per phrase of several words (a quoted span, an identifier such as
+  ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
+  restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
+  and their row counts are read once per store generation.
 * :class:`PgAnn`: the dense channel's candidates from pgvector (:meth:`PostgresStore.nearest
   <pinakes_core.index.pgstore.PostgresStore.nearest>`: HNSW once sync made the index, an exact
   scan before), which the channel scores exactly against the vectors it holds in memory.
@@ -248,6 +252,22 @@ class PgLexicalIndex:
         """Whether chunk ``chunk_id`` holds the FTS ``phrase``."""
         return chunk_id in self.holders([phrase], [chunk_id])
 
+    def held(self, phrases: Sequence[str], chunk_id: int) -> set[str]:
+        """Which of the FTS ``phrases`` chunk ``chunk_id`` holds, in one statement."""
+        todo = [p for p in dict.fromkeys(phrases) if _text(p)]
+        if not todo:
+            return set()
+
+        def job(conn: Any) -> set[str]:
+            rows = conn.execute(
+                "SELECT t.i FROM unnest(%s::text[]) WITH ORDINALITY t(p, i), chunks c "
+                "WHERE c.chunk_id = %s AND c.tsv @@ phraseto_tsquery(%s, t.p)",
+                ([_text(p) for p in todo], chunk_id, TS_CONFIG),
+            )
+            return {todo[int(r[0]) - 1] for r in rows}
+
+        return self._read(job)
+
     def holders(self, phrases: Sequence[str], chunk_ids: Sequence[int]) -> set[int]:
         """Which of ``chunk_ids`` hold every one of the FTS ``phrases`` (each in word order)."""
         texts = [_text(p) for p in phrases]
@@ -319,7 +339,6 @@ class PgSearchParts:
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
-        self._index: tuple[int, PgLexicalIndex] | None = None
 
     def vectors(self, dim: int) -> tuple[int, VectorMatrix]:
         """The store's generation and its chunk vectors, read into memory.
@@ -337,20 +356,15 @@ class PgSearchParts:
         chunks = self.store.chunk_count()
         return PgAnn(self.store, chunks) if chunks >= config.ann_min_chunks else None
 
-    def lexical_key(self, config: ScaleConfig) -> tuple[int, ...] | None:
+    def lexical_key(self, config: ScaleConfig, generation: int) -> tuple[int, ...] | None:
         """The lexical index's identity: the store generation (the index is always there)."""
-        return (self.store.generation(),)
+        return (generation,)
 
-    def lexical(self, config: ScaleConfig) -> PgLexicalIndex:
-        """The lexical index for the current store generation."""
-        return self._current()
+    def lexical(self, config: ScaleConfig, generation: int) -> PgLexicalIndex:
+        """A lexical index for store ``generation`` (its counts are read once, then kept)."""
+        return PgLexicalIndex(self.store)
 
     def text(self, lexical: Callable[[], Any]) -> PgLexicalIndex:
-        """The phrase checks: the lexical index itself."""
-        return self._current()
-
-    def _current(self) -> PgLexicalIndex:
-        generation = self.store.generation()
-        if self._index is None or self._index[0] != generation:
-            self._index = (generation, PgLexicalIndex(self.store))
-        return self._index[1]
+        """The phrase checks: the searcher's lexical index itself (one per generation)."""
+        index: PgLexicalIndex = lexical()
+        return index

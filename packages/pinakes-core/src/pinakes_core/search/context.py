@@ -481,16 +481,16 @@ class QueryContext:
 
         Used by the confidence features.
         """
-        terms = query_terms(self.query)[:_MAX_EVIDENCE_TERMS]
+        phrases = [f'"{term}"' for term in query_terms(self.query)[:_MAX_EVIDENCE_TERMS]]
         total = self.chunk_total
+        counts = [self.doc_freq(p) for p in phrases]  # shared with the lexical ceiling
+        somewhere = [p for p, df in zip(phrases, counts, strict=True) if df > 0]
+        held = set() if chunk_id is None else self.text_index.held(somewhere, chunk_id)
         evidence = []
-        for term in terms:
-            phrase = f'"{term}"'
-            df = self.doc_freq(phrase)  # shared with the lexical ceiling: counted once
-            inside = chunk_id is not None and df > 0 and self.text_index.holds(phrase, chunk_id)
+        for phrase, df in zip(phrases, counts, strict=True):
             # BM25's IDF (Robertson–Spärck Jones with +1, as in Lucene): rare words weigh most.
             idf = math.log((total - df + 0.5) / (df + 0.5) + 1.0)
-            evidence.append((idf, bool(inside), df > 0))
+            evidence.append((idf, phrase in held, df > 0))
         return evidence
 
 

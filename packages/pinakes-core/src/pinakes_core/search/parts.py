@@ -51,19 +51,19 @@ class SearchParts(Protocol):
         """An object with ``search(vector, count) -> chunk ids``, or ``None`` (exact scan)."""
         ...
 
-    def lexical_key(self, config: ScaleConfig) -> tuple[int | None, ...] | None:
-        """What identifies the BM25 index now; ``None`` when there is none to use.
+    def lexical_key(self, config: ScaleConfig, generation: int) -> tuple[int | None, ...] | None:
+        """What identifies the BM25 index at store ``generation``; ``None``: none to use.
 
         The searcher loads the index again when this changes (another process's sync).
         """
         ...
 
-    def lexical(self, config: ScaleConfig) -> Any:
+    def lexical(self, config: ScaleConfig, generation: int) -> Any:
         """The BM25 index (``doc_freq``, ``idf``, ``search``, ``len``), or ``None``."""
         ...
 
     def text(self, lexical: Callable[[], Any]) -> TextIndex:
-        """The phrase checks (``lexical`` returns the BM25 index in force, if they need it)."""
+        """The phrase checks (``lexical`` returns the searcher's BM25 index, if they need it)."""
         ...
 
 
@@ -94,7 +94,7 @@ class SqliteSearchParts:
 
         return load_ann(self.root, self.store, config)
 
-    def lexical_key(self, config: ScaleConfig) -> tuple[int | None, ...] | None:
+    def lexical_key(self, config: ScaleConfig, generation: int) -> tuple[int | None, ...] | None:
         """The store generation and the stamp's mtime; ``None`` below the threshold or unstamped.
 
         A sync (of any process) writes the store, then the index and its stamp last.
@@ -105,9 +105,9 @@ class SqliteSearchParts:
             stamp = self._stamp.stat().st_mtime_ns
         except OSError:
             return None
-        return (self.store.generation(), stamp)
+        return (generation, stamp)
 
-    def lexical(self, config: ScaleConfig) -> Any:
+    def lexical(self, config: ScaleConfig, generation: int) -> Any:
         """See :class:`SearchParts` (:func:`~pinakes_core.index.lexical.load_lexical`)."""
         from pinakes_core.index.lexical import load_lexical
 
