@@ -37,6 +37,9 @@ from pinakes_core.search.context import Filters
 from pinakes_core.search.fusion import rrf
 from pinakes_core.search.searcher import Searcher
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pg_golden import render  # the same table: rows per store and channel, columns per class
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -110,19 +113,6 @@ def compare(kb: KB, pg: Any, questions: Path, *, ann_min_chunks: int = 0) -> dic
         "questions": {c: len(v) for c, v in sorted(next(iter(recalls.values())).items())},
         "p50_ms": {n: round(statistics.median(v), 2) for n, v in sorted(timings.items())},
     }
-
-
-def render(result: dict[str, Any]) -> str:
-    """The result as a Markdown table (rows: store and channel; columns: classes)."""
-    classes = list(result["questions"])
-    lines = [
-        "| R@5 | " + " | ".join(f"{c} ({result['questions'][c]})" for c in classes) + " | p50 ms |",
-        "|---" * (len(classes) + 2) + "|",
-    ]
-    for name, by_class in result["recall@5"].items():
-        cells = " | ".join(f"{by_class[c]:.3f}" for c in classes)
-        lines.append(f"| {name} | {cells} | {result['p50_ms'].get(name, '')} |")
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

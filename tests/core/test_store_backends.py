@@ -42,15 +42,6 @@ pytestmark = pytest.mark.skipif(
 _KB_IDS = (f"01JAXR3T5W6Z8Q9N0P1R2S{n:04d}" for n in itertools.count())
 
 
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    server = PgServer().start()
-    try:
-        yield server.url
-    finally:
-        server.remove()
-
-
 def _pg(url: str) -> IndexBackend:
     from pinakes_core.index.pgstore import PostgresStore
 

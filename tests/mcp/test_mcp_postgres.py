@@ -8,7 +8,6 @@ PostgreSQL server is real (tests/core/pg_server.py); the embedder is the suite's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from fastmcp import Client
 
 from conftest import FakeHashEmbedder, make_kb, set_config
-from core.pg_server import PgServer, binaries
+from core.pg_server import binaries
 from pinakes_core import KB
 from pinakes_core.index.backend import DATABASE_URL_ENV
 from pinakes_mcp import create_server
@@ -38,15 +37,6 @@ FILES = {
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    server = PgServer().start()
-    try:
-        yield server.url
-    finally:
-        server.remove()
 
 
 def _machine(folder: Path, config: Path) -> Path:
