@@ -234,3 +234,15 @@ def pg_url() -> Iterator[str]:
         yield server.url
     finally:
         server.remove()
+
+
+def synced_golden(tmp_path: Path) -> KB:
+    """A copy of ``golden/kb`` (without its index) in ``tmp_path``, synced with the real model."""
+    import shutil
+
+    kb_dir = tmp_path / "golden-kb"
+    golden = Path(__file__).resolve().parents[1] / "golden" / "kb"
+    shutil.copytree(golden, kb_dir, ignore=shutil.ignore_patterns(".pinakes"))
+    kb = KB.open(kb_dir)
+    kb.sync()
+    return kb

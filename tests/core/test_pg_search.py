@@ -322,17 +322,12 @@ def test_golden_channels_on_postgres_match_sqlite(tmp_path: Path, pg_url: str) -
     Search's own channels with each question's filters (``benchmarks/pg_channels.py``;
     measured in docs/scaling.md): BM25 at or above FTS5's in every class, dense identical.
     """
-    import shutil
-
-    from conftest import load_benchmark
+    from conftest import load_benchmark, synced_golden
     from pinakes_core.index.pgstore import PostgresStore
 
     bench = load_benchmark("pg_channels")
     root = Path(__file__).resolve().parents[2]
-    kb_dir = tmp_path / "kb"
-    shutil.copytree(root / "golden" / "kb", kb_dir, ignore=shutil.ignore_patterns(".pinakes"))
-    kb = KB.open(kb_dir)
-    kb.sync()
+    kb = synced_golden(tmp_path)
     pg = PostgresStore.open(pg_url, kb.config.kb.id)
     try:
         result = bench.compare(kb, pg, root / "golden" / "questions.jsonl")

@@ -451,17 +451,12 @@ def test_golden_through_postgres_matches_sqlite_channel_by_channel(
     Measured (benchmarks/pg_golden.py, docs/scaling.md): PostgreSQL's BM25 is at or above
     FTS5's in every class and pgvector's exact search equals NumPy's.
     """
-    import shutil
-
-    from conftest import load_benchmark
+    from conftest import load_benchmark, synced_golden
     from pinakes_core.index.pgstore import PostgresStore
 
     bench = load_benchmark("pg_golden")
     root = Path(__file__).resolve().parents[2]
-    kb_dir = tmp_path / "kb"
-    shutil.copytree(root / "golden" / "kb", kb_dir, ignore=shutil.ignore_patterns(".pinakes"))
-    kb = KB.open(kb_dir)
-    kb.sync()
+    kb = synced_golden(tmp_path)
     pg = PostgresStore.open(pg_url, kb.config.kb.id)
     try:
         result = bench.compare(kb, pg, root / "golden" / "questions.jsonl")
