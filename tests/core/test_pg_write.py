@@ -266,8 +266,12 @@ def test_vectors_of_another_dimension_free_the_column(pg_url: str) -> None:
         with store.transaction() as conn:
             conn.raw.execute("DELETE FROM vectors")
             store.put_vectors(conn, {"c": np.arange(6, dtype=np.float32)})
+        with store.transaction() as conn:  # the same dimension again: written, not asked
+            store.put_vectors(conn, {"d": np.full(6, 0.5, np.float32)})
         assert store.get_meta("dim") == "6"
-        assert dict(store.vectors())["c"].tolist() == [0, 1, 2, 3, 4, 5]
+        assert store.ensure_ann(1) is True  # the column is vector(6) now
+        found = dict(store.vectors())
+        assert sorted(found) == ["c", "d"] and found["c"].tolist() == [0, 1, 2, 3, 4, 5]
     finally:
         store.drop()
         store.close()

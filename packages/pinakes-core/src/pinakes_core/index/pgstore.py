@@ -729,38 +729,50 @@ class PostgresStore:
 
     #: The ``vector`` type's oid on this server, read at the first :meth:`put_vectors`.
     _vector_oid: int | None = None
+    #: The dimension :meth:`put_vectors` found recorded (or recorded first) with no column
+    #: change, so the next call of that dimension need not ask again.
+    _dim_seen: int | None = None
 
     def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
         """See :class:`~pinakes_core.index.backend.IndexBackend`; an existing vector is kept.
 
-        Vectors travel in pgvector's binary form (:class:`_VectorDumper`), not as text. A
-        model of another dimension (after a model change emptied the table) frees the
-        column's dimension again, and drops the HNSW index that needed it.
+        Vectors travel in pgvector's binary form (:class:`_VectorDumper`), not as text, in one
+        pipeline with the dimension's record: a sync's call per document waits once. A model
+        of another dimension (after a model change emptied the table) frees the column's
+        dimension again, and drops the HNSW index that needed it: the first call of a store,
+        and any call of a dimension other than the last one's, asks which dimension was
+        recorded before writing (one more round trip).
         """
         if not vectors:
             return
         conn = _raw(conn)
         dim = int(next(iter(vectors.values())).shape[0])
-        # One round trip records the dimension and says which one was recorded before
-        # (the sub-select reads the snapshot the statement started from).
-        before = _one(
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES ('dim', %s) ON CONFLICT (key) "
-                "DO UPDATE SET value = excluded.value "
-                "RETURNING (SELECT value FROM meta WHERE key = 'dim')",
-                (str(dim),),
-            )
-        )[0]
-        if before not in (None, str(dim)):
-            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
-            conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
         if self._vector_oid is None:
             info = TypeInfo.fetch(conn, "vector")
             assert info is not None  # the schema's vectors table needs the extension
             self._vector_oid = info.oid
-        dumper = type("_Dumper", (_VectorDumper,), {"oid": self._vector_oid})
-        with conn.cursor() as cur:
-            cur.adapters.register_dumper(_Vector, dumper)
+        record = (
+            "INSERT INTO meta(key, value) VALUES ('dim', %s) ON CONFLICT (key) "
+            "DO UPDATE SET value = excluded.value"
+        )
+        recorded = dim != self._dim_seen
+        if recorded:
+            # The sub-select reads the snapshot the statement started from: the dimension before.
+            before = _one(
+                conn.execute(
+                    record + " RETURNING (SELECT value FROM meta WHERE key = 'dim')", (str(dim),)
+                )
+            )[0]
+            if before in (None, str(dim)):
+                self._dim_seen = dim
+            else:
+                self._dim_seen = None  # a changed column is checked again at the next call
+                conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+                conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
+        with conn.pipeline(), conn.cursor() as cur:
+            if not recorded:
+                cur.execute(record, (str(dim),))
+            cur.adapters.register_dumper(_Vector, _vector_dumper(self._vector_oid))
             cur.executemany(
                 "INSERT INTO vectors(embed_hash, vector) VALUES (%s, %b) "
                 "ON CONFLICT (embed_hash) DO NOTHING",
@@ -1207,6 +1219,12 @@ class _VectorDumper(Dumper):
     def dump(self, obj: Any) -> bytes:
         values = np.asarray(obj.values, dtype=">f4")
         return struct.pack(">HH", values.shape[0], 0) + values.tobytes()
+
+
+@functools.lru_cache(maxsize=8)
+def _vector_dumper(oid: int) -> type[_VectorDumper]:
+    """:class:`_VectorDumper` for a server whose ``vector`` type has ``oid``."""
+    return type("_VectorDumperOid", (_VectorDumper,), {"oid": oid})
 
 
 class _VectorBytes(Loader):
