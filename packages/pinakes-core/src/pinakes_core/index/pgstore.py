@@ -38,6 +38,7 @@ import contextlib
 import functools
 import json
 import re
+import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -49,7 +50,8 @@ import numpy.typing as npt
 import psycopg
 from psycopg import sql
 from psycopg.abc import Buffer
-from psycopg.adapt import Loader
+from psycopg.adapt import Dumper, Loader
+from psycopg.pq import Format
 from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
@@ -109,6 +111,42 @@ SELECT s.chunk_id, c.doc_id, d.path, c.ordinal, s.score
 FROM scored s JOIN chunks c ON c.chunk_id = s.chunk_id JOIN documents d ON d.doc_id = c.doc_id
 ORDER BY s.score DESC, s.chunk_id
 """
+
+#: A document's chunks and their postings in one statement. The arrays hold one value per
+#: chunk, in order (WITH ORDINALITY: chunk ids follow it). A chunk's words are weighted as
+#: the FTS5 channel weights its columns: names A, headings B, text C, identifier parts D; a
+#: chunk's length is its number of positions; a posting's tf is the sum of its positions'
+#: weights (:data:`_WEIGHTS`), its length the chunk's. The document's names are stemmed once.
+_CHUNKS_SQL = (
+    """
+WITH n AS (SELECT setweight(to_tsvector(%(cfg)s, %(names)s), 'A') AS tsv),
+x AS (
+    SELECT x.*, n.tsv || setweight(to_tsvector(%(cfg)s, x.heading), 'B')
+               || setweight(to_tsvector(%(cfg)s, x.words), 'C')
+               || setweight(to_tsvector('simple', x.idents), 'D') AS tsv
+    FROM n, unnest(%(ordinal)s::int[], %(heading_path)s::text[], %(text)s::text[],
+                   %(idents)s::text[], %(embed_hash)s::text[], %(start_line)s::int[],
+                   %(end_line)s::int[], %(tokens)s::int[], %(page_start)s::int[],
+                   %(page_end)s::int[], %(heading)s::text[], %(words)s::text[])
+         WITH ORDINALITY x(ordinal, heading_path, text, idents, embed_hash, start_line,
+                           end_line, tokens, page_start, page_end, heading, words, i)),
+c AS (
+    INSERT INTO chunks(doc_id, ordinal, heading_path, text, idents, embed_hash, start_line,
+                       end_line, tokens, page_start, page_end, tsv, length)
+    SELECT %(doc)s, ordinal, heading_path, text, idents, embed_hash, start_line, end_line,
+           tokens, page_start, page_end, tsv,
+           (SELECT coalesce(sum(array_length(u.positions, 1)), 0) FROM unnest(x.tsv) u)
+    FROM x ORDER BY i
+    RETURNING chunk_id, tsv, length)
+INSERT INTO postings(lexeme, chunk_id, tf, length)
+SELECT u.lexeme, c.chunk_id, """
+    + " + ".join(
+        f"{v} * cardinality(array_positions(u.weights, '{w}'))" for w, v in _WEIGHTS.items()
+    )
+    + """, c.length
+FROM c, unnest(c.tsv) u
+"""
+)
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL);
@@ -594,112 +632,151 @@ class PostgresStore:
                 self.raw.execute("SELECT pg_advisory_unlock(%s, 1)", (self._lock_key,))
 
     def put_document(self, conn: Any, doc: DocumentRecord) -> None:
-        """See :class:`~pinakes_core.index.backend.IndexBackend`."""
+        """See :class:`~pinakes_core.index.backend.IndexBackend`: one pipeline, one wait.
+
+        Every statement goes out in one pipeline (psycopg's pipeline mode) and the client
+        waits once, for all of them: the old row, the document, its tags and fields, its
+        chunks with their postings (one statement, :data:`_CHUNKS_SQL`) and its links. What
+        is stored is what the statement-per-row writer stored (``tests/core/test_pg_write.py``).
+        """
         conn = _raw(conn)
-        conn.execute("DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path))
-        conn.execute(
-            "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, mtime_ns, "
-            "size, chunk_count, synced_at, meta, source_type, sidecar_hash, sidecar_mtime_ns, "
-            "sidecar_size, pages, line_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "extract(epoch FROM now()), %s, %s, %s, %s, %s, %s, %s)",
-            (
-                doc.doc_id,
-                doc.path,
-                doc.title,
-                json.dumps(list(doc.tags)),
-                json.dumps(list(doc.aliases)),
-                doc.content_hash,
-                doc.mtime_ns,
-                doc.size,
-                len(doc.chunks),
-                json.dumps(doc.meta),
-                doc.source_type,
-                doc.sidecar_hash,
-                doc.sidecar_mtime_ns,
-                doc.sidecar_size,
-                None if doc.pages is None else json.dumps(list(doc.pages)),
-                doc.line_count,
-            ),
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO doc_tags(doc_id, tag) VALUES (%s, %s)",
-                [(doc.doc_id, t) for t in dict.fromkeys(doc.tags)],
+        with conn.pipeline(), conn.cursor() as cur:
+            cur.execute(
+                "DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path)
             )
-            cur.executemany(
-                "INSERT INTO doc_meta(doc_id, key, value_text, value_num) VALUES (%s, %s, %s, %s)",
-                [(doc.doc_id, *row) for row in doc.fields],
+            cur.execute(
+                "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, "
+                "mtime_ns, size, chunk_count, synced_at, meta, source_type, sidecar_hash, "
+                "sidecar_mtime_ns, sidecar_size, pages, line_count) VALUES (%s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s, extract(epoch FROM now()), %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    doc.doc_id,
+                    doc.path,
+                    doc.title,
+                    json.dumps(list(doc.tags)),
+                    json.dumps(list(doc.aliases)),
+                    doc.content_hash,
+                    doc.mtime_ns,
+                    doc.size,
+                    len(doc.chunks),
+                    json.dumps(doc.meta),
+                    doc.source_type,
+                    doc.sidecar_hash,
+                    doc.sidecar_mtime_ns,
+                    doc.sidecar_size,
+                    None if doc.pages is None else json.dumps(list(doc.pages)),
+                    doc.line_count,
+                ),
             )
-            cur.executemany(
-                "INSERT INTO chunks(doc_id, ordinal, heading_path, text, idents, embed_hash, "
-                "start_line, end_line, tokens, page_start, page_end, tsv, length) "
-                "SELECT %(doc)s, %(ordinal)s, %(heading_path)s, %(text)s, %(idents)s, "
-                "%(embed_hash)s, %(start_line)s, %(end_line)s, %(tokens)s, %(page_start)s, "
-                "%(page_end)s, t.tsv, "
-                "(SELECT coalesce(sum(array_length(u.positions, 1)), 0) FROM unnest(t.tsv) u) "
-                "FROM (SELECT setweight(to_tsvector(%(cfg)s, %(names)s), 'A') "
-                "|| setweight(to_tsvector(%(cfg)s, %(heading)s), 'B') "
-                "|| setweight(to_tsvector(%(cfg)s, %(words)s), 'C') "
-                "|| setweight(to_tsvector('simple', %(idents)s), 'D') AS tsv) t",
-                [
+            if doc.tags:
+                cur.execute(
+                    "INSERT INTO doc_tags(doc_id, tag) SELECT %s, t FROM unnest(%s::text[]) t",
+                    (doc.doc_id, list(dict.fromkeys(doc.tags))),
+                )
+            if doc.fields:
+                # WITH ORDINALITY: the fields get their rowids in the record's order.
+                cur.execute(
+                    "INSERT INTO doc_meta(doc_id, key, value_text, value_num) "
+                    "SELECT %s, k, t, n FROM unnest(%s::text[], %s::text[], %s::float8[]) "
+                    "WITH ORDINALITY x(k, t, n, i) ORDER BY i",
+                    (
+                        doc.doc_id,
+                        [f[0] for f in doc.fields],
+                        [f[1] for f in doc.fields],
+                        [f[2] for f in doc.fields],
+                    ),
+                )
+            if doc.chunks:
+                chunks = doc.chunks
+                cur.execute(
+                    _CHUNKS_SQL,
                     {
                         "doc": doc.doc_id,
-                        "ordinal": c.ordinal,
-                        "heading_path": json.dumps(list(c.heading_path)),
-                        "text": c.text,
-                        "idents": c.idents,
-                        "embed_hash": c.embed_hash,
-                        "start_line": c.start_line,
-                        "end_line": c.end_line,
-                        "tokens": c.tokens,
-                        "page_start": c.page_start,
-                        "page_end": c.page_end,
                         "cfg": TS_CONFIG,
                         "names": _words(doc.names),
-                        "heading": _words(" › ".join(c.heading_path)),
-                        "words": _words(c.text),
-                    }
-                    for c in doc.chunks
-                ],
-            )
-        weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
-        conn.execute(
-            "INSERT INTO postings(lexeme, chunk_id, tf, length) "
-            "SELECT u.lexeme, c.chunk_id, "
-            f"(SELECT sum(CASE w {weight} END) FROM unnest(u.weights) w), c.length "
-            "FROM chunks c, unnest(c.tsv) u WHERE c.doc_id = %s",
-            (doc.doc_id,),
-        )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO links(src_doc, target, kind, rel, origin) VALUES (%s, %s, %s, %s, %s)",
-                [(doc.doc_id, x.target, x.kind, x.rel, x.origin) for x in doc.links],
-            )
+                        "ordinal": [c.ordinal for c in chunks],
+                        "heading_path": [json.dumps(list(c.heading_path)) for c in chunks],
+                        "text": [c.text for c in chunks],
+                        "idents": [c.idents for c in chunks],
+                        "embed_hash": [c.embed_hash for c in chunks],
+                        "start_line": [c.start_line for c in chunks],
+                        "end_line": [c.end_line for c in chunks],
+                        "tokens": [c.tokens for c in chunks],
+                        "page_start": [c.page_start for c in chunks],
+                        "page_end": [c.page_end for c in chunks],
+                        "heading": [_words(" › ".join(c.heading_path)) for c in chunks],
+                        "words": [_words(c.text) for c in chunks],
+                    },
+                )
+            if doc.links:
+                cur.execute(
+                    "INSERT INTO links(src_doc, target, kind, rel, origin) "
+                    "SELECT %s, t, k, r, o FROM unnest(%s::text[], %s::text[], %s::text[], "
+                    "%s::text[]) WITH ORDINALITY x(t, k, r, o, i) ORDER BY i",
+                    (
+                        doc.doc_id,
+                        [x.target for x in doc.links],
+                        [x.kind for x in doc.links],
+                        [x.rel for x in doc.links],
+                        [x.origin for x in doc.links],
+                    ),
+                )
 
     def delete_document(self, conn: Any, doc_id: str) -> None:
         """See :class:`~pinakes_core.index.backend.IndexBackend` (the rest goes by cascade)."""
         conn = _raw(conn)
         conn.execute("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
 
+    #: The ``vector`` type's oid on this server, read at the first :meth:`put_vectors`.
+    _vector_oid: int | None = None
+    #: The dimension :meth:`put_vectors` found recorded (or recorded first) with no column
+    #: change, so the next call of that dimension need not ask again.
+    _dim_seen: int | None = None
+
     def put_vectors(self, conn: Any, vectors: dict[str, npt.NDArray[np.float32]]) -> None:
         """See :class:`~pinakes_core.index.backend.IndexBackend`; an existing vector is kept.
 
-        A model of another dimension (after a model change emptied the table) frees the
-        column's dimension again, and drops the HNSW index that needed it.
+        Vectors travel in pgvector's binary form (:class:`_VectorDumper`), not as text, in one
+        pipeline with the dimension's record: a sync's call per document waits once. A model
+        of another dimension (after a model change emptied the table) frees the column's
+        dimension again, and drops the HNSW index that needed it: the first call of a store,
+        and any call of a dimension other than the last one's, asks which dimension was
+        recorded before writing (one more round trip).
         """
         if not vectors:
             return
         conn = _raw(conn)
         dim = int(next(iter(vectors.values())).shape[0])
-        if self.get_meta("dim") not in (None, str(dim)):
-            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
-            conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
-        self.set_meta(conn, "dim", str(dim))
-        with conn.cursor() as cur:
+        if self._vector_oid is None:
+            info = TypeInfo.fetch(conn, "vector")
+            assert info is not None  # the schema's vectors table needs the extension
+            self._vector_oid = info.oid
+        record = (
+            "INSERT INTO meta(key, value) VALUES ('dim', %s) ON CONFLICT (key) "
+            "DO UPDATE SET value = excluded.value"
+        )
+        recorded = dim != self._dim_seen
+        if recorded:
+            # The sub-select reads the snapshot the statement started from: the dimension before.
+            before = _one(
+                conn.execute(
+                    record + " RETURNING (SELECT value FROM meta WHERE key = 'dim')", (str(dim),)
+                )
+            )[0]
+            if before in (None, str(dim)):
+                self._dim_seen = dim
+            else:
+                self._dim_seen = None  # a changed column is checked again at the next call
+                conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+                conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
+        with conn.pipeline(), conn.cursor() as cur:
+            if not recorded:
+                cur.execute(record, (str(dim),))
+            cur.adapters.register_dumper(_Vector, _vector_dumper(self._vector_oid))
             cur.executemany(
-                "INSERT INTO vectors(embed_hash, vector) VALUES (%s, %s::vector) "
+                "INSERT INTO vectors(embed_hash, vector) VALUES (%s, %b) "
                 "ON CONFLICT (embed_hash) DO NOTHING",
-                [(h, _vector_text(v)) for h, v in vectors.items()],
+                [(h, _Vector(v)) for h, v in vectors.items()],
             )
 
     def ensure_ann(self, min_chunks: int) -> bool:
@@ -1119,6 +1196,35 @@ class PostgresPlace:
 
     def settle(self, store: Any) -> None:
         """See :class:`~pinakes_core.index.place.IndexPlace`: nothing is kept outside the database."""
+
+
+class _Vector:
+    """A vector on its way to a ``vector`` column in binary (:class:`_VectorDumper`)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: npt.NDArray[np.float32]) -> None:
+        self.values = values
+
+
+class _VectorDumper(Dumper):
+    """pgvector's binary input: the dimension (uint16), a zero (uint16), big-endian float32s.
+
+    Exactly the float32 values, as the text form's shortest ``repr`` also gave them, with no
+    text to make or parse. Its ``oid`` is set to the server's ``vector`` type per use.
+    """
+
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        values = np.asarray(obj.values, dtype=">f4")
+        return struct.pack(">HH", values.shape[0], 0) + values.tobytes()
+
+
+@functools.lru_cache(maxsize=8)
+def _vector_dumper(oid: int) -> type[_VectorDumper]:
+    """:class:`_VectorDumper` for a server whose ``vector`` type has ``oid``."""
+    return type("_VectorDumperOid", (_VectorDumper,), {"oid": oid})
 
 
 class _VectorBytes(Loader):
