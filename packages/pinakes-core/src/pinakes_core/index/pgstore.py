@@ -485,6 +485,9 @@ class PostgresStore:
             self._created = self._home_created()
         if not self.raw.autocommit:  # a sync's one transaction (hold_writes): now it is seen
             try:
+                # Counted once per sync, not after each of its writes (a scan of every chunk
+                # each time made a 10k-note first sync quadratic: ~150 s of it).
+                self._count_chunks()
                 self.raw.commit()
             except psycopg.OperationalError as exc:
                 raise _unavailable(self.url, exc) from None
@@ -553,15 +556,19 @@ class PostgresStore:
                 self.raw.execute(
                     "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'"
                 )
-                # BM25's N and total length, read by every lexical query (one scan a write).
-                self.raw.execute(
-                    "INSERT INTO meta(key, value) SELECT k, v FROM (SELECT count(*)::text, "
-                    "coalesce(sum(length), 0)::text FROM chunks) s(n, total), "
-                    "LATERAL (VALUES ('chunks', s.n), ('chunk_length', s.total)) x(k, v) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-                )
+                if self.raw.autocommit:  # a sync's held writes count once, at publish()
+                    self._count_chunks()
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
+
+    def _count_chunks(self) -> None:
+        """BM25's N and total length in ``meta``, read by every lexical query (one scan)."""
+        self.raw.execute(
+            "INSERT INTO meta(key, value) SELECT k, v FROM (SELECT count(*)::text, "
+            "coalesce(sum(length), 0)::text FROM chunks) s(n, total), "
+            "LATERAL (VALUES ('chunks', s.n), ('chunk_length', s.total)) x(k, v) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
 
     def close(self) -> None:
         """Close the connection (which lets go of a writer lock it holds)."""
