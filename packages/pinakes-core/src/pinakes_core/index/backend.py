@@ -160,6 +160,30 @@ class DocumentRecord:
         """The document's names as the lexical index holds them: title, then aliases."""
         return "\n".join(self.aliases if self.file_named else [self.title, *self.aliases])
 
+    def row(self) -> dict[str, Any]:
+        """Its ``documents`` row on either engine, column → value (JSON columns as text).
+
+        ``synced_at`` is left to the writer (the clock of its engine).
+        """
+        return {
+            "doc_id": self.doc_id,
+            "path": self.path,
+            "title": self.title,
+            "tags": json.dumps(list(self.tags)),
+            "aliases": json.dumps(list(self.aliases)),
+            "content_hash": self.content_hash,
+            "sidecar_hash": self.sidecar_hash,
+            "mtime_ns": self.mtime_ns,
+            "size": self.size,
+            "sidecar_mtime_ns": self.sidecar_mtime_ns,
+            "sidecar_size": self.sidecar_size,
+            "chunk_count": len(self.chunks),
+            "meta": json.dumps(self.meta),
+            "source_type": self.source_type,
+            "pages": None if self.pages is None else json.dumps(list(self.pages)),
+            "line_count": self.line_count,
+        }
+
 
 @dataclass(frozen=True)
 class ChunkHit:
@@ -383,30 +407,11 @@ class SqliteBackend:
     def put_document(self, conn: Any, doc: DocumentRecord) -> None:
         """See :class:`IndexBackend` (the SQL of ``sync._write_document``)."""
         conn.execute("DELETE FROM documents WHERE doc_id = ? OR path = ?", (doc.doc_id, doc.path))
+        row = doc.row()
         conn.execute(
-            "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, "
-            "mtime_ns, size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta, "
-            "source_type, pages, line_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                doc.doc_id,
-                doc.path,
-                doc.title,
-                json.dumps(list(doc.tags)),
-                json.dumps(list(doc.aliases)),
-                doc.content_hash,
-                doc.sidecar_hash,
-                doc.mtime_ns,
-                doc.size,
-                doc.sidecar_mtime_ns,
-                doc.sidecar_size,
-                len(doc.chunks),
-                time.time(),
-                json.dumps(doc.meta),
-                doc.source_type,
-                None if doc.pages is None else json.dumps(list(doc.pages)),
-                doc.line_count,
-            ),
+            f"INSERT INTO documents({', '.join(row)}, synced_at) "
+            f"VALUES ({', '.join('?' * len(row))}, ?)",
+            (*row.values(), time.time()),
         )
         conn.executemany(
             "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(doc.doc_id, t) for t in doc.tags]

@@ -651,29 +651,11 @@ class PostgresStore:
             cur.execute(
                 "DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path)
             )
+            row = doc.row()
             cur.execute(
-                "INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, "
-                "mtime_ns, size, chunk_count, synced_at, meta, source_type, sidecar_hash, "
-                "sidecar_mtime_ns, sidecar_size, pages, line_count) VALUES (%s, %s, %s, %s, "
-                "%s, %s, %s, %s, %s, extract(epoch FROM now()), %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    doc.doc_id,
-                    doc.path,
-                    doc.title,
-                    json.dumps(list(doc.tags)),
-                    json.dumps(list(doc.aliases)),
-                    doc.content_hash,
-                    doc.mtime_ns,
-                    doc.size,
-                    len(doc.chunks),
-                    json.dumps(doc.meta),
-                    doc.source_type,
-                    doc.sidecar_hash,
-                    doc.sidecar_mtime_ns,
-                    doc.sidecar_size,
-                    None if doc.pages is None else json.dumps(list(doc.pages)),
-                    doc.line_count,
-                ),
+                f"INSERT INTO documents({', '.join(row)}, synced_at) "
+                f"VALUES ({', '.join(['%s'] * len(row))}, extract(epoch FROM now()))",
+                tuple(row.values()),
             )
             if doc.tags:
                 cur.execute(
