@@ -39,8 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.index.bm25 import BM25_K1
-from pinakes_core.index.pgstore import BM25_B, TS_CONFIG
+from pinakes_core.index.pgstore import BM25_ARGS, TS_CONFIG
 from pinakes_core.index.query import words
 from pinakes_core.index.store import VectorMatrix
 
@@ -230,9 +229,7 @@ class PgLexicalIndex:
             "cfg": TS_CONFIG,
             "n": n,
             "avg": max(total / max(n, 1.0), 1.0),
-            "k1p": BM25_K1 + 1.0,
-            "k1": BM25_K1,
-            "b": BM25_B,
+            **BM25_ARGS,
             "k": limit,
         }
         where = ""

@@ -87,7 +87,8 @@ EF_SEARCH = 200
 
 _T = TypeVar("_T")
 
-_BM25_ARGS = {"k1p": BM25_K1 + 1.0, "k1": BM25_K1, "b": BM25_B}
+#: BM25 constants as the SQL takes them (k1 + 1, k1, b), shared with search (index/pgsearch).
+BM25_ARGS = {"k1p": BM25_K1 + 1.0, "k1": BM25_K1, "b": BM25_B}
 _BM25_SQL = """
 WITH q AS MATERIALIZED (
     SELECT coalesce(array_agg(DISTINCT x), '{}') AS lexemes
@@ -900,7 +901,7 @@ class PostgresStore:
             return []
 
         def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
-            rows = conn.execute(_BM25_SQL, {**_BM25_ARGS, "cfg": TS_CONFIG, "terms": terms, "k": k})
+            rows = conn.execute(_BM25_SQL, {**BM25_ARGS, "cfg": TS_CONFIG, "terms": terms, "k": k})
             return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
 
         return self._read(job)
@@ -964,15 +965,14 @@ class Row(tuple[Any, ...]):
         return list(self._names)
 
 
+@functools.lru_cache(maxsize=1024)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    """The row class of one result shape, made once (a search runs the same few statements)."""
+    return type("Row", (Row,), {"_names": {n: i for i, n in enumerate(names)}, "__slots__": ()})
+
+
 def _row_factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
-    names = {c.name: i for i, c in enumerate(cursor.description or ())}
-    kind = type("Row", (Row,), {"_names": names, "__slots__": ()})
-
-    def make(values: Sequence[Any]) -> Row:
-        row: Row = kind(values)
-        return row
-
-    return make
+    return _row_class(tuple(c.name for c in cursor.description or ()))
 
 
 @functools.lru_cache(maxsize=4096)
