@@ -141,7 +141,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--url", help="a postgresql:// URL (default: a local server for the run)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--backends",
+        default="sqlite,postgres",
+        help="which backends to run, in this order (comma-separated)",
+    )
     args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
     embedder = embedder_factory(args.embedder, args.dim)
     result: dict[str, Any] = {
         "folder": str(args.folder),
@@ -149,20 +155,22 @@ def main() -> int:
         "load": os.getloadavg()[0],
     }
     with database(args.url) as url:
-        for backend in ("sqlite", "postgres"):
+        for backend in backends:
             print(f"{backend}…", file=sys.stderr)
             result[backend] = measure(args.folder, backend, url, embedder, args.rounds)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"folder {result['folder']}, embedder {args.embedder}, load {result['load']:.1f}")
-    print("| | SQLite | PostgreSQL |\n|---|---|---|")
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    print("| | " + " | ".join(names[b] for b in backends) + " |")
+    print("|---" * (len(backends) + 1) + "|")
     for key in ("first", "no change", "one change"):
-        row = [f"{result[b][key]['seconds']} s" for b in ("sqlite", "postgres")]
-        print(f"| {key} sync | {row[0]} | {row[1]} |")
+        row = [f"{result[b][key]['seconds']} s" for b in backends]
+        print(f"| {key} sync | " + " | ".join(row) + " |")
     for key in ("p50", "p95"):
-        row = [f"{result[b]['search_ms'][key]} ms" for b in ("sqlite", "postgres")]
-        print(f"| search {key} | {row[0]} | {row[1]} |")
+        row = [f"{result[b]['search_ms'][key]} ms" for b in backends]
+        print(f"| search {key} | " + " | ".join(row) + " |")
     return 0
 
 
