@@ -11,7 +11,8 @@ The search side asks a store kind for its parts in one place
   rows holding a phrase, which phrases a chunk holds, which chunks hold them all, headings
   holding one). Words are split
   as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
-  Snowball English (``to_tsvector('english', …)``), as the store indexed them. One word is
+  Snowball English with no stop list (the store's ``pinakes_text``), as the store indexed
+  them. One word is
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,

@@ -13,7 +13,8 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
   whose default collation is a language's.
 * ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
   side splits it (:func:`~pinakes_core.index.query.words`); PostgreSQL's text search gives
-  stopwords and Snowball stemming (``to_tsvector('english', …)``) and ``ts_rank_cd``, which
+  Snowball stemming (the schema's own ``pinakes_text`` configuration: ``english`` without its
+  stop list, :data:`TS_CONFIG`) and ``ts_rank_cd``, which
   has no inverse document frequency: a common word counts as much as a rare one. On that
   tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
   column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
@@ -78,8 +79,15 @@ CONNECT_TRIES = 3
 RETRY_PAUSES = (0.5, 1.0, 2.0)
 #: BM25's length normalisation (FTS5's and Lucene's default).
 BM25_B = 0.75
-#: Text search configuration: tokeniser, stopwords and Snowball English stemmer.
-TS_CONFIG = "english"
+#: Text search configuration, made in each KB's schema (:data:`_TEXT_SEARCH`): PostgreSQL's
+#: ``english`` parser and Snowball English stemmer with NO stop list, so the postings hold every
+#: word FTS5 holds (``the``, ``s`` of ``partner's``): a query word PostgreSQL would drop as a
+#: stopword is then common, as on SQLite, not absent from the KB (which the confidence features
+#: read as a word the KB does not know), and a quoted phrase keeps its short words.
+TS_CONFIG = "pinakes_text"
+#: What a schema of this version is: the store's schema version and its text configuration. A
+#: schema made by an older layout (``english``'s stop list) is rebuilt by the next sync.
+_LAYOUT = f"{SCHEMA_VERSION}/{TS_CONFIG}"
 #: Column weights of the lexical ranking, as the FTS5 channel's: names, headings, text, idents.
 _WEIGHTS = {"A": 2.0, "B": 1.5, "C": 1.0, "D": 1.0}
 #: HNSW search breadth (pgvector's ``hnsw.ef_search``; its default of 40 caps results at 40).
@@ -148,6 +156,12 @@ SELECT u.lexeme, c.chunk_id, """
 FROM c, unnest(c.tsv) u
 """
 )
+
+_TEXT_SEARCH = f"""
+CREATE TEXT SEARCH DICTIONARY pinakes_stem (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.english);
+ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG} ALTER MAPPING REPLACE english_stem WITH pinakes_stem;
+"""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL);
@@ -350,7 +364,7 @@ class PostgresStore:
         return store
 
     def _version(self, schema: str) -> str | None:
-        """The ``schema_version`` kept in ``schema``, or ``None`` without one."""
+        """The layout of ``schema`` (as :data:`_LAYOUT`), or ``None`` without an index there."""
         found = self.raw.execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
             "AND table_name = 'meta'",
@@ -359,11 +373,15 @@ class PostgresStore:
         if found is None:
             return None
         row = self.raw.execute(
-            sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(
-                sql.Identifier(schema)
-            )
+            sql.SQL(
+                "SELECT m.value, (SELECT c.cfgname FROM pg_ts_config c "
+                "JOIN pg_namespace n ON n.oid = c.cfgnamespace "
+                "WHERE n.nspname = %s AND c.cfgname = %s) "
+                "FROM {}.meta m WHERE m.key = 'schema_version'"
+            ).format(sql.Identifier(schema)),
+            (schema, TS_CONFIG),
         ).fetchone()
-        return None if row is None else str(row[0])
+        return None if row is None else f"{row[0]}/{row[1] or 'english'}"
 
     def _home_created(self) -> str | None:
         found = self.raw.execute(
@@ -386,9 +404,9 @@ class PostgresStore:
             # Two first syncs of one KB racing: one creates the schema, the other waits here.
             self.raw.execute("SELECT pg_advisory_xact_lock(%s, 2)", (self._lock_key,))
             version = self._version(self.home)
-            if version is not None and (rebuild or version != str(SCHEMA_VERSION)):
+            if version is not None and (rebuild or version != _LAYOUT):
                 # As the SQLite store's: only a rebuild the schema forced names what it replaced.
-                self._rebuilt_from = None if version == str(SCHEMA_VERSION) else version
+                self._rebuilt_from = None if version == _LAYOUT else version
                 self.schema = f"{self.home}__next"[:63]
                 self.raw.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
@@ -403,6 +421,7 @@ class PostgresStore:
                         sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
                     )
                 self._use_schema()
+                self.raw.execute(_TEXT_SEARCH)
                 self.raw.execute(_SCHEMA)
                 self.raw.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s), "
@@ -1144,7 +1163,7 @@ class PostgresPlace:
 
     def current(self) -> bool:
         """See :class:`~pinakes_core.index.place.IndexPlace`."""
-        return self._version() == str(SCHEMA_VERSION)
+        return self._version() == _LAYOUT
 
     def open(self, *, create: bool = True, rebuild: bool = False) -> PostgresStore:
         """See :class:`~pinakes_core.index.place.IndexPlace` (:meth:`PostgresStore.open`).
