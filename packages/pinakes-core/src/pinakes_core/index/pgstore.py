@@ -1071,6 +1071,10 @@ class PortableConnection:
         """
         return _PlainCursor(self)
 
+    def close(self) -> None:
+        """Close the store's connection (for a connection used alone: :meth:`PostgresPlace.reader`)."""
+        self._store.close()
+
     def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
         """Run one statement for each of ``rows``; see the class docstring."""
         text = dialect(query)
@@ -1136,6 +1140,10 @@ class PostgresPlace:
     def identity(self) -> object | None:
         """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's creation time (a rebuild makes a new one)."""
         return self._ask(lambda store: store._home_created())
+
+    def reader(self) -> PortableConnection:
+        """See :class:`~pinakes_core.index.place.IndexPlace`: a connection of its own to the schema."""
+        return PostgresStore.open(self.url, self.kb_id, create=False).conn
 
     def size(self) -> int:
         """See :class:`~pinakes_core.index.place.IndexPlace`: the schema's tables and indexes."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -76,6 +77,18 @@ class IndexPlace(Protocol):
 
         Raises:
             IndexWriteError: if it is read-only for this user.
+        """
+        ...
+
+    def reader(self) -> Any:
+        """A read-only connection to the index, for another KB's reads of it (cross-KB links).
+
+        It runs statements in the common dialect (``?`` placeholders), gives rows by position
+        and by column name, raises :data:`~pinakes_core.index.backend.DatabaseErrors`, and has
+        ``close()``. It shares nothing with a store this process has open.
+
+        Raises:
+            IndexMissingError: if there is no index.
         """
         ...
 
@@ -146,6 +159,19 @@ class SqlitePlace:
         except FileNotFoundError:
             return None
         return stat.st_dev, stat.st_ino
+
+    def reader(self) -> sqlite3.Connection:
+        """See :class:`IndexPlace`: the current generation's file opened read-only (``mode=ro``)."""
+        path = Store.location(self.root)
+        if not path.exists():
+            raise IndexMissingError(
+                f"{self.root} has no index yet.", f"Run `pnk sync --kb {self.root}`."
+            )
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=5
+        )
+        conn.row_factory = sqlite3.Row
+        return conn
 
     def size(self) -> int:
         """See :class:`IndexPlace`: the current generation's files (database, WAL, shared memory)."""

@@ -7,26 +7,28 @@ read, against the other KB's store as it is now, so deleting the target in the o
 the link dangle at once, with no sync of this KB. The other KBs are the *peers*: the fleet
 registry's KBs by default, or exactly the KBs a server serves (it never reads outside them).
 
-A peer is read through its own read-only SQLite connection, never through another ``KB``
-object, so reading a peer never competes with a thread using that KB.
+A peer is read through a read-only connection of its own to its index, wherever the peer's
+``pinakes.toml`` says that lives (its SQLite file, or its schema on a PostgreSQL server:
+:meth:`IndexPlace.reader <pinakes_core.index.place.IndexPlace.reader>`), never through another
+``KB`` object, so reading a peer never competes with a thread using that KB.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pinakes_core.config import Config, load_config
-from pinakes_core.errors import ConfigError, DocumentNotFoundError, UriError
-from pinakes_core.index.store import SCHEMA_VERSION, Store
+from pinakes_core.errors import ConfigError, DocumentNotFoundError, PinakesError, UriError
+from pinakes_core.index.backend import DatabaseErrors
+from pinakes_core.index.place import IndexPlace, index_place
+from pinakes_core.index.store import Store
 from pinakes_core.manage.registry import FleetRegistry
 from pinakes_core.models import (
     DoctorFinding,
@@ -56,7 +58,9 @@ log = logging.getLogger(__name__)
 #: Most cross-KB neighbours one ``links`` answer adds; the rest go on the frontier.
 CROSS_CAP = 20
 _LIST_CAP = 20
-_CHUNK = 500  # SQLite host parameters per IN (...) query
+_CHUNK = 500  # host parameters per IN (...) query
+#: What opening a peer's index may raise: the engines' errors, or a missing index or driver.
+_OPEN_ERRORS: tuple[type[Exception], ...] = (*DatabaseErrors, PinakesError)
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class PeerDoc:
 
 
 class Peer:
-    """Another KB, read through a private read-only connection to its store.
+    """Another KB, read through a private read-only connection to its index.
 
     Attributes:
         name: its fleet name.
@@ -84,8 +88,9 @@ class Peer:
         self.kb_id = kb_id
         self.root = root
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._identity: tuple[int, int] | None = None
+        self._place: IndexPlace | None = None
+        self._conn: Any = None
+        self._identity: object | None = None
         self._kb_name: str | bool | None = False  # False: not read yet
         self.problem = ""
 
@@ -103,39 +108,63 @@ class Peer:
         """Whether ``ref`` (a KB ULID, fleet name or ``[kb] name``) names this KB."""
         return ref.upper() == self.kb_id or ref == self.name or ref == self.kb_name
 
-    def _connect(self) -> sqlite3.Connection | None:
-        path = Store.location(self.root)
-        try:
-            stat = os.stat(path)
-        except OSError:
-            self._drop()
+    def _where(self) -> IndexPlace | None:
+        """Where the peer's index lives, as its ``pinakes.toml`` says (read once, kept)."""
+        if self._place is None:
             try:
-                same = load_config(self.root).kb.id == self.kb_id
+                config = load_config(self.root)
             except ConfigError:
-                same = False
-            self.problem = (
-                f"KB {self.name!r} was never synced (run `pnk sync --kb {self.root}`)"
-                if same
-                else f"KB {self.name!r} is not at {self.root} any more (moved? `pnk fleet add` its new folder)"
-            )
-            return None
-        identity = (stat.st_dev, stat.st_ino)
-        if self._conn is not None and identity == self._identity:
-            return self._conn
-        self._drop()  # first use, or the store file was replaced (a rebuild)
+                self.problem = self._gone()
+                return None
+            try:
+                self._place = index_place(self.root, config)
+            except PinakesError as exc:  # postgres without its URL or its driver
+                self.problem = f"KB {self.name!r}'s index cannot be read ({exc.message})"
+        return self._place
+
+    def _gone(self) -> str:
+        """Why there is no index to read: never synced, or the folder is not this KB's now."""
         try:
-            conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=5
-            )
-            conn.row_factory = sqlite3.Row
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            kb_row = conn.execute("SELECT value FROM meta WHERE key = 'kb_id'").fetchone()
-        except sqlite3.Error as exc:
+            same = load_config(self.root).kb.id == self.kb_id
+        except ConfigError:
+            same = False
+        return (
+            f"KB {self.name!r} was never synced (run `pnk sync --kb {self.root}`)"
+            if same
+            else f"KB {self.name!r} is not at {self.root} any more (moved? `pnk fleet add` its new folder)"
+        )
+
+    def _connect(self) -> Any:
+        place = self._where()
+        if place is None:
+            self._drop()
+            return None
+        try:
+            identity = place.identity()
+        except DatabaseErrors as exc:
+            self._drop()
             self.problem = f"KB {self.name!r}'s index cannot be read ({exc})"
             return None
-        if row is None or str(row[0]) != str(SCHEMA_VERSION):
+        if identity is None:
+            self._forget()  # its pinakes.toml is read again next time
+            self.problem = self._gone()
+            return None
+        if self._conn is not None and identity == self._identity:
+            return self._conn
+        self._drop()  # first use, or the index was replaced (a rebuild)
+        try:
+            if not place.current():
+                self.problem = f"KB {self.name!r}'s index is from another version (run `pnk sync --kb {self.root}`)"
+                return None
+            conn = place.reader()
+        except _OPEN_ERRORS as exc:
+            self.problem = f"KB {self.name!r}'s index cannot be read ({exc})"
+            return None
+        try:
+            kb_row = conn.execute("SELECT value FROM meta WHERE key = 'kb_id'").fetchone()
+        except DatabaseErrors as exc:
             conn.close()
-            self.problem = f"KB {self.name!r}'s index is from another version (run `pnk sync --kb {self.root}`)"
+            self.problem = f"KB {self.name!r}'s index cannot be read ({exc})"
             return None
         if kb_row is not None and str(kb_row[0]) != self.kb_id:
             conn.close()
@@ -144,15 +173,15 @@ class Peer:
         self._conn, self._identity, self.problem = conn, identity, ""
         return conn
 
-    def query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row] | None:
-        """Run a read query on the peer's store; ``None`` (and :attr:`problem`) when unavailable."""
+    def query(self, sql: str, params: Sequence[object] = ()) -> list[Any] | None:
+        """Run a read query on the peer's index; ``None`` (and :attr:`problem`) when unavailable."""
         with self._lock:
             conn = self._connect()
             if conn is None:
                 return None
             try:
-                return conn.execute(sql, list(params)).fetchall()
-            except sqlite3.Error as exc:
+                return list(conn.execute(sql, list(params)).fetchall())
+            except DatabaseErrors as exc:
                 self.problem = f"KB {self.name!r}'s index cannot be read ({exc})"
                 self._drop()
                 return None
@@ -163,9 +192,15 @@ class Peer:
         self._conn, self._identity = None, None
 
     def close(self) -> None:
-        """Close the connection (it reopens on the next query)."""
+        """Close the connections (they reopen on the next query; ``pinakes.toml`` is read again)."""
         with self._lock:
-            self._drop()
+            self._forget()
+
+    def _forget(self) -> None:
+        self._drop()
+        if self._place is not None:
+            self._place.close()
+            self._place = None
 
 
 class Peers:
@@ -246,12 +281,10 @@ def _marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def _outgoing(
-    conn: sqlite3.Connection, sources: Sequence[str], rel: str | None
-) -> list[sqlite3.Row]:
+def _outgoing(conn: Any, sources: Sequence[str], rel: str | None) -> list[Any]:
     """Stored links from ``sources`` that point outside the KB (or at an unknown ULID)."""
     rel_clause = " AND rel = ?" if rel else ""
-    rows: list[sqlite3.Row] = []
+    rows: list[Any] = []
     for i in range(0, len(sources), _CHUNK):
         part = list(sources[i : i + _CHUNK])
         rows += conn.execute(
@@ -265,7 +298,7 @@ def _outgoing(
 
 def _incoming(
     keys: Sequence[str], peer: Peer, targets: Sequence[str], rel: str | None
-) -> list[sqlite3.Row] | None:
+) -> list[Any] | None:
     """The peer's stored links whose target is one of ``targets`` in this KB (named by ``keys``)."""
     rel_clause = " AND l.rel = ?" if rel else ""
     sql = (
@@ -415,9 +448,7 @@ def extend_links(
     )
 
 
-def cross_rows(
-    conn: sqlite3.Connection, peers: Peers
-) -> tuple[set[int], list[tuple[str, str, str]]]:
+def cross_rows(conn: Any, peers: Peers) -> tuple[set[int], list[tuple[str, str, str]]]:
     """Classify the stored links (in the store ``conn``) that only the fleet can resolve.
 
     Returns:
