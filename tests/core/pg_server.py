@@ -110,6 +110,20 @@ class PgServer:
         )  # fmt: skip
         return self
 
+    def standby(self) -> PgServer:
+        """A hot standby of this running server, started: read-only, replaying its WAL as it comes.
+
+        A base backup streamed over this server's socket (``pg_basebackup -R``: the copy is
+        told to follow this server), then started in a folder and on a socket of its own.
+        """
+        replica = PgServer()
+        replica.bin = self.bin
+        replica._run(
+            str(self.bin / "pg_basebackup"), "-D", str(replica.data), "-h", str(self.folder),
+            "-U", "postgres", "-R", "-X", "stream", "--no-sync",
+        )  # fmt: skip
+        return replica.start()
+
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are ended)."""
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "stop")

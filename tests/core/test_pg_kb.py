@@ -8,6 +8,7 @@ tested here is where the index lives, not what the model ranks.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import FakeHashEmbedder, make_kb, set_config
 from core.pg_server import PgServer, binaries
 from pinakes_core import KB
-from pinakes_core.errors import LockError
+from pinakes_core.errors import IndexWriteError, LockError
 from pinakes_core.index.backend import DATABASE_URL_ENV, DatabaseError
 from pinakes_core.index.store import Store
 
@@ -314,3 +315,54 @@ def test_a_search_while_the_server_is_down_is_one_sentence_and_recovers(
         kb.close()
     finally:
         server.remove()
+
+
+def _replayed(primary: str, standby: str) -> None:
+    """Wait until ``standby`` has replayed everything ``primary`` has written so far."""
+    import psycopg
+
+    with psycopg.connect(primary, autocommit=True) as conn:
+        lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+    with psycopg.connect(standby, autocommit=True) as conn:
+        for _ in range(300):
+            query = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
+            if conn.execute(query, (lsn,)).fetchone()[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"the standby did not replay up to {lsn} in 15 s")
+
+
+def test_a_hot_standby_serves_searches_and_refuses_a_sync(tmp_path: Path) -> None:
+    """Read replicas: a machine whose URL names a streaming replica searches the primary's index,
+    sees the writer's next sync once the replica has replayed it, and is refused a sync."""
+    primary = PgServer().start()
+    try:
+        standby = primary.standby()
+        try:
+            root = make_kb(tmp_path / "kb", dict(FILES))
+            set_config(root, "store", f'backend = "postgres"\nurl = "{primary.url}"')
+            writer = KB.open(root, embedder=FakeHashEmbedder())
+            writer.sync()
+            reader_root = tmp_path / "reader"
+            reader_root.mkdir()
+            config = (root / "pinakes.toml").read_text(encoding="utf-8")
+            (reader_root / "pinakes.toml").write_text(
+                config.replace(primary.url, standby.url), encoding="utf-8"
+            )
+            _replayed(primary.url, standby.url)
+            reader = KB.open(reader_root, embedder=FakeHashEmbedder())
+            assert reader.search("randomized election timeouts").hits[0].path == "raft.md"
+            (root / "quorum.md").write_text("# Quorum\n\nA quorum of witnesses signs.\n")
+            writer.sync()
+            _replayed(primary.url, standby.url)
+            assert reader.search("witnesses signs quorum").hits[0].path == "quorum.md"
+            with pytest.raises(IndexWriteError, match="only reads") as refused:
+                reader.sync()
+            assert "primary" in (refused.value.hint or "")
+            assert sorted(p.name for p in reader_root.iterdir()) == ["pinakes.toml"]
+            writer.close()
+            reader.close()
+        finally:
+            standby.remove()
+    finally:
+        primary.remove()

@@ -56,7 +56,7 @@ from psycopg.pq import Format
 from psycopg.rows import tuple_row
 from psycopg.types import TypeInfo
 
-from pinakes_core.errors import LockError
+from pinakes_core.errors import IndexWriteError, LockError
 from pinakes_core.index.backend import (
     ChunkHit,
     ChunkRecord,
@@ -1199,10 +1199,26 @@ class PostgresPlace:
             store.close()
 
     def check_writable(self) -> None:
-        """See :class:`~pinakes_core.index.place.IndexPlace`: the server checks its own rights.
+        """See :class:`~pinakes_core.index.place.IndexPlace`: a server that only reads is refused.
 
-        A role that may not write gets the server's refusal in one sentence at the first write.
+        A replica (a hot standby in recovery) or a server whose sessions are read-only cannot
+        hold a sync: that is said in one sentence before anything starts. A role that may not
+        write gets the server's refusal in one sentence at the first write.
+
+        Raises:
+            IndexWriteError: if the server at the URL only reads.
         """
+        row = self._ask(
+            lambda store: store.raw.execute(
+                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+            ).fetchone()
+        )
+        if row is not None and row[0]:
+            raise IndexWriteError(
+                f"The database {redact(self.url)} only reads (a replica, or a read-only server), "
+                "so a sync cannot write the index there (search, show and status read it).",
+                "Sync against the primary: its URL in PINAKES_DATABASE_URL (or [store] url).",
+            )
 
     def refresh_indexes(
         self, store: Any, scale: ScaleConfig, changed: list[str], removed: list[str]

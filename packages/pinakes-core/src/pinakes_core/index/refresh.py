@@ -68,7 +68,8 @@ def sync_kb(
             added, changed or removed; returns warnings for the report (it never fails a sync).
 
     Raises:
-        IndexWriteError: if ``.pinakes/`` is read-only or the disk filled up.
+        IndexWriteError: if ``.pinakes/`` is read-only, the disk filled up, or the database
+            server only reads (a replica).
     """
     started = time.perf_counter()
     place.check_writable()
