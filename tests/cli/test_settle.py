@@ -71,3 +71,37 @@ def test_only_a_pnk_process_freezes_what_the_first_open_made(tmp_path: Path, mod
         assert report["frozen_second"] == report["frozen_after"]
     else:
         assert report["frozen_after"] == report["frozen_second"] == 0
+
+
+def test_the_front_door_loads_the_cli_with_the_collector_paused_then_resumes_it() -> None:
+    probe = textwrap.dedent(
+        """
+        import gc, json, sys
+
+        during_import = []
+
+        def loading_cli(phase, info):
+            module = sys.modules.get("pinakes_cli.main")
+            if phase == "start" and module is not None and not hasattr(module, "main"):
+                during_import.append(info["generation"])
+
+        gc.callbacks.append(loading_cli)
+        sys.argv = ["pnk", "no-such-command"]
+        from pinakes_cli.door import main
+
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code
+        print(json.dumps({"code": code, "enabled": gc.isenabled(),
+                          "collections_while_loading": len(during_import),
+                          "cli_loaded": "pinakes_cli.main" in sys.modules}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["code"] == 2 and report["cli_loaded"] is True  # click's usage error
+    assert report["collections_while_loading"] == 0  # 20-30 before (gen 0 and 1)
+    assert report["enabled"] is True
