@@ -119,8 +119,8 @@ def main() -> None:
     print("| figure | median | CPU median | × yardstick (wall / CPU) |\n|---|--:|--:|--:|")
     labels = {
         "yardstick": '`python -c "import numpy, pydantic"`',
-        "one_model": "(1) + one pydantic model validated",
-        "model_ready": "(1) + (2) the embedding model ready for one query",
+        "one_model": "yardstick + (1) one pydantic model validated",
+        "model_ready": "yardstick + (1) + (2) the embedding model ready for one query",
         "cold_search": "cold `pnk search --json`",
     }
     for name, row in rows.items():
