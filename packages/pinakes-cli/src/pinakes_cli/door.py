@@ -47,8 +47,18 @@ def main() -> None:
     """Console-script entry point (``pnk``, ``python -m pinakes_cli``)."""
     kind = _KINDS.get(tuple(sys.argv[1:]))
     if kind is None:
-        from pinakes_cli.main import main as run
+        # click, the command modules and the plugins' entry modules live as long as the
+        # process: collecting while they load only walks them again and again (~5 ms of a
+        # cold ``pnk search``, issue 37), so they load with the collector paused and are
+        # frozen before it resumes (the engine's start gets the same in ``root.open_kb``).
+        import gc
 
+        gc.disable()
+        try:
+            from pinakes_cli.main import main as run
+        finally:
+            gc.freeze()
+            gc.enable()
         run()
         return
     path = _cache_file(kind)

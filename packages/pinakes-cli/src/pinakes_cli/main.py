@@ -22,7 +22,7 @@ from pinakes_cli import (
     setup_commands,
 )
 from pinakes_cli.plugins import register_plugin_commands
-from pinakes_cli.root import cli
+from pinakes_cli.root import SETTLE, cli
 
 __all__ = ["cli", "main"]
 
@@ -54,6 +54,6 @@ def main() -> None:
     promised to finalise anyway.
     """
     try:
-        cli(obj={})
+        cli(obj={SETTLE: True})
     finally:
         gc.freeze()
