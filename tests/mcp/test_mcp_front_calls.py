@@ -337,3 +337,21 @@ def test_the_lists_fastmcp_gave_are_kept_and_a_stale_copy_is_not_believed(
         os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert stale == first
     assert "with fastmcp's reply kept" not in stderr
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_a_search_during_a_first_sync_is_left_to_fastmcp(tmp_path: Path) -> None:
+    """A never-synced KB: fastmcp waits for its first sync and answers; the front does not."""
+    files = {name: text for name, text in FILES.items() if name != "big.md"}
+    root = make_kb(tmp_path / "fresh", files, name="fresh")
+    server = _Server(root)
+    server.send(HANDSHAKE, _search(2, query="how does raft elect a leader"), _request(3, "ping"))
+    found = server.reply(2)
+    pong = server.reply(3)
+    stderr = server.finish()
+    assert "syncing" in stderr
+    assert "Answered tools/call" not in stderr
+    assert found["result"]["structuredContent"]["hits"][0]["path"] == "raft.md"
+    assert pong["result"] == {}
+    assert all(len(replies) == 1 for replies in server.replies.values())

@@ -18,7 +18,8 @@ then reads the same stream:
   ``ping``, the lists of :data:`KEPT_LISTS` from fastmcp's own reply kept at an earlier start
   (:mod:`pinakes_core.kept`; none kept or a stale one: fastmcp answers, and its reply is
   kept), and a ``tools/call`` of a tool in :data:`pinakes_mcp.early.TOOLS` whose arguments
-  validate and whose request asks for no progress while a KB still warms up; once it passed a
+  validate, once the KBs are warm (not while a KB's first sync runs, nor while one warms up
+  for a request that asks for progress); once it passed a
   tool call on (a write, a refused search), the calls after it follow it to fastmcp;
 - the **writer** thread passes the server's output to the real stdout, except fastmcp's own
   reply to the replayed ``initialize``, which is compared with the one already sent (a
@@ -442,7 +443,9 @@ class StdioFront:
         for served in registry:
             if "progressToken" in meta and not served.ready.is_set():
                 return None  # fastmcp relays the warm-up's progress (toolkit.wait_until_ready)
-            served.ready.wait()
+            while not served.ready.wait(0.05):
+                if served.syncing.is_set():
+                    return None  # a first sync: fastmcp waits for it, answering the rest
         result = call(registry, params["name"], params.get("arguments", {}))
         if result is not None:
             self._answered_a_call = True
