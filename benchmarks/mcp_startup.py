@@ -2,7 +2,8 @@
 
 ``benchmarks/startup.py``'s MCP figure (wall time from spawning the server to its
 ``initialize`` reply and to its first ``pinakes_search`` reply, and the server's own CPU time
-at each moment), measured on a synced copy of ``examples/distsys-notes`` for this tree's
+at each moment; with ``--tools-list`` a host's ``tools/list`` comes between the two), measured
+on a synced copy of ``examples/distsys-notes`` for this tree's
 installed ``pinakes-mcp`` and, with ``--before DIR``, for another tree's packages started
 through their own entry point, in alternating blocks so both see the same load. Then what the
 imports under it cost, each in a fresh process: wall and CPU time, and ``-X importtime``'s
@@ -71,6 +72,16 @@ def main() -> None:
         default="pinakes_mcp.launch:main",
         help="MODULE:FUNCTION that starts the server in --before (its console script)",
     )
+    parser.add_argument(
+        "--tools-list",
+        action="store_true",
+        help="ask tools/list before the search, as a host does (after its initialize reply)",
+    )
+    parser.add_argument(
+        "--no-kept",
+        action="store_true",
+        help="keep no tools/list (PINAKES_MCP_FRONT_CACHE=''): a first start after an upgrade",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
@@ -78,6 +89,11 @@ def main() -> None:
     module, function = args.before_entry.split(":")
     old = [sys.executable, "-c", f"import sys; from {module} import {function} as m; sys.exit(m())"]
     with tempfile.TemporaryDirectory(prefix="pinakes-mcp-startup-") as tmp:
+        # pinakes-mcp's kept tools/list in this run's own folder (each mcp_ready's untimed
+        # first server fills it), never the user's.
+        startup.ENV["PINAKES_MCP_FRONT_CACHE"] = (
+            "" if args.no_kept else str(Path(tmp) / "mcp-front")
+        )
         kb = Path(tmp) / "kb"
         shutil.copytree(startup.EXAMPLE, kb, ignore=shutil.ignore_patterns(".pinakes"))
         pnk = str(startup.BIN / "pnk")
@@ -87,10 +103,10 @@ def main() -> None:
             if args.before:
                 startup.ENV["PYTHONPATH"] = str(args.before.resolve())
                 startup.log(f"block {block + 1}: before")
-                out["before"].append(startup.mcp_ready(kb, args.runs, old))
+                out["before"].append(startup.mcp_ready(kb, args.runs, old, listing=args.tools_list))
                 startup.ENV.pop("PYTHONPATH", None)
             startup.log(f"block {block + 1}: after")
-            out["after"].append(startup.mcp_ready(kb, args.runs))
+            out["after"].append(startup.mcp_ready(kb, args.runs, listing=args.tools_list))
     startup.log("imports")
     out["pieces"] = {statement: piece(statement, 3) for statement in PIECES}
     out["load_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]

@@ -128,11 +128,15 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def mcp_once(kb: Path, command: list[str] | None = None) -> tuple[float, float, float, float]:
+def mcp_once(
+    kb: Path, command: list[str] | None = None, *, listing: bool = False
+) -> tuple[float, float, float, float]:
     """Seconds from spawning ``pinakes-mcp`` to its ``initialize`` reply and first search.
 
     ``command`` starts the server instead of the installed ``pinakes-mcp`` (``--kb`` and
     ``--log-level`` are appended), e.g. another tree's entry point.
+
+    With ``listing``, the client asks ``tools/list`` before the search, as a host does.
 
     Also the server process's own CPU seconds at each of the two moments: far less sensitive to
     a loaded machine than the wall time (a quiet machine's wall time is about this, minus what
@@ -164,6 +168,9 @@ def mcp_once(kb: Path, command: list[str] | None = None) -> tuple[float, float, 
         ready = time.perf_counter() - t0
         cpu_ready = _cpu_seconds(proc.pid)
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if listing:
+            _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+            _reply(proc, 3)
         _rpc(
             proc,
             {
@@ -303,9 +310,11 @@ def distribution_count(python: str) -> int:
     return int(done.stdout)
 
 
-def mcp_ready(kb: Path, runs: int, command: list[str] | None = None) -> dict[str, dict[str, float]]:
-    mcp_once(kb, command)
-    runs_ = [mcp_once(kb, command) for _ in range(runs)]
+def mcp_ready(
+    kb: Path, runs: int, command: list[str] | None = None, *, listing: bool = False
+) -> dict[str, dict[str, float]]:
+    mcp_once(kb, command, listing=listing)
+    runs_ = [mcp_once(kb, command, listing=listing) for _ in range(runs)]
     out = {
         "initialize": spread([r[0] for r in runs_]),
         "first_search": spread([r[1] for r in runs_]),
@@ -365,6 +374,7 @@ def main() -> None:
     # The front door's cache in a folder of this run's own, never the user's.
     door_cache = tempfile.TemporaryDirectory(prefix="pinakes-door-")
     ENV["PINAKES_FRONT_DOOR_CACHE"] = door_cache.name
+    ENV["PINAKES_MCP_FRONT_CACHE"] = os.path.join(door_cache.name, "mcp-front")
     if args.installed:
         installed(args)
         return

@@ -160,6 +160,8 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> Non
 def _own_front_door_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch) -> None:
     """``pnk --help`` / ``--version`` keep their answers in a test's own folder, never the user's."""
     monkeypatch.setenv("PINAKES_FRONT_DOOR_CACHE", str(tmp_path_factory.mktemp("front-door")))
+    # pinakes-mcp's stdio front keeps fastmcp's tools/list (and kin) the same way.
+    monkeypatch.setenv("PINAKES_MCP_FRONT_CACHE", str(tmp_path_factory.mktemp("mcp-front")))
 
 
 @pytest.fixture

@@ -87,7 +87,13 @@ def _run_full(
 
 
 #: what a cached answer must not load either: click, pluggy and the engine's package.
-CLICK_AND_CORE = {"click", "pluggy", "pinakes_core", "pinakes_cli.main", "pinakes_cli.root"}
+CLICK_AND_CORE = {
+    "click",
+    "pluggy",
+    "pinakes_core.plugins",
+    "pinakes_cli.main",
+    "pinakes_cli.root",
+}
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
@@ -116,6 +122,10 @@ def test_help_and_version_load_no_engine(args: list[str], tmp_path: Path) -> Non
     assert again == stdout
     assert "pinakes_cli.door" in loaded
     assert not CLICK_AND_CORE & loaded, sorted(CLICK_AND_CORE & loaded)
+    # Of core, only the keying shared with pinakes-mcp's front (and the package's lazy init).
+    core = {m for m in loaded if m.split(".")[0] == "pinakes_core"}
+    assert core == {"pinakes_core", "pinakes_core.kept"}, sorted(core)
+    assert "typing" not in loaded
 
 
 def _hello_plugin(site: Path, summary: str) -> None:

@@ -24,12 +24,16 @@ warning is given every time. ``PINAKES_FRONT_DOOR_CACHE`` names another folder f
 set to an empty string it turns the cache off. A cache that cannot be read or written is
 ignored: the answer is then click's, as before.
 
-This module imports nothing beyond what the interpreter has loaded before it runs ``main``.
+The keying is :mod:`pinakes_core.kept`'s, shared with the MCP server's front (importing
+``pinakes_core`` loads none of the engine). This module imports nothing else beyond what the
+interpreter has loaded before it runs ``main``.
 """
 
 import codecs
 import os
 import sys
+
+from pinakes_core.kept import installation, keep, kept, user_cache
 
 __all__ = ["main"]
 
@@ -62,11 +66,11 @@ def main() -> None:
         run()
         return
     path = _cache_file(kind)
-    text = _cached(path) if path is not None else None
+    text = kept(path, _FORMAT) if path is not None else None
     if text is not None:
         _write(text)
         return
-    _answer_and_keep(path, _installation())
+    _answer_and_keep(path, installation())
 
 
 def _write(text: str) -> None:
@@ -94,23 +98,10 @@ def _cache_file(kind: str) -> str | None:
     """The cache file of ``kind`` at the help width click would use, or ``None`` (turned off)."""
     folder = os.environ.get(_ENV)
     if folder is None:
-        folder = os.path.join(_user_cache(), "front-door")
+        folder = os.path.join(user_cache(), "front-door")
     elif not folder:
         return None
     return os.path.join(folder, f"{kind}-{_help_width()}.txt")
-
-
-def _user_cache() -> str:
-    """Pinakes' user cache folder, where ``platformdirs.user_cache_dir("pinakes")`` puts it."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or os.path.expanduser("~/AppData/Local")
-        return os.path.join(base, "pinakes", "Cache")
-    if sys.platform == "darwin":
-        return os.path.expanduser("~/Library/Caches/pinakes")
-    base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if not os.path.isabs(base):
-        base = os.path.expanduser("~/.cache")
-    return os.path.join(base, "pinakes")
 
 
 def _help_width() -> int:
@@ -127,43 +118,10 @@ def _help_width() -> int:
     return max(min(columns or 80, 80) - 2, 50)
 
 
-def _installation() -> str:
-    """One line naming the interpreter and every ``sys.path`` folder with its modification time."""
-    parts = [sys.executable, sys.version.replace("\n", " ")]
-    for entry in sys.path:
-        try:
-            stamp = os.stat(entry or ".").st_mtime_ns
-        except OSError:
-            stamp = -1
-        parts.append(f"{entry}={stamp}")
-    return "\0".join(parts)
-
-
-def _cached(path: str) -> str | None:
-    """The answer kept in ``path``, if everything it came from is unchanged; else ``None``."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            header, installation, count, rest = f.read().split("\n", 3)
-        *files, text = rest.split("\n", int(count))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if header != _FORMAT or installation != _installation() or len(files) != int(count):
-        return None
-    for line in files:
-        name, _, stamp = line.rpartition("\t")
-        try:
-            info = os.stat(name)
-        except OSError:
-            return None
-        if stamp != f"{info.st_mtime_ns}:{info.st_size}":
-            return None
-    return text
-
-
-def _answer_and_keep(path: str | None, installation: str) -> None:
+def _answer_and_keep(path: str | None, found: str) -> None:
     """Let click answer; keep what it printed in ``path`` when the run was clean.
 
-    ``installation`` is :func:`_installation` as it was before click ran.
+    ``found`` is :func:`~pinakes_core.kept.installation` as it was before click ran.
     """
     import contextlib
     import io
@@ -181,44 +139,5 @@ def _answer_and_keep(path: str | None, installation: str) -> None:
     finally:  # what click printed reaches stdout whatever happened
         _write(printed.getvalue())
     if path is not None and code in (0, None) and commands_complete():
-        _keep(path, printed.getvalue(), installation)
+        keep(path, _FORMAT, printed.getvalue(), found)
     sys.exit(code)
-
-
-def _loaded_files() -> list[str] | None:
-    """The files of every module loaded from outside the standard library; ``None`` if unlistable."""
-    stdlib = os.path.dirname(os.__file__)
-    found = set()
-    for module in list(sys.modules.values()):
-        name = getattr(module, "__file__", None)
-        if not isinstance(name, str):
-            continue
-        name = os.path.abspath(name)
-        if name.startswith(stdlib + os.sep) and "site-packages" not in name:
-            continue
-        if "\n" in name or "\t" in name:
-            return None
-        found.add(name)
-    return sorted(found)
-
-
-def _keep(path: str, text: str, installation: str) -> None:
-    """Write the answer and what it depends on to ``path`` (atomically); never fail the command."""
-    import contextlib
-
-    files = _loaded_files()
-    if files is None:
-        return
-    lines = [_FORMAT, installation, str(len(files))]
-    temp = f"{path}.{os.getpid()}.tmp"
-    try:
-        for name in files:
-            info = os.stat(name)
-            lines.append(f"{name}\t{info.st_mtime_ns}:{info.st_size}")
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(temp, "w", encoding="utf-8", newline="") as f:
-            f.write("\n".join(lines) + "\n" + text)
-        os.replace(temp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)

@@ -12,9 +12,13 @@ Quick start::
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+#: ``typing.TYPE_CHECKING`` without importing typing, which a front door that imports only
+#: :mod:`pinakes_core.kept` would pay for (mypy reads any name ``TYPE_CHECKING`` as true).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from pinakes_core.config import Config, load_config
     from pinakes_core.errors import (
         ConfigError,

@@ -6,9 +6,13 @@ The order is what makes the server quick to start (issue 37):
 2. over stdio, start the front (:mod:`pinakes_mcp.front`), which answers the host's
    ``initialize`` at once;
 3. open the KBs (pinakes_core loads here) and start their warm-up (model, vectors,
-   calibration, a never-synced KB's first sync) in background threads;
-4. import fastmcp and build the server (:mod:`pinakes_mcp.server`) and hand it the stream,
-   ``initialize`` replayed. A tool call waits for the warm-up, as before.
+   calibration, a never-synced KB's first sync) in background threads; the front may now
+   answer a search itself, once the warm-up is done;
+4. when the front has nothing to do (it passed on a message only fastmcp answers, answered a
+   tool call, or heard nothing for a moment), import fastmcp, build the server
+   (:mod:`pinakes_mcp.server`) and hand it the stream: the handshake replayed, then what the
+   front did not answer. A tool call waits for the warm-up, as before. A client that leaves
+   before anything needed fastmcp never loads it.
 
 A KB that cannot be opened still stops the process with exit status 1 and the one-sentence
 error on stderr, now possibly after ``initialize`` was answered.
@@ -113,11 +117,21 @@ def serve(
 
         kbs, names = open_fleet(paths) if fleet else (open_kbs(paths), [])
         registry = Registry(kbs, watching=watch, names=names)
-        registry.start_warming()  # the model and vectors load while fastmcp is imported
+        warmers = registry.start_warming()  # the model and vectors load meanwhile
+        if front is not None:
+            front.attach(registry)
+            if not front.wait_for_turn():  # the client left; the front answered everything
+                for thread in warmers:
+                    thread.join()
+                for served in registry:
+                    served.kb.close()
+                return
         from pinakes_mcp.server import build_server, run_http, run_stdio
 
         server = build_server(registry, allow_write=allow_write, close_on_exit=True)
         if transport == "stdio":
+            if front is not None:
+                front.hand_over()
             run_stdio(server, fronted=front is not None)
         else:
             run_http(

@@ -68,6 +68,8 @@ class ServedKB:
         self._identity: object | None = None
         #: set once the start-up sync and warm-up finished (whatever their outcome).
         self.ready = threading.Event()
+        #: set when the warm-up found the KB never synced (or outdated) and began syncing it.
+        self.syncing = threading.Event()
         #: the start-up sync's latest (stage, done, total), relayed as MCP progress.
         self.progress: tuple[str, int, int] = ("starting", 0, 0)
         #: why the start-up sync or warm-up failed, if it did.
@@ -121,6 +123,7 @@ class ServedKB:
                 log.info(
                     "KB %r was never synced (or is outdated); syncing %s", self.name, self.root
                 )
+                self.syncing.set()
                 with sync_lock:
                     syncer = KB.open(self.root, embedder=self.kb.embedder)
                     try:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from fastmcp.exceptions import ToolError
 from fastmcp.server.context import Context
 from mcp.types import ToolAnnotations
-from pydantic import Field
 
 from pinakes_core.errors import PinakesError
+from pinakes_mcp.arguments import Doc, Item, Kb
 from pinakes_mcp.served import Registry, ServedKB
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Item",
     "Kb",
     "registry_of",
+    "served_tool",
     "tool_errors",
     "wait_until_ready",
     "when_ready",
@@ -40,30 +42,6 @@ T = TypeVar("T")
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
-
-#: one item of a list argument (a tag, an entity, a concept, a meta filter).
-Item = Annotated[str, Field(min_length=1, max_length=200)]
-#: the ``kb`` argument every tool takes.
-Kb = Annotated[
-    str | None,
-    Field(
-        max_length=200,
-        description="Name (or KB ULID) of one served KB; omit to use every served KB (see pinakes_kbs).",
-    ),
-]
-#: a document reference (``doc``, ``src``, ``dst``).
-Doc = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=1_000,
-        description=(
-            "The document: its doc_id (ULID) from a search hit or link, a pnk:// URI, a path "
-            "relative to the KB root of an indexed document (no '..', not absolute), or a "
-            "note's name, title or alias as its wikilinks write it ('0002-retry-policy')."
-        ),
-    ),
-]
 
 
 def registry_of(ctx: Context) -> Registry:
@@ -114,4 +92,35 @@ def when_ready(fn: Callable[..., T]) -> Callable[..., Awaitable[T]]:
         await wait_until_ready(ctx, list(registry_of(ctx)))
         return await anyio.to_thread.run_sync(functools.partial(fn, ctx, *args, **kwargs))
 
+    return tool
+
+
+def served_tool(body: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """The tool that runs ``body(registry, ...)`` (a body written without fastmcp).
+
+    Like :func:`when_ready`: it waits for the served KBs' start-up sync (relaying its progress),
+    then runs ``body`` in a worker thread, its :class:`PinakesError` a tool error. Its name,
+    description and arguments (so its schema) are ``body``'s, the request's context in place
+    of the registry. The stdio front calls the same ``body`` (:mod:`pinakes_mcp.front`).
+    """
+
+    @functools.wraps(body)
+    async def tool(ctx: Context, *args: Any, **kwargs: Any) -> T:
+        registry = registry_of(ctx)
+        await wait_until_ready(ctx, list(registry))
+
+        def run() -> T:
+            with tool_errors():
+                return body(registry, *args, **kwargs)
+
+        return await anyio.to_thread.run_sync(run)
+
+    signature = inspect.signature(body)
+    _, *arguments = signature.parameters.values()
+    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)
+    tool.__signature__ = signature.replace(parameters=[context, *arguments])  # type: ignore[attr-defined]
+    tool.__annotations__ = {
+        **{name: hint for name, hint in body.__annotations__.items() if name != "registry"},
+        "ctx": Context,
+    }
     return tool
