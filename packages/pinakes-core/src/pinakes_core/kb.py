@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
-from pinakes_core import models
+import pinakes_core.models as models
 from pinakes_core.config import CONFIG_FILE, Config, SidecarPolicy, load_config
 from pinakes_core.index import catalogue
 from pinakes_core.index.embedding import Embedder, LazyEmbedder, Vectors, load_embedder
