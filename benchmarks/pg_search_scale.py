@@ -223,8 +223,54 @@ def open_kb(home: Path, url: str) -> Any:
     return KB.open(home / "kb")
 
 
+def sqlite_kb(home: Path, target: int, noise: float) -> tuple[Any, dict[str, Any]]:
+    """Golden staged in ``home``/kb-sqlite, synced, cloned through the store contract.
+
+    The SQLite side of the comparison: copies 1… as ``pg_scale.py`` writes them (copy 0 is
+    the sync's), one transaction each; below ``[scale]``'s thresholds nothing else is made
+    (the vector snapshot is written at the first search, as after a sync).
+    """
+    import numpy as np
+
+    from eval_sets import stage as mirror
+    from pg_scale import copies_of
+    from pinakes_core import KB
+    from pinakes_core.index.backend import SqliteBackend
+
+    kb_dir = home / "kb-sqlite"
+    mirror(ROOT / "golden" / "kb", kb_dir)
+    kb = KB.open(kb_dir)
+    result: dict[str, Any] = {}
+    if not kb.synced:
+        t = time.perf_counter()
+        kb.sync()
+        result["sync_s"] = round(time.perf_counter() - t, 1)
+    backend = SqliteBackend(kb.store())
+    docs = [d for d in backend.documents() if "~" not in d.doc_id]
+    vectors = dict(backend.vectors())
+    per_copy = sum(len(d.chunks) for d in docs)
+    copies = max(1, round(target / per_copy))
+    done = backend.chunk_count() // per_copy
+    rng = np.random.default_rng(done)
+    t = time.perf_counter()
+    with backend.writer():
+        for copy in range(done, copies):
+            batch, fresh = copies_of(docs, vectors, copy, noise, rng)
+            with backend.transaction() as conn:
+                for doc in batch:
+                    backend.put_document(conn, doc)
+                backend.put_vectors(conn, fresh)
+    result.update(copies=copies, fill_s=round(time.perf_counter() - t, 1))
+    result["chunks"] = backend.chunk_count()
+    return kb, result
+
+
 def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
     """Stage, sync, clone, index."""
+    if args.backend == "sqlite":
+        kb, result = sqlite_kb(args.home, args.chunks, args.noise)
+        kb.close()
+        return result
     url = Server(args.home).start(args.shared_buffers)
     kb_dir = stage(args.home, url)
     kb = open_kb(args.home, url)
@@ -249,7 +295,7 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
         result["hnsw_s"] = round(time.perf_counter() - t, 1)
         log(f"HNSW: {'made' if made else 'not made'} in {result['hnsw_s']} s")
         store.raw.execute("ANALYZE")
-        result["chunks"] = store.chunk_count()
+        result["chunks"] = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         result["documents"] = store.document_count()
         size = store.raw.execute(
             "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_class c "
@@ -286,40 +332,97 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
     """Time the channels and the whole search over the filled KB."""
     from pinakes_core.manage.eval import load_questions
 
-    url = Server(args.home).start(args.shared_buffers)
-    kb = open_kb(args.home, url)
+    if args.backend == "sqlite":
+        from pinakes_core import KB
+
+        kb = KB.open(args.home / "kb-sqlite")
+    else:
+        kb = open_kb(args.home, Server(args.home).start(args.shared_buffers))
     questions = [q.query for q in load_questions(ROOT / "golden" / "questions.jsonl")]
     questions = questions[: args.queries]
     result: dict[str, Any] = {"queries": len(questions), "rounds": args.rounds}
     with kb:
         store = kb.store()
-        result["chunks"] = store.chunk_count()
+        result["chunks"] = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         searcher = kb.searcher
         t = time.perf_counter()
         searcher.vectors()
         result["vectors_load_s"] = round(time.perf_counter() - t, 1)
         log(f"{result['chunks']} chunks; vectors loaded in {result['vectors_load_s']} s")
+        if args.budget is not None:
+            scale = kb.config.scale.model_copy(update={"bm25_max_rows": args.budget})
+            kb.config = kb.config.model_copy(update={"scale": scale})
+        result["bm25_max_rows"] = kb.config.scale.bm25_max_rows
+        result["backend"] = args.backend
         vectors = {q: kb.embedder.embed_query(q) for q in questions}
         times: dict[str, list[float]] = {}
+        stages: dict[str, list[float]] = {}
         channels = args.channels.split(",")
+        splits = 0
         for q in questions:
             v = vectors[q]
+
+            def bm25(q: str = q) -> Any:
+                return searcher.query_context(q).bm25(q)
+
+            def dense(q: str = q, v: Any = v) -> Any:
+                return searcher.query_context(q, embed_query=lambda _: v).dense()
+
+            def search(q: str = q) -> Any:
+                found = kb.search(q)
+                for name, ms in found.timings_ms.items():
+                    stages.setdefault(name, []).append(ms)
+                return found
+
             if "bm25" in channels:
-                times.setdefault("bm25", []).extend(
-                    timed(lambda q=q: searcher.query_context(q).bm25(q), args.rounds)
-                )
+                times.setdefault("bm25", []).extend(timed(bm25, args.rounds))
+                index = searcher.lexical()
+                splits += getattr(index, "last_split", None) is not None
             if "dense" in channels:
-                times.setdefault("dense", []).extend(
-                    timed(
-                        lambda q=q, v=v: searcher.query_context(q, embed_query=lambda _: v).dense(),
-                        args.rounds,
-                    )
-                )
+                times.setdefault("dense", []).extend(timed(dense, args.rounds))
             if "search" in channels:
-                times.setdefault("search", []).extend(timed(lambda q=q: kb.search(q), args.rounds))
+                times.setdefault("search", []).extend(timed(search, args.rounds))
+        result["bm25_split_queries"] = splits
+        result["search_stages_ms"] = {n: summary(v) for n, v in stages.items()}
+        if args.compare_exact and args.backend == "postgres":
+            result["split_vs_exact"] = compare_exact(store, questions, kb.config.scale)
         result["latency_ms"] = {n: summary(v) for n, v in times.items()}
         result["load"] = round(os.getloadavg()[0], 2)
     return result
+
+
+def compare_exact(store: Any, questions: list[str], scale: Any) -> dict[str, Any]:
+    """The split BM25 against every matching row scored: the top 50's overlap, and each time."""
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.query import fts_phrases
+
+    split = PgLexicalIndex(store, max_rows=scale.bm25_max_rows)
+    exact = PgLexicalIndex(store)
+    same, times_split, times_exact, proven = [], [], [], 0
+    for q in questions:
+        phrases = fts_phrases(q)
+        if not phrases:
+            continue
+        split.search(phrases, 200)  # warm the counts
+        t = time.perf_counter()
+        got = split.search(phrases, 200)
+        times_split.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        want = exact.search(phrases, 200)
+        times_exact.append((time.perf_counter() - t) * 1000)
+        top = {c for c, _ in want[:50]}
+        same.append(len(top & {c for c, _ in got[:50]}) / max(len(top), 1))
+        if split.last_split is None or (len(got) >= 50 and got[49][1] >= split.last_split[2]):
+            proven += 1
+        log(f"{q[:40]!r}: split {times_split[-1]:.0f} ms, exact {times_exact[-1]:.0f} ms")
+    return {
+        "top50_overlap_mean": round(statistics.fmean(same), 4),
+        "top50_identical": sum(x == 1.0 for x in same),
+        "provably_exact": proven,
+        "queries": len(same),
+        "split_ms": summary(times_split),
+        "exact_ms": summary(times_exact),
+    }
 
 
 def main() -> int:
@@ -328,6 +431,7 @@ def main() -> int:
     parser.add_argument("--home", type=Path, default=Path("/tmp/pgscale"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--shared-buffers", default="2GB", help="the server's (a restart)")
+    parser.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres")
     sub = parser.add_subparsers(dest="command", required=True)
     f = sub.add_parser("fill")
     f.add_argument("--chunks", type=int, default=1_000_000)
@@ -340,6 +444,8 @@ def main() -> int:
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--queries", type=int, default=60)
     s.add_argument("--channels", default="bm25,dense,search")
+    s.add_argument("--budget", type=int, help="[scale] bm25_max_rows for the run (0: no split)")
+    s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
     args = parser.parse_args()
     result = cmd_fill(args) if args.command == "fill" else cmd_search(args)
     print(json.dumps(result, indent=2))
