@@ -346,9 +346,16 @@ def test_golden_channels_on_postgres_match_sqlite(tmp_path: Path, pg_url: str) -
     assert recall["postgres dense"] == recall["sqlite dense"]
 
 
-def test_bm25_past_the_budget_splits_and_keeps_the_exact_top(pair: Pair) -> None:
+@pytest.mark.parametrize("scan_ratio", [0, 30, 10_000], ids=["probe", "default", "scan"])
+def test_bm25_past_the_budget_splits_and_keeps_the_exact_top(
+    pair: Pair, scan_ratio: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index import pgsearch
     from pinakes_core.index.pgsearch import PgLexicalIndex
     from pinakes_core.index.query import fts_phrases
+
+    # Common terms probed per candidate, read whole, or (the default) chosen by their rows.
+    monkeypatch.setattr(pgsearch, "SCAN_RATIO", scan_ratio)
 
     # The searcher's index takes the KB's budget (62 chunks: under the default, never split).
     assert pair.pg.lexical().max_rows == pair.kb.config.scale.bm25_max_rows
