@@ -353,9 +353,18 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
             searcher.vectors()
             result["vectors_load_s"] = round(time.perf_counter() - t, 1)
             log(f"{result['chunks']} chunks; vectors loaded in {result['vectors_load_s']} s")
+        update = {}
         if args.budget is not None:
-            scale = kb.config.scale.model_copy(update={"bm25_max_rows": args.budget})
+            update["bm25_max_rows"] = args.budget
+        if args.ann_min_chunks is not None:
+            update["ann_min_chunks"] = args.ann_min_chunks
+        if update:
+            scale = kb.config.scale.model_copy(update=update)
             kb.config = kb.config.model_copy(update={"scale": scale})
+        if args.work_mem:
+            store.raw.execute(f"SET work_mem = '{args.work_mem}'")
+        result["work_mem"] = args.work_mem
+        result["ann_min_chunks"] = kb.config.scale.ann_min_chunks
         result["bm25_max_rows"] = kb.config.scale.bm25_max_rows
         result["backend"] = args.backend
         vectors = {q: kb.embedder.embed_query(q) for q in questions}
@@ -460,6 +469,8 @@ def main() -> int:
     s.add_argument("--queries", type=int, default=60)
     s.add_argument("--channels", default="bm25,dense,search")
     s.add_argument("--budget", type=int, help="[scale] bm25_max_rows for the run (0: no split)")
+    s.add_argument("--ann-min-chunks", type=int, help="[scale] ann_min_chunks (0: exact)")
+    s.add_argument("--work-mem", help="the search connection's work_mem (e.g. 64MB)")
     s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
     args = parser.parse_args()
     result = cmd_fill(args) if args.command == "fill" else cmd_search(args)

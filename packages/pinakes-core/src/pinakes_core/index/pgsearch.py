@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from pinakes_core.config import ScaleConfig
     from pinakes_core.index.pgstore import PostgresStore
 
-__all__ = ["MAX_CACHED", "SCAN_RATIO", "PgAnn", "PgLexicalIndex", "PgSearchParts"]
+__all__ = ["MAX_CACHED", "SCAN_RATIO", "SPLIT_WORK_MEM", "PgAnn", "PgLexicalIndex", "PgSearchParts"]
 
 _T = TypeVar("_T")
 
@@ -167,6 +167,9 @@ GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
 #: A common term of at most this many times the split's candidate rows has its postings read
 #: whole (in key order) rather than probed once per candidate (:data:`_SPLIT_SQL`).
 SCAN_RATIO = 30
+#: ``work_mem`` of a split's statement (``SET LOCAL``): at 1M chunks the split's p50 went
+#: 355 → 234 ms against the default 4 MB (15 golden questions, load ~10).
+SPLIT_WORK_MEM = "64MB"
 
 
 def _idf(rows: float, count: int) -> float:
@@ -374,7 +377,11 @@ class PgLexicalIndex:
             )
 
         def job(conn: Any) -> list[tuple[int, float]]:
-            return [(int(r[0]), float(r[1])) for r in conn.execute(statement, params)]
+            # The split's materialised candidates and common postings spill to disk under
+            # the server's default work_mem (4 MB); raised for this statement only.
+            with conn.transaction():
+                conn.execute(f"SET LOCAL work_mem = '{SPLIT_WORK_MEM}'")
+                return [(int(r[0]), float(r[1])) for r in conn.execute(statement, params)]
 
         return self._read(job)
 
