@@ -346,3 +346,53 @@ def test_golden_channels_on_postgres_match_sqlite(tmp_path: Path, pg_url: str) -
                 cls,
             )
     assert recall["postgres dense"] == recall["sqlite dense"]
+
+
+@pytest.mark.parametrize("scan_ratio", [0, 30, 10_000], ids=["probe", "default", "scan"])
+def test_bm25_past_the_budget_splits_and_keeps_the_exact_top(
+    pair: Pair, scan_ratio: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index import pgsearch
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.query import fts_phrases
+
+    # Common terms probed per candidate, read whole, or (the default) chosen by their rows.
+    monkeypatch.setattr(pgsearch, "SCAN_RATIO", scan_ratio)
+
+    # The searcher's index takes the KB's budget (62 chunks: under the default, never split).
+    assert pair.pg.lexical().max_rows == pair.kb.config.scale.bm25_max_rows
+    exact_index = PgLexicalIndex(pair.store)
+    split_index = PgLexicalIndex(pair.store, max_rows=10)
+    roomy = PgLexicalIndex(pair.store, max_rows=1000)
+    a_folder = [c for c, (path, _) in pair.names["pg"].items() if path.startswith("a/")]
+    split_seen = 0
+    for query in [*QUERIES, "topic7 table notes", "csv parser table column"]:
+        phrases = fts_phrases(query)
+        exact = exact_index.search(phrases, 1000)
+        # Under the budget nothing changes.
+        assert roomy.search(phrases, 1000) == exact and roomy.last_split is None, query
+        scores = dict(exact)
+        everything = split_index.search(phrases, 1000)
+        if split_index.last_split is None:
+            assert everything == exact, query
+            continue
+        split_seen += 1
+        rare, common, ceiling = split_index.last_split
+        assert rare and common, query
+        # Every score is the row's exact BM25 over the whole query ...
+        for chunk, score in everything:
+            assert score == pytest.approx(scores[chunk], rel=1e-9), query
+        # ... and only rows holding common terms alone (scoring under their ceiling) are left.
+        found = {c for c, _ in everything}
+        assert {c for c, s in exact if s > ceiling} <= found, query
+        # The best three, where the exact third reaches the ceiling, are the exact best three.
+        top = split_index.search(phrases, 3)
+        if len(exact) >= 3 and exact[2][1] >= ceiling:
+            assert [s for _, s in top] == pytest.approx([s for _, s in exact[:3]]), query
+        # A filter restricts the rows scored, not the IDF.
+        allowed = exact_index.search(phrases, 1000, a_folder)
+        within = split_index.search(phrases, 1000, a_folder)
+        assert {c for c, _ in within} <= set(a_folder), query
+        for chunk, score in within:
+            assert score == pytest.approx(dict(allowed)[chunk], rel=1e-9), query
+    assert split_seen >= 4

@@ -202,6 +202,10 @@ def test_nearest_is_exact_cosine_order(backend: IndexBackend) -> None:
     assert hits[0].score == pytest.approx(float(_unit(1, 0.2, 0, 0) @ _unit(1, 0, 0, 0)), abs=1e-5)
     matrix = backend.load_vectors(4)
     assert list(matrix.chunk_ids) == sorted(matrix.chunk_ids) and len(matrix) == 3
+    # The very float32 values written (PostgreSQL's arrive in binary, decoded by NumPy).
+    assert matrix.matrix.dtype == np.float32
+    written = {tuple(v.tolist()) for _, v in backend.vectors()}
+    assert {tuple(row.tolist()) for row in matrix.matrix} <= written
 
 
 def test_a_second_writer_is_refused_while_the_first_writes(backend: IndexBackend) -> None:

@@ -616,21 +616,34 @@ class PostgresStore:
         return int(self.get_meta("generation") or 0)
 
     def load_vectors(self, dim: int) -> VectorMatrix:
-        """See :class:`~pinakes_core.index.backend.StoreLifecycle` (vectors travel as text)."""
+        """See :class:`~pinakes_core.index.backend.StoreLifecycle` (vectors travel in binary).
+
+        pgvector's binary output is read as bytes and decoded by NumPy in one pass: at 50k
+        chunks 2.1 s against 20.2 s as text, a JSON parse per vector (load ~7; the text form
+        made a server's first search, and its reload after every sync, ~7 min at 1M).
+        """
+        if self._vector_oid is None:
+            info = TypeInfo.fetch(self.raw, "vector")
+            assert info is not None  # the schema's vectors table needs the extension
+            self._vector_oid = info.oid
+        oid = self._vector_oid
 
         def job(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                "SELECT c.chunk_id, v.vector::text FROM chunks c "
-                "JOIN vectors v ON v.embed_hash = c.embed_hash ORDER BY c.chunk_id"
-            ).fetchall()
+            with conn.cursor(binary=True) as cur:
+                cur.adapters.register_loader(oid, _VectorRaw)
+                return cur.execute(
+                    "SELECT c.chunk_id, v.vector FROM chunks c "
+                    "JOIN vectors v ON v.embed_hash = c.embed_hash ORDER BY c.chunk_id"
+                ).fetchall()
 
         rows = self._read(job)
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        matrix = (
-            np.array([json.loads(r[1]) for r in rows], dtype=np.float32).reshape(len(rows), dim)
-            if rows
-            else np.zeros((0, dim), np.float32)
-        )
+        if not rows:
+            return VectorMatrix(ids, np.zeros((0, dim), np.float32))
+        # Each value: its dimension (uint16), a zero (uint16), then big-endian float32s.
+        raw = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint8)
+        body = np.ascontiguousarray(raw.reshape(len(rows), 4 + 4 * dim)[:, 4:])
+        matrix = body.view(">f4").reshape(len(rows), dim).astype(np.float32)
         return VectorMatrix(ids, matrix)
 
     # -- IndexBackend: writing --------------------------------------------------------------
@@ -1264,6 +1277,15 @@ class _VectorBytes(Loader):
 
     def load(self, data: Buffer) -> bytes:
         return np.asarray(json.loads(bytes(data)), dtype=np.float32).tobytes()
+
+
+class _VectorRaw(Loader):
+    """pgvector's binary output as it comes (:meth:`PostgresStore.load_vectors` decodes it)."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
 
 
 def _read_vectors_as_bytes(conn: psycopg.Connection[Any]) -> None:

@@ -1,0 +1,484 @@
+"""Search on PostgreSQL at a million chunks (issue 38): fill once, then time search.
+
+``fill`` stages golden into ``--home``/kb with ``[store] backend = "postgres"``, starts a
+PostgreSQL server of its own in ``--home``/server (kept between runs), syncs the KB into it
+with the real model (a real sync: documents, chunks, postings, vectors, graph, calibration),
+then clones the synced rows server-side until the schema holds about ``--chunks`` chunks:
+copy ``c`` of every document gets the id ``<doc_id>~c`` and the path ``copyNNNN/<path>``, its
+chunks the ids ``chunk_id + c × stride`` (stride: the largest chunk id of the sync) and the
+hashes ``<embed_hash>~c``, its vectors the original plus Gaussian noise of norm about
+``--noise``, renormalised (as ``pg_scale.py`` clones through the store contract, so the two
+benchmarks build comparable indexes), its postings the original's under the new chunk id, its
+tags, fields and links the original's. The graph (nodes, edges) stays the sync's: the copies
+are not linked into it (a sync of copies would add their chunk and document nodes; the
+graph channel only walks from the seeds the other channels give, see the report). Secondary
+indexes are dropped before the copy and made again after it with the schema's own
+definitions, the HNSW index is made by ``PostgresStore.ensure_ann`` as a sync's
+``refresh_indexes`` makes it, BM25's counts are taken as ``publish`` takes them, the
+generation is bumped, and ``ANALYZE`` runs. A second ``fill`` with the schema already holding
+``--chunks`` does nothing (``--refill`` starts over).
+
+``search`` opens the filled KB (nothing is synced) and times, over the golden questions,
+``--rounds`` warm rounds each with a fresh query context: the BM25 channel
+(``PgLexicalIndex``), the dense channel (pgvector HNSW candidates scored exactly in memory),
+and the whole ``KB.search`` as the MCP server runs it (fusion, hits, confidence).
+
+Usage::
+
+    nohup uv run python benchmarks/pg_search_scale.py fill --chunks 1000000 \\
+        > /tmp/pgscale-fill.log 2>&1 &
+    uv run python benchmarks/pg_search_scale.py search --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "core"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def log(message: str) -> None:
+    """One line on stderr with the time and the load."""
+    load = os.getloadavg()[0]
+    print(f"{time.strftime('%H:%M:%S')} [load {load:.2f}] {message}", file=sys.stderr, flush=True)
+
+
+class Server:
+    """A PostgreSQL server (the dev group's binaries) whose data folder is kept in ``home``."""
+
+    def __init__(self, home: Path) -> None:
+        from pg_server import PgServer
+
+        home.mkdir(parents=True, exist_ok=True)
+        self.pg = PgServer(relocate=False)
+        # PgServer makes a temporary folder; this one is kept: point it at ``home``/server.
+        os.rmdir(self.pg.folder)
+        folder = home / "server"
+        folder.mkdir(exist_ok=True)
+        if self.pg._user is not None:
+            os.chown(folder, *self.pg._user)
+        self.pg.folder = folder
+        self.pg.data = folder / "data"
+        self.pg.url = f"postgresql://postgres@/postgres?host={folder}"
+
+    def start(self, shared_buffers: str | None = None) -> str:
+        """Start the server unless it runs (with ``shared_buffers``, when given); returns its URL."""
+        import psycopg
+
+        if not (self.pg.data / "postmaster.pid").exists():
+            self.pg.start()
+        if shared_buffers:
+            with psycopg.connect(self.pg.url, autocommit=True) as conn:
+                now = conn.execute("SHOW shared_buffers").fetchone()
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+            if now is None or now[0] != shared_buffers:
+                self.pg.stop()
+                self.pg.start()
+                log(f"server restarted with shared_buffers {shared_buffers} (was {now})")
+        return self.pg.url
+
+
+def stage(home: Path, url: str) -> Path:
+    """Golden staged in ``home``/kb as a postgres KB, synced (a no-change sync once done)."""
+    from eval_sets import stage as mirror
+    from eval_sets import use_store
+
+    kb_dir = home / "kb"
+    mirror(ROOT / "golden" / "kb", kb_dir)
+    use_store(kb_dir, "postgres")
+    os.environ["PINAKES_DATABASE_URL"] = url
+    return kb_dir
+
+
+#: The secondary indexes dropped for the copy and made again after it (the schema's own).
+_INDEXES = re.compile(r"^(CREATE INDEX .*?;)$", re.M)
+
+
+def secondary_indexes() -> list[str]:
+    """The ``CREATE INDEX`` statements of the store's schema (not the keys)."""
+    from pinakes_core.index.pgstore import _SCHEMA
+
+    return _INDEXES.findall(_SCHEMA)
+
+
+_POSTINGS_KEY = (
+    "ALTER TABLE postings ADD CONSTRAINT postings_pkey PRIMARY KEY (lexeme, chunk_id) "
+    "INCLUDE (tf, length)"
+)
+
+_CLONE = """
+INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, mtime_ns,
+                      size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta,
+                      source_type, pages, line_count)
+SELECT d.doc_id || '~' || c, 'copy' || lpad(c::text, 4, '0') || '/' || d.path, title, tags,
+       aliases, content_hash, sidecar_hash, mtime_ns, size, sidecar_mtime_ns, sidecar_size,
+       chunk_count, synced_at, meta, source_type, pages, line_count
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, documents d WHERE d.doc_id NOT LIKE '%%~%%';
+
+INSERT INTO doc_tags(doc_id, tag)
+SELECT t.doc_id || '~' || c, tag
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, doc_tags t WHERE t.doc_id NOT LIKE '%%~%%';
+
+INSERT INTO doc_meta(doc_id, key, value_text, value_num)
+SELECT m.doc_id || '~' || c, key, value_text, value_num
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, doc_meta m WHERE m.doc_id NOT LIKE '%%~%%'
+ORDER BY c, m.rowid;
+
+INSERT INTO chunks(chunk_id, doc_id, ordinal, heading_path, text, embed_hash, start_line,
+                   end_line, tokens, page_start, page_end, idents, tsv, length)
+OVERRIDING SYSTEM VALUE
+SELECT k.chunk_id + c * %(stride)s::bigint, k.doc_id || '~' || c, ordinal, heading_path, text,
+       k.embed_hash || '~' || c, start_line, end_line, tokens, page_start, page_end, idents,
+       tsv, length
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, chunks k WHERE k.chunk_id <= %(stride)s::bigint;
+
+INSERT INTO postings(lexeme, chunk_id, tf, length)
+SELECT lexeme, p.chunk_id + c * %(stride)s::bigint, tf, length
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint;
+
+INSERT INTO links(src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason)
+SELECT l.src_doc || '~' || c, target, kind, dst_kb, dst_doc, rel, origin, reason
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, links l WHERE l.src_doc NOT LIKE '%%~%%'
+ORDER BY c, l.rowid;
+
+-- The original plus noise of norm about sigma (each of dim components N(0, sigma²/dim)),
+-- renormalised; one distinct vector per copied chunk hash.
+INSERT INTO vectors(embed_hash, vector)
+SELECT v.embed_hash || '~' || c,
+       l2_normalize(v.vector + (SELECT array_agg(random_normal(0, %(sd)s::float8))::real[]::vector
+                                FROM generate_series(1, %(dim)s::int) WHERE c > 0 AND v.vector IS NOT NULL))
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, vectors v WHERE v.embed_hash NOT LIKE '%%~%%'
+ON CONFLICT (embed_hash) DO NOTHING;
+"""
+
+
+def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
+    """Clone the synced rows server-side until ``store`` holds about ``target`` chunks."""
+    from pinakes_core.index.pgstore import _one
+
+    raw = store.raw
+    per_copy = int(_one(raw.execute("SELECT count(*) FROM chunks WHERE doc_id NOT LIKE '%~%'"))[0])
+    stride = int(
+        _one(raw.execute("SELECT max(chunk_id) FROM chunks WHERE doc_id NOT LIKE '%~%'"))[0]
+    )
+    dim = int(store.get_meta("dim"))
+    copies = max(1, round(target / per_copy))
+    have = int(_one(raw.execute("SELECT count(*) FROM chunks"))[0])
+    done = have // per_copy  # copies present (the original is copy 0)
+    out: dict[str, Any] = {"per_copy": per_copy, "copies": copies, "stride": stride, "dim": dim}
+    if done >= copies:
+        log(f"already filled: {have} chunks ({done} copies)")
+        return out
+    started = time.perf_counter()
+    # Consistent by construction: no foreign-key trigger per copied row (postings: 160 a chunk).
+    raw.execute("SET session_replication_role = replica")
+    raw.execute("ALTER TABLE postings DROP CONSTRAINT IF EXISTS postings_pkey")
+    raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
+    for statement in secondary_indexes():
+        name = statement.split()[2]
+        raw.execute(f"DROP INDEX IF EXISTS {name}")
+    for lo in range(done, copies, batch):
+        hi = min(copies - 1, lo + batch - 1)
+        t = time.perf_counter()
+        params = {"lo": lo, "hi": hi, "stride": stride, "sd": noise / dim**0.5, "dim": dim}
+        with raw.transaction():
+            for statement in _CLONE.split(";\n\n"):
+                raw.execute(statement, params)
+        log(f"copies {lo}..{hi} of {copies - 1}: {time.perf_counter() - t:.1f} s")
+    out["copy_s"] = round(time.perf_counter() - started, 1)
+    raw.execute("SET session_replication_role = origin")
+    t = time.perf_counter()
+    raw.execute(_POSTINGS_KEY)
+    log("postings_pkey: made")
+    for statement in secondary_indexes():
+        raw.execute(statement.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+        log(f"{statement.split()[2]}: made")
+    raw.execute(
+        "SELECT setval(pg_get_serial_sequence('chunks', 'chunk_id'), "
+        "(SELECT max(chunk_id) FROM chunks))"
+    )
+    out["indexes_s"] = round(time.perf_counter() - t, 1)
+    with store.transaction():  # a generation bump and BM25's counts, as a write takes them
+        pass
+    raw.execute("VACUUM ANALYZE")
+    return out
+
+
+def open_kb(home: Path, url: str) -> Any:
+    """The staged KB, its index the server's (``PINAKES_DATABASE_URL``)."""
+    from pinakes_core import KB
+
+    os.environ["PINAKES_DATABASE_URL"] = url
+    return KB.open(home / "kb")
+
+
+def sqlite_kb(home: Path, target: int, noise: float) -> tuple[Any, dict[str, Any]]:
+    """Golden staged in ``home``/kb-sqlite, synced, cloned through the store contract.
+
+    The SQLite side of the comparison: copies 1… as ``pg_scale.py`` writes them (copy 0 is
+    the sync's), one transaction each; below ``[scale]``'s thresholds nothing else is made
+    (the vector snapshot is written at the first search, as after a sync).
+    """
+    import numpy as np
+
+    from eval_sets import stage as mirror
+    from pg_scale import copies_of
+    from pinakes_core import KB
+    from pinakes_core.index.backend import SqliteBackend
+
+    kb_dir = home / "kb-sqlite"
+    mirror(ROOT / "golden" / "kb", kb_dir)
+    kb = KB.open(kb_dir)
+    result: dict[str, Any] = {}
+    if not kb.synced:
+        t = time.perf_counter()
+        kb.sync()
+        result["sync_s"] = round(time.perf_counter() - t, 1)
+    backend = SqliteBackend(kb.store())
+    docs = [d for d in backend.documents() if "~" not in d.doc_id]
+    vectors = dict(backend.vectors())
+    per_copy = sum(len(d.chunks) for d in docs)
+    copies = max(1, round(target / per_copy))
+    done = backend.chunk_count() // per_copy
+    rng = np.random.default_rng(done)
+    t = time.perf_counter()
+    with backend.writer():
+        for copy in range(done, copies):
+            batch, fresh = copies_of(docs, vectors, copy, noise, rng)
+            with backend.transaction() as conn:
+                for doc in batch:
+                    backend.put_document(conn, doc)
+                backend.put_vectors(conn, fresh)
+    result.update(copies=copies, fill_s=round(time.perf_counter() - t, 1))
+    result["chunks"] = backend.chunk_count()
+    return kb, result
+
+
+def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
+    """Stage, sync, clone, index."""
+    if args.backend == "sqlite":
+        kb, result = sqlite_kb(args.home, args.chunks, args.noise)
+        kb.close()
+        return result
+    url = Server(args.home).start(args.shared_buffers)
+    kb_dir = stage(args.home, url)
+    kb = open_kb(args.home, url)
+    result: dict[str, Any] = {}
+    with kb:
+        if args.refill and kb.synced:
+            kb.store().drop()
+            kb.close()
+            kb = open_kb(args.home, url)
+        if not kb.synced or kb.store().chunk_count() == 0:
+            t = time.perf_counter()
+            report = kb.sync()
+            result["sync_s"] = round(time.perf_counter() - t, 1)
+            log(f"synced {kb_dir}: {report.chunks_embedded} chunks embedded, {result['sync_s']} s")
+        store = kb.store()
+        store.raw.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
+        store.raw.execute(f"SET max_parallel_maintenance_workers = {args.workers}")
+        result.update(fill(store, args.chunks, args.noise, args.batch))
+        t = time.perf_counter()
+        # As a sync's refresh_indexes makes it (the dimension fixed, then the index).
+        made = store.ensure_ann(kb.config.scale.ann_min_chunks)
+        result["hnsw_s"] = round(time.perf_counter() - t, 1)
+        log(f"HNSW: {'made' if made else 'not made'} in {result['hnsw_s']} s")
+        store.raw.execute("ANALYZE")
+        result["chunks"] = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        result["documents"] = store.document_count()
+        size = store.raw.execute(
+            "SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+            "AND c.relkind = 'r'",
+            (store.schema,),
+        ).fetchone()[0]
+        result["schema_size"] = size
+    return result
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    """p50 and p95 in ms."""
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 1),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
+        "n": len(ordered),
+    }
+
+
+def timed(job: Callable[[], Any], rounds: int) -> list[float]:
+    """Milliseconds of each of ``rounds`` warm calls (after one warm-up)."""
+    job()
+    out = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        job()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
+    """Time the channels and the whole search over the filled KB."""
+    import numpy as np
+
+    from pinakes_core.manage.eval import load_questions
+
+    if args.backend == "sqlite":
+        from pinakes_core import KB
+
+        kb = KB.open(args.home / "kb-sqlite")
+    else:
+        kb = open_kb(args.home, Server(args.home).start(args.shared_buffers))
+    questions = [q.query for q in load_questions(ROOT / "golden" / "questions.jsonl")]
+    questions = questions[: args.queries]
+    result: dict[str, Any] = {"queries": len(questions), "rounds": args.rounds}
+    with kb:
+        store = kb.store()
+        result["chunks"] = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        searcher = kb.searcher
+        channels = args.channels.split(",")
+        if "dense" in channels or "search" in channels:
+            t = time.perf_counter()
+            searcher.vectors()
+            result["vectors_load_s"] = round(time.perf_counter() - t, 1)
+            log(f"{result['chunks']} chunks; vectors loaded in {result['vectors_load_s']} s")
+        update = {}
+        if args.budget is not None:
+            update["bm25_max_rows"] = args.budget
+        if args.ann_min_chunks is not None:
+            update["ann_min_chunks"] = args.ann_min_chunks
+        if update:
+            scale = kb.config.scale.model_copy(update=update)
+            kb.config = kb.config.model_copy(update={"scale": scale})
+        if args.work_mem:
+            store.raw.execute(f"SET work_mem = '{args.work_mem}'")
+        result["work_mem"] = args.work_mem
+        result["ann_min_chunks"] = kb.config.scale.ann_min_chunks
+        result["bm25_max_rows"] = kb.config.scale.bm25_max_rows
+        result["backend"] = args.backend
+        vectors = {q: kb.embedder.embed_query(q) for q in questions}
+        times: dict[str, list[float]] = {}
+        stages: dict[str, list[float]] = {}
+        splits = 0
+        for q in questions:
+            v = vectors[q]
+
+            def bm25(q: str = q) -> Any:
+                return searcher.query_context(q).bm25(q)
+
+            def dense(q: str = q, v: Any = v) -> Any:
+                return searcher.query_context(q, embed_query=lambda _: v).dense()
+
+            def search(q: str = q) -> Any:
+                found = kb.search(q)
+                for name, ms in found.timings_ms.items():
+                    stages.setdefault(name, []).append(ms)
+                return found
+
+            if "bm25" in channels:
+                times.setdefault("bm25", []).extend(timed(bm25, args.rounds))
+                index = searcher.lexical()
+                splits += getattr(index, "last_split", None) is not None
+            if "dense" in channels:
+                times.setdefault("dense", []).extend(timed(dense, args.rounds))
+            if "search" in channels:
+                times.setdefault("search", []).extend(timed(search, args.rounds))
+        result["bm25_split_queries"] = splits
+        if "dense" in channels:
+            # The dense channel's top 10 against the exact top 10 over the same matrix.
+            matrix = searcher.vectors()
+            found = []
+            for q in questions:
+                v = vectors[q]
+                exact = matrix.chunk_ids[np.argsort(-(matrix.matrix @ v))[:10]]
+                got = [
+                    c for c, _ in searcher.query_context(q, embed_query=lambda _, v=v: v).dense()
+                ]
+                found.append(len(set(exact.tolist()) & set(got[:10])) / 10)
+            result["dense_recall@10"] = round(statistics.fmean(found), 3)
+        result["search_stages_ms"] = {n: summary(v) for n, v in stages.items()}
+        if args.compare_exact and args.backend == "postgres":
+            result["split_vs_exact"] = compare_exact(store, questions, kb.config.scale)
+        result["latency_ms"] = {n: summary(v) for n, v in times.items()}
+        result["load"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def compare_exact(store: Any, questions: list[str], scale: Any) -> dict[str, Any]:
+    """The split BM25 against every matching row scored: the top 50's overlap, and each time."""
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.query import fts_phrases
+
+    split = PgLexicalIndex(store, max_rows=scale.bm25_max_rows)
+    exact = PgLexicalIndex(store)
+    same, times_split, times_exact, proven = [], [], [], 0
+    for q in questions:
+        phrases = fts_phrases(q)
+        if not phrases:
+            continue
+        split.search(phrases, 200)  # warm the counts
+        t = time.perf_counter()
+        got = split.search(phrases, 200)
+        times_split.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        want = exact.search(phrases, 200)
+        times_exact.append((time.perf_counter() - t) * 1000)
+        top = {c for c, _ in want[:50]}
+        same.append(len(top & {c for c, _ in got[:50]}) / max(len(top), 1))
+        if split.last_split is None or (len(got) >= 50 and got[49][1] >= split.last_split[2]):
+            proven += 1
+        log(f"{q[:40]!r}: split {times_split[-1]:.0f} ms, exact {times_exact[-1]:.0f} ms")
+    return {
+        "top50_overlap_mean": round(statistics.fmean(same), 4),
+        "top50_identical": sum(x == 1.0 for x in same),
+        "provably_exact": proven,
+        "queries": len(same),
+        "split_ms": summary(times_split),
+        "exact_ms": summary(times_exact),
+    }
+
+
+def main() -> int:
+    """Run ``fill`` or ``search``; print the JSON result."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, default=Path("/tmp/pgscale"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--shared-buffers", default="2GB", help="the server's (a restart)")
+    parser.add_argument("--backend", choices=("postgres", "sqlite"), default="postgres")
+    sub = parser.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("fill")
+    f.add_argument("--chunks", type=int, default=1_000_000)
+    f.add_argument("--noise", type=float, default=1.0)
+    f.add_argument("--batch", type=int, default=100, help="copies per transaction")
+    f.add_argument("--refill", action="store_true", help="drop the schema and start over")
+    f.add_argument("--maintenance-work-mem", default="4GB")
+    f.add_argument("--workers", type=int, default=1)
+    s = sub.add_parser("search")
+    s.add_argument("--rounds", type=int, default=3)
+    s.add_argument("--queries", type=int, default=60)
+    s.add_argument("--channels", default="bm25,dense,search")
+    s.add_argument("--budget", type=int, help="[scale] bm25_max_rows for the run (0: no split)")
+    s.add_argument("--ann-min-chunks", type=int, help="[scale] ann_min_chunks (0: exact)")
+    s.add_argument("--work-mem", help="the search connection's work_mem (e.g. 64MB)")
+    s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
+    args = parser.parse_args()
+    result = cmd_fill(args) if args.command == "fill" else cmd_search(args)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
