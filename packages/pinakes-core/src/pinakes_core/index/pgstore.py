@@ -330,6 +330,14 @@ class PostgresStore:
         self._lock_key = zlib.crc32(f"pinakes:{schema}".encode()) - (1 << 31)
         self._rebuilt_from: str | None = None
         self._created: str | None = None
+        # While a sync's writes are held in one transaction (:meth:`hold_writes`), a row
+        # updated again and again keeps every version (none is dead to the other sessions
+        # until the commit), so each update walks a longer chain: a bookkeeping value
+        # written once per document made a 100k-note first sync quadratic. So the meta
+        # values written are remembered and not written again unchanged, and the generation
+        # is bumped once, when it is next read or at publish().
+        self._meta_held: dict[str, str] = {}
+        self._bump_due = False
 
     # -- opening ------------------------------------------------------------------------
 
@@ -505,6 +513,7 @@ class PostgresStore:
             self._created = self._home_created()
         if not self.raw.autocommit:  # a sync's one transaction (hold_writes): now it is seen
             try:
+                self._bump()
                 # Counted once per sync, not after each of its writes (a scan of every chunk
                 # each time made a 10k-note first sync quadratic: ~150 s of it).
                 self._count_chunks()
@@ -512,6 +521,7 @@ class PostgresStore:
             except psycopg.OperationalError as exc:
                 raise _unavailable(self.url, exc) from None
             self.raw.autocommit = True
+            self._meta_held.clear()
 
     def hold_writes(self) -> None:
         """Make everything written from now until :meth:`publish` one transaction.
@@ -523,6 +533,8 @@ class PostgresStore:
         starts over.
         """
         self.raw.autocommit = False
+        self._meta_held.clear()
+        self._bump_due = False
 
     def replaced(self) -> bool:
         """Whether a rebuild was swapped in (or the schema dropped) since this store opened."""
@@ -543,7 +555,11 @@ class PostgresStore:
             with self.raw.transaction():
                 yield
         except psycopg.OperationalError as exc:
+            self._meta_held.clear()
             raise _unavailable(self.url, exc) from None
+        except BaseException:
+            self._meta_held.clear()  # rolled back (to a savepoint): what it wrote is gone
+            raise
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -573,13 +589,26 @@ class PostgresStore:
         try:
             with self.raw.transaction():
                 yield self.conn
-                self.raw.execute(
-                    "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'"
-                )
-                if self.raw.autocommit:  # a sync's held writes count once, at publish()
+                if self.raw.autocommit:
+                    self._bump_due = True
+                    self._bump()
                     self._count_chunks()
+                else:  # a sync's held writes: one bump, at the next read or publish()
+                    self._bump_due = True
         except psycopg.OperationalError as exc:
+            self._meta_held.clear()
             raise _unavailable(self.url, exc) from None
+        except BaseException:
+            self._meta_held.clear()  # rolled back (to a savepoint): what it wrote is gone
+            raise
+
+    def _bump(self) -> None:
+        """Add one to ``meta.generation`` if a write transaction ended since the last bump."""
+        if self._bump_due:
+            self.raw.execute(
+                "UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'generation'"
+            )
+            self._bump_due = False
 
     def _count_chunks(self) -> None:
         """BM25's N and total length in ``meta``, read by every lexical query (one scan)."""
@@ -605,14 +634,27 @@ class PostgresStore:
 
     def set_meta(self, conn: Any, key: str, value: str) -> None:
         """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
+        if not self._held_once(key, value):
+            return
         _raw(conn).execute(
             "INSERT INTO meta(key, value) VALUES (%s, %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
 
+    def _held_once(self, key: str, value: str) -> bool:
+        """Whether ``key = value`` must be written (always, except unchanged in held writes)."""
+        if self.raw.autocommit:
+            return True
+        if self._meta_held.get(key) == value:
+            return False
+        self._meta_held[key] = value
+        return True
+
     def generation(self) -> int:
         """See :class:`~pinakes_core.index.backend.StoreLifecycle`."""
+        if self._bump_due:
+            self._bump()  # inside the held transaction: this process sees its own writes
         return int(self.get_meta("generation") or 0)
 
     def load_vectors(self, dim: int) -> VectorMatrix:
@@ -779,6 +821,7 @@ class PostgresStore:
         )
         recorded = dim != self._dim_seen
         if recorded:
+            self._meta_held.pop("dim", None)
             # The sub-select reads the snapshot the statement started from: the dimension before.
             before = _one(
                 conn.execute(
@@ -792,7 +835,7 @@ class PostgresStore:
                 conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
                 conn.execute("ALTER TABLE vectors ALTER COLUMN vector TYPE vector")
         with conn.pipeline(), conn.cursor() as cur:
-            if not recorded:
+            if not recorded and self._held_once("dim", str(dim)):
                 cur.execute(record, (str(dim),))
             cur.adapters.register_dumper(_Vector, _vector_dumper(self._vector_oid))
             cur.executemany(
