@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from pg_server import PgServer
 
-    from pg_scale import fill, summary, timed
+    from pg_scale import emit, fill, summary, timed
     from pinakes_core.index.pgstore import PostgresStore
 
     kb = KB.open(args.kb)
@@ -108,10 +107,7 @@ def main() -> int:
         finally:
             server.remove()
             kb.close()
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

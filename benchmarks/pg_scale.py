@@ -99,12 +99,22 @@ def timed(job: Callable[[], Any], rounds: int) -> list[float]:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    """p50 and p95 in ms."""
+    """p50 and p95 in ms, and how many values."""
     ordered = sorted(values)
     return {
         "p50": round(statistics.median(ordered), 2),
         "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+        "n": len(ordered),
     }
+
+
+def emit(result: dict[str, Any], path: Path | None) -> int:
+    """Print ``result`` as JSON, and write it to ``path`` too if one is given; returns 0."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path is not None:
+        path.write_text(text)
+    return 0
 
 
 def main() -> int:
@@ -180,10 +190,7 @@ def main() -> int:
         finally:
             server.remove()
             kb.close()
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":

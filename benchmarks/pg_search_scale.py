@@ -33,19 +33,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "core"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from pg_scale import emit, summary, timed  # noqa: E402 (benchmarks/ is on the path from here)
 
 
 def log(message: str) -> None:
@@ -307,27 +307,6 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    """p50 and p95 in ms."""
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 1),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1),
-        "n": len(ordered),
-    }
-
-
-def timed(job: Callable[[], Any], rounds: int) -> list[float]:
-    """Milliseconds of each of ``rounds`` warm calls (after one warm-up)."""
-    job()
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        job()
-        out.append((time.perf_counter() - t) * 1000)
-    return out
-
-
 def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
     """Time the channels and the whole search over the filled KB."""
     import numpy as np
@@ -474,10 +453,7 @@ def main() -> int:
     s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
     args = parser.parse_args()
     result = cmd_fill(args) if args.command == "fill" else cmd_search(args)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
-    return 0
+    return emit(result, args.json)
 
 
 if __name__ == "__main__":
