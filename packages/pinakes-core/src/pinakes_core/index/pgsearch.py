@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from pinakes_core.index.pgstore import BM25_ARGS, TS_CONFIG
+from pinakes_core.index.pgstore import BM25_ARGS, BM25_ROWS_SQL, BM25_SQL, TS_CONFIG
 from pinakes_core.index.query import words
 from pinakes_core.index.store import VectorMatrix
 
@@ -73,41 +73,6 @@ _ANALYSE_SQL = """
 SELECT p.i, x.lexeme, (SELECT count(*) FROM postings WHERE lexeme = x.lexeme)
 FROM unnest(%(texts)s::text[]) WITH ORDINALITY p(t, i),
      LATERAL unnest(tsvector_to_array(to_tsvector(%(cfg)s, p.t))) x(lexeme)
-"""
-
-_ROWS_SQL = """
-SELECT coalesce((SELECT value::float8 FROM meta WHERE key = 'chunks'),
-                (SELECT count(*) FROM chunks)),
-       coalesce((SELECT value::float8 FROM meta WHERE key = 'chunk_length'),
-                (SELECT sum(length) FROM chunks), 0)
-"""
-
-#: BM25 of the rows holding any of ``lexemes`` or of the multi-word ``phrases``: the store's
-#: own ranking (pgstore ``_BM25_SQL``) over the lexemes, plus one term per phrase scored as a
-#: word found once (its IDF from the rows holding it in order). IDFs are over every row;
-#: ``allowed`` restricts only the rows scored.
-_SEARCH_SQL = """
-WITH hits AS MATERIALIZED (
-    SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
-w AS (
-    SELECT lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM hits GROUP BY lexeme),
-phrase_hits AS MATERIALIZED (
-    SELECT p.i, c.chunk_id, c.length
-    FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
-    JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
-pw AS (
-    SELECT i, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM phrase_hits GROUP BY i),
-terms AS (
-    SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
-    UNION ALL
-    SELECT ph.chunk_id, pw.idf, 1.0::float8, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
-SELECT chunk_id, sum(idf * tf * %(k1p)s
-                     / (tf + %(k1)s * (1 - %(b)s + %(b)s * length / %(avg)s))) AS score
-FROM terms
-{allowed}
-GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
 """
 
 
@@ -216,7 +181,7 @@ class PgLexicalIndex:
     def _stats(self) -> tuple[float, float]:
         """Rows (chunks) and their summed length, as the store keeps them for BM25."""
         if self._rows is None:
-            row = self._read(lambda conn: conn.execute(_ROWS_SQL).fetchone())
+            row = self._read(lambda conn: conn.execute(BM25_ROWS_SQL).fetchone())
             self._rows = (float(row[0] or 0), float(row[1] or 0))
         return self._rows
 
@@ -301,7 +266,7 @@ class PgLexicalIndex:
         """The best ``limit`` rows holding any of the FTS ``phrases``, by BM25, best first.
 
         Each word counts once however many phrases hold it; a phrase of several words also
-        counts as a term of its own in the rows holding it in order (``_SEARCH_SQL``).
+        counts as a term of its own in the rows holding it in order (``BM25_SQL``).
         ``allowed``: when given, only these chunk ids (a filter, resolved by the caller).
         """
         self._analyse(phrases)
@@ -330,7 +295,7 @@ class PgLexicalIndex:
         if allowed is not None:
             where = "WHERE chunk_id = ANY(%(allowed)s::bigint[])"
             params["allowed"] = list(allowed)
-        statement = _SEARCH_SQL.format(allowed=where)
+        statement = BM25_SQL.format(allowed=where)
 
         def job(conn: Any) -> list[tuple[int, float]]:
             return [(int(r[0]), float(r[1])) for r in conn.execute(statement, params)]

@@ -97,27 +97,54 @@ _T = TypeVar("_T")
 
 #: BM25 constants as the SQL takes them (k1 + 1, k1, b), shared with search (index/pgsearch).
 BM25_ARGS = {"k1p": BM25_K1 + 1.0, "k1": BM25_K1, "b": BM25_B}
-_BM25_SQL = """
-WITH q AS MATERIALIZED (
-    SELECT coalesce(array_agg(DISTINCT x), '{}') AS lexemes
-    FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s, %(terms)s))) x),
-stats AS MATERIALIZED (
-    SELECT max(value::float8) FILTER (WHERE key = 'chunks') AS n,
-           max(value::float8) FILTER (WHERE key = 'chunk_length') AS total
-    FROM meta WHERE key IN ('chunks', 'chunk_length')),
-hits AS MATERIALIZED (
-    SELECT lexeme, chunk_id, tf, length FROM postings
-    WHERE lexeme = ANY((SELECT lexemes FROM q)::text[])),
+#: The one BM25 statement (:meth:`PostgresStore.lexical`, and search's
+#: :class:`~pinakes_core.index.pgsearch.PgLexicalIndex`): BM25 of the rows holding any of
+#: ``lexemes``, plus one term per multi-word phrase of ``phrases`` scored as a word found once
+#: (its IDF from the rows holding it in order). IDF is Lucene's, over every row (``n``);
+#: ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or nothing)
+#: restricts only the rows scored.
+BM25_SQL = """
+WITH hits AS MATERIALIZED (
+    SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
 w AS (
-    SELECT h.lexeme, ln(1 + (stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM hits h, stats GROUP BY h.lexeme, stats.n),
-scored AS (
-    SELECT h.chunk_id, sum(w.idf * h.tf * %(k1p)s / (h.tf + %(k1)s * (1 - %(b)s + %(b)s
-               * h.length / greatest(stats.total / greatest(stats.n, 1), 1)))) AS score
-    FROM hits h JOIN w ON w.lexeme = h.lexeme, stats
-    GROUP BY h.chunk_id ORDER BY score DESC, h.chunk_id LIMIT %(k)s)
+    SELECT lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM hits GROUP BY lexeme),
+phrase_hits AS MATERIALIZED (
+    SELECT p.i, c.chunk_id, c.length
+    FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
+    JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
+pw AS (
+    SELECT i, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM phrase_hits GROUP BY i),
+terms AS (
+    SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
+    UNION ALL
+    SELECT ph.chunk_id, pw.idf, 1.0::float8, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
+SELECT chunk_id, sum(idf * tf * %(k1p)s
+                     / (tf + %(k1)s * (1 - %(b)s + %(b)s * length / %(avg)s))) AS score
+FROM terms
+{allowed}
+GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
+"""
+
+#: BM25's row count and summed length, as a write keeps them in ``meta`` (counted if missing).
+BM25_ROWS_SQL = """
+SELECT coalesce((SELECT value::float8 FROM meta WHERE key = 'chunks'),
+                (SELECT count(*) FROM chunks)),
+       coalesce((SELECT value::float8 FROM meta WHERE key = 'chunk_length'),
+                (SELECT sum(length) FROM chunks), 0)
+"""
+
+#: :meth:`PostgresStore.lexical`'s first read: the query's distinct lexemes and the counts.
+_LEXICAL_ARGS_SQL = f"""
+SELECT (SELECT array_agg(DISTINCT x) FROM unnest(tsvector_to_array(to_tsvector(%s, %s))) x),
+       r.* FROM ({BM25_ROWS_SQL}) r
+"""
+#: :meth:`PostgresStore.lexical`'s ranking: :data:`BM25_SQL` and each hit's document.
+_LEXICAL_SQL = f"""
+WITH s AS ({BM25_SQL.format(allowed="")})
 SELECT s.chunk_id, c.doc_id, d.path, c.ordinal, s.score
-FROM scored s JOIN chunks c ON c.chunk_id = s.chunk_id JOIN documents d ON d.doc_id = c.doc_id
+FROM s JOIN chunks c ON c.chunk_id = s.chunk_id JOIN documents d ON d.doc_id = c.doc_id
 ORDER BY s.score DESC, s.chunk_id
 """
 
@@ -965,18 +992,32 @@ class PostgresStore:
         return int(self._read(lambda c: _one(c.execute(query))[0]))
 
     def lexical(self, text: str, k: int) -> list[ChunkHit]:
-        """BM25 over the postings of PostgreSQL's stemmer (module docstring), one statement.
+        """BM25 over the postings of PostgreSQL's stemmer (module docstring): :data:`BM25_SQL`.
 
-        A term's IDF is Lucene's, ln(1 + (N − n + 0.5) / (n + 0.5)), as the FTS5 channel's.
-        One statement is one snapshot and one round trip (four took 10 ms a query on golden
-        where this takes about a third of that).
+        The statement search's BM25 channel runs (without its phrase terms), so the contract's
+        ranking and search's are one. Two round trips: the query's lexemes and the counts,
+        then the ranking with each hit's document.
         """
         terms = " ".join(query_terms(text))
         if not terms:
             return []
 
         def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
-            rows = conn.execute(_BM25_SQL, {**BM25_ARGS, "cfg": TS_CONFIG, "terms": terms, "k": k})
+            lexemes, n, total = _one(conn.execute(_LEXICAL_ARGS_SQL, (TS_CONFIG, terms)))
+            if not lexemes:
+                return []
+            rows = conn.execute(
+                _LEXICAL_SQL,
+                {
+                    **BM25_ARGS,
+                    "lexemes": lexemes,
+                    "phrases": [],
+                    "cfg": TS_CONFIG,
+                    "n": float(n or 0),
+                    "avg": max(float(total or 0) / max(float(n or 0), 1.0), 1.0),
+                    "k": k,
+                },
+            )
             return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
 
         return self._read(job)
