@@ -406,3 +406,21 @@ def test_a_sync_writes_each_bookkeeping_row_a_bounded_number_of_times(
             time.sleep(0.1)
     # ~55 over the two syncs (each writes ~25 keys once); once per document was 377.
     assert 0 < writes <= 100, writes
+
+
+def test_held_writes_plan_each_statement_when_it_runs(pg_url: str) -> None:
+    """The tables a sync fills have no statistics until it commits: a plan cached while they
+    were small (a scan of ``documents`` per deleted document) must not outlive their growth."""
+    from pinakes_core.index.pgstore import PostgresStore
+    from pinakes_core.uri import new_ulid
+
+    store = PostgresStore.open(pg_url, new_ulid())
+    try:
+        assert store.raw.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
+        store.hold_writes()
+        assert store.raw.execute("SHOW plan_cache_mode").fetchone()[0] == "force_custom_plan"
+        store.publish()
+        assert store.raw.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
+    finally:
+        store.drop()
+        store.close()

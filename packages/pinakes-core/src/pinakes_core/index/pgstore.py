@@ -548,6 +548,7 @@ class PostgresStore:
             except psycopg.OperationalError as exc:
                 raise _unavailable(self.url, exc) from None
             self.raw.autocommit = True
+            self.raw.execute("RESET plan_cache_mode")
             self._meta_held.clear()
 
     def hold_writes(self) -> None:
@@ -558,7 +559,13 @@ class PostgresStore:
         reader on any machine sees the index before the sync or after it, never half of it. A
         sync that fails or is killed leaves nothing (the server rolls it back); the next one
         starts over.
+
+        Its statements are planned at each run, not once for all (``plan_cache_mode``): the
+        tables it fills have no statistics until it commits, so a plan made while they were
+        small (a sequential scan of ``documents`` for each document's delete) stayed as they
+        grew, and made a 100k-note first sync quadratic.
         """
+        self.raw.execute("SET plan_cache_mode = force_custom_plan")
         self.raw.autocommit = False
         self._meta_held.clear()
         self._bump_due = False
