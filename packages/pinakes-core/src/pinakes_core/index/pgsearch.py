@@ -256,9 +256,7 @@ class PgLexicalIndex:
             counts = [self.doc_freq(phrase)]
         else:
             counts = [self._df.get(x, 0) for x in self.lexemes(phrase)]
-        return math.fsum(
-            math.log(1.0 + (rows - n + 0.5) / (n + 0.5)) for n in (min(c, rows) for c in counts)
-        )
+        return math.fsum(_idf(rows, c) for c in counts)
 
     def search(
         self, phrases: list[str], limit: int, allowed: list[int] | None = None
@@ -344,7 +342,7 @@ class PgLexicalIndex:
         ):
             params[name], params[f"{name}_idf"] = pick(group, False)
             params[f"{name}_phrases"], params[f"{name}_phrase_idf"] = pick(group, True)
-        params["ceiling"] = math.fsum((BM25_ARGS["k1"] + 1.0) * _idf(n, t[1]) for t in common)
+        params["ceiling"] = math.fsum(BM25_ARGS["k1p"] * _idf(n, t[1]) for t in common)
         params["k"] = limit
         self.last_split = ([t[0] for t in rare], [t[0] for t in common], params["ceiling"])
         if allowed is None:
