@@ -14,6 +14,10 @@ measured hot paths (say which, with numbers)". Three measurements, docs/benchmar
 ``import``
     ``import sqlite_utils`` in a fresh interpreter that has already imported what a sync
     imports, with and without cached bytecode.
+``create``
+    ``Store.open(create=True)`` of a new store in a fresh interpreter that has already imported
+    what a sync imports: what a first sync pays for its schema, the import of the schema's
+    modules included (run it under two code versions to compare them).
 ``sync``
     A copy of a folder synced into a new SQLite store with the suite's FAKE hash embedder (so
     the store's own cost is timed, not a model's): first sync, a no-change sync, and warm
@@ -24,6 +28,7 @@ Usage::
 
     uv run python benchmarks/sqlite_utils_writes.py paths [--documents 3000]
     uv run python benchmarks/sqlite_utils_writes.py import
+    uv run python benchmarks/sqlite_utils_writes.py create [--rounds 10]
     uv run python benchmarks/sqlite_utils_writes.py sync --folder golden/kb [--rounds 3]
 """
 
@@ -212,24 +217,45 @@ print(time.perf_counter() - started)
 def import_cost(args: argparse.Namespace) -> dict[str, Any]:
     """``import sqlite_utils`` after a sync's imports: seconds, fresh interpreters."""
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as cache:
-        for label, env in (
-            ("no bytecode cache", {"PYTHONDONTWRITEBYTECODE": "1"}),
-            ("bytecode cached", {"PYTHONPYCACHEPREFIX": cache}),
-        ):
-            base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for label, extra in (("no bytecode cache", {"PYTHONDONTWRITEBYTECODE": "1"}), ("cached", {})):
+        # An empty bytecode folder of its own: without a cache every module compiles each time.
+        with tempfile.TemporaryDirectory() as cache:
             runs = []
-            for _ in range(args.rounds + (label == "bytecode cached")):
+            for _ in range(args.rounds + 1):  # the first run fills the cache (when it may)
                 proc = subprocess.run(
                     [sys.executable, "-c", _IMPORT_PROBE],
-                    env={**base, **env},
+                    env={**base, "PYTHONPYCACHEPREFIX": cache, **extra},
                     capture_output=True,
                     text=True,
                     check=True,
                 )
                 runs.append(round(float(proc.stdout.strip()), 3))
-            out[label] = runs[1:] if label == "bytecode cached" else runs  # the first fills it
+            out[label] = runs[1:]
     return out
+
+
+_CREATE_PROBE = """
+import sys, tempfile, time
+import numpy, pydantic, pluggy, click
+import pinakes_core.kb, pinakes_core.index.sync
+from pinakes_core.index.store import Store
+with tempfile.TemporaryDirectory() as root:
+    started = time.perf_counter()
+    Store.open(__import__("pathlib").Path(root), create=True).close()
+    print(time.perf_counter() - started)
+"""
+
+
+def create_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds to make a new store in a fresh interpreter (after a sync's imports)."""
+    runs = []
+    for _ in range(args.rounds):
+        proc = subprocess.run(
+            [sys.executable, "-c", _CREATE_PROBE], capture_output=True, text=True, check=True
+        )
+        runs.append(round(float(proc.stdout.strip()) * 1000, 1))
+    return {"ms": runs, "median_ms": statistics.median(runs)}
 
 
 # -- sync -----------------------------------------------------------------------------------
@@ -307,6 +333,8 @@ def main() -> int:
     p.add_argument("--documents", type=int, default=3000)
     p = sub.add_parser("import", help="import sqlite_utils after a sync's imports")
     p.add_argument("--rounds", type=int, default=3)
+    p = sub.add_parser("create", help="make a new store, fresh interpreter")
+    p.add_argument("--rounds", type=int, default=10)
     p = sub.add_parser("sync", help="first and no-change sync, warm search, fake embedder")
     p.add_argument("--folder", type=Path, default=ROOT / "golden" / "kb")
     p.add_argument("--kb", type=Path, help="sync this folder itself, not a copy")
@@ -315,7 +343,8 @@ def main() -> int:
     p.add_argument("--dump", type=Path, help="write every row of the store here (JSON)")
     args = parser.parse_args()
     load = round(os.getloadavg()[0], 1)
-    run = {"paths": paths, "import": import_cost, "sync": sync_times}[args.what]
+    run = {"paths": paths, "import": import_cost, "create": create_cost, "sync": sync_times}
+    run = run[args.what]
     print(json.dumps({"what": args.what, "load": load, **run(args)}, indent=1))
     return 0
 

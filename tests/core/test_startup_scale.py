@@ -78,8 +78,9 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
         "pinakes_core.index.chunking",
         "pinakes_core.read.blocks",
         "pinakes_core.index.packer",
-        # sqlite-utils makes a new store's schema only (issue 38); a search never loads it.
+        # sqlite-utils makes a new store's schema only (issue 38); a search loads neither.
         "sqlite_utils",
+        "pinakes_core.index.tables",
         "markdown_it",
         "ruamel",
         "pathspec",

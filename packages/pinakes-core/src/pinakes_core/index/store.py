@@ -1,6 +1,8 @@
 """The derived store: ``.pinakes/index.db`` (DESIGN §3).
 
-Core owns the whole schema, graph tables included. There are no migrations: a store whose
+Core owns the whole schema, graph tables included: :mod:`pinakes_core.index.tables` makes it,
+through sqlite-utils where that states a table exactly, and loads only when a sync opens the
+store. There are no migrations: a store whose
 ``schema_version`` differs from :data:`SCHEMA_VERSION` is deleted and rebuilt from the truth.
 Every write that changes what a query can see bumps ``meta.generation``, which lets a long-lived
 :class:`~pinakes_core.kb.KB` notice another process's sync with one cheap read.
@@ -36,7 +38,6 @@ from pinakes_core.derived import (
 )
 from pinakes_core.errors import IndexMissingError
 from pinakes_core.index.lock import _alive
-from pinakes_core.index.tables import ADDED_INDEXES, create_schema
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -197,6 +198,9 @@ class Store:
                 rebuilt_from = version or "unknown"
                 rebuild = True
             else:
+                # The schema module (index/tables.py) loads only for a sync, never a search.
+                from pinakes_core.index.tables import ADDED_INDEXES
+
                 store = cls._attach(root)
                 store.conn.execute(ADDED_INDEXES)
                 return store
@@ -244,6 +248,8 @@ class Store:
     @classmethod
     def _create(cls, store_dir: Path, *, rebuilt_from: str | None) -> Store:
         """Create the next generation's database, empty but for the schema (not yet current)."""
+        from pinakes_core.index.tables import create_schema
+
         numbers = [int(m[1]) for p in store_dir.iterdir() if (m := _GENERATION.match(p.name))]
         path = store_dir / f"index.{max(numbers, default=0) + 1}.db"
         readers = _lock_readers(path, fcntl.LOCK_SH)
