@@ -18,6 +18,11 @@ measured hot paths (say which, with numbers)". Three measurements, docs/benchmar
     ``Store.open(create=True)`` of a new store in a fresh interpreter that has already imported
     what a sync imports: what a first sync pays for its schema, the import of the schema's
     modules included (run it under two code versions to compare them).
+``schema``
+    A sync's per-document writes (a document of 6 chunks, 3 tags, 2 fields, 4 links, its
+    vectors and a ``meta`` mark, one transaction each) into a store made by the earlier DDL
+    script (tests/core/test_store_tables.py's ``REFERENCE``) against one made by tables.py:
+    the schema must not change what a write costs.
 ``sync``
     A copy of a folder synced into a new SQLite store with the suite's FAKE hash embedder (so
     the store's own cost is timed, not a model's): first sync, a no-change sync, and warm
@@ -29,6 +34,7 @@ Usage::
     uv run python benchmarks/sqlite_utils_writes.py paths [--documents 3000]
     uv run python benchmarks/sqlite_utils_writes.py import
     uv run python benchmarks/sqlite_utils_writes.py create [--rounds 10]
+    uv run python benchmarks/sqlite_utils_writes.py schema [--documents 1500]
     uv run python benchmarks/sqlite_utils_writes.py sync --folder golden/kb [--rounds 3]
 """
 
@@ -258,6 +264,60 @@ def create_cost(args: argparse.Namespace) -> dict[str, Any]:
     return {"ms": runs, "median_ms": statistics.median(runs)}
 
 
+def schema_writes(args: argparse.Namespace) -> dict[str, Any]:
+    """Microseconds a document, stores made by the old DDL and by tables.py, alternating."""
+    import numpy as np
+
+    from pinakes_core.index import store as st
+    from pinakes_core.index.backend import ChunkRecord, DocumentRecord, LinkRecord, SqliteBackend
+    from pinakes_core.index.tables import create_schema
+
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "core")]
+    from test_store_tables import REFERENCE
+
+    def make(kind: str, folder: Path) -> st.Store:
+        conn = st._connect(folder / "x.db", create=True)
+        if kind == "DDL script":
+            conn.executescript(
+                f"BEGIN;\n{REFERENCE}INSERT INTO meta(key, value) VALUES "
+                "('schema_version', '6'), ('generation', '0');\nCOMMIT;"
+            )
+        else:
+            create_schema(conn, {"schema_version": "6", "generation": "0"})
+        return st.Store(conn, folder / "x.db", rebuilt_from=None, readers=-1)
+
+    def document(i: int) -> DocumentRecord:
+        chunks = tuple(
+            ChunkRecord(
+                j, ("H", "S"), f"text of chunk {j} of note {i} " * 30, f"e{i}-{j}", 1, 9, 120
+            )
+            for j in range(6)
+        )
+        links = tuple(LinkRecord(f"t{j}", "wiki", "links-to", "frontmatter") for j in range(4))
+        return DocumentRecord(
+            f"D{i:08d}", f"n/{i}.md", f"Note {i}", "h", 1, 1, tags=("a", "b", "c"),
+            fields=(("k", "v", None), ("n", "1", 1.0)), chunks=chunks, links=links,
+        )  # fmt: skip
+
+    vector = np.ones(384, np.float32)
+    out: dict[str, Any] = {"DDL script": [], "tables.py": []}
+    for _ in range(3):
+        for kind in out:
+            with tempfile.TemporaryDirectory() as folder:
+                store = make(kind, Path(folder))
+                backend = SqliteBackend(store)
+                started = time.perf_counter()
+                for i in range(args.documents):
+                    doc = document(i)
+                    with store.transaction() as conn:
+                        backend.put_document(conn, doc)
+                        store.put_vectors(conn, {c.embed_hash: vector for c in doc.chunks})
+                        store.set_meta(conn, "links_resolved", "0")
+                out[kind].append(round((time.perf_counter() - started) / args.documents * 1e6))
+                store.close()
+    return out
+
+
 # -- sync -----------------------------------------------------------------------------------
 
 
@@ -335,6 +395,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p = sub.add_parser("create", help="make a new store, fresh interpreter")
     p.add_argument("--rounds", type=int, default=10)
+    p = sub.add_parser("schema", help="per-document writes, old DDL store against tables.py's")
+    p.add_argument("--documents", type=int, default=1500)
     p = sub.add_parser("sync", help="first and no-change sync, warm search, fake embedder")
     p.add_argument("--folder", type=Path, default=ROOT / "golden" / "kb")
     p.add_argument("--kb", type=Path, help="sync this folder itself, not a copy")
@@ -343,7 +405,13 @@ def main() -> int:
     p.add_argument("--dump", type=Path, help="write every row of the store here (JSON)")
     args = parser.parse_args()
     load = round(os.getloadavg()[0], 1)
-    run = {"paths": paths, "import": import_cost, "create": create_cost, "sync": sync_times}
+    run = {
+        "paths": paths,
+        "import": import_cost,
+        "create": create_cost,
+        "schema": schema_writes,
+        "sync": sync_times,
+    }
     run = run[args.what]
     print(json.dumps({"what": args.what, "load": load, **run(args)}, indent=1))
     return 0
