@@ -23,8 +23,8 @@ before this module is the same store (``SCHEMA_VERSION`` unchanged). A test
 (tests/core/test_store_tables.py) compares what this module makes, table by table, with that
 earlier DDL.
 
-Only schema creation imports sqlite-utils (about 50 ms with its bytecode cached, 0.25 s without):
-a new store is made by a first sync or a rebuild. The rest of the store stays raw SQL on
+Only schema creation imports sqlite-utils (0.06-0.13 s with its bytecode cached, 0.45 s without;
+a new store takes ~0.1 s more to make than with one DDL script): a first sync or a rebuild. The rest of the store stays raw SQL on
 purpose, measured in ``benchmarks/sqlite_utils_writes.py`` and docs/scaling.md ("The SQLite
 store on sqlite-utils"): every search, every no-change sync and every document a sync writes.
 """
