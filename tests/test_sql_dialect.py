@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 ENGINE_MODULES = frozenset(
     {
         "pinakes_core/index/store.py",
+        "pinakes_core/index/tables.py",
         "pinakes_core/index/pgstore.py",
         "pinakes_core/index/backend.py",
         "pinakes_core/index/dense.py",

@@ -6,7 +6,7 @@ and the catalogue see (a bare column beside ``GROUP BY``, an unqualified column 
 collects is ``PREPARE``d (parsed, resolved against the tables and type-checked, not run) on
 PostgreSQL 18, ``?`` turned into ``$1…`` as the connection adapter's ``%s`` would be bound.
 
-The schema is the SQLite store's (``store._SCHEMA``) mirrored by :func:`mirror` the way
+The schema is the SQLite store's (``tables.create_schema``) mirrored by :func:`mirror` the way
 BRIEF38 §1 describes it (types widened, ``rowid`` identity columns on ``links`` and
 ``doc_meta``, no FTS5 table): until the store's own mirrored schema lands, this is the test's
 reading of it. Condition fragments are wrapped in a ``SELECT`` over the table they name;
@@ -101,7 +101,9 @@ def test_every_statement_prepares_on_postgres(pg_conn: object) -> None:
 
 
 def test_the_mirror_has_every_table_of_the_store(pg_store: Any) -> None:
-    from pinakes_core.index.store import _SCHEMA
+    import sqlite_utils
+
+    from pinakes_core.index.tables import create_schema
 
     tables = {
         r[0]
@@ -110,12 +112,17 @@ def test_the_mirror_has_every_table_of_the_store(pg_store: Any) -> None:
             (pg_store.schema,),
         )
     }
-    sqlite_tables = set(re.findall(r"CREATE TABLE (\w+)", _SCHEMA))
+    sqlite = sqlite3.connect(":memory:", isolation_level=None)
+    create_schema(sqlite, {})
+    db = sqlite_utils.Database(sqlite, recursive_triggers=False, execute_plugins=False)
+    # The tables but FTS5's (its virtual table and the shadow tables it keeps).
+    fts = db.table_names(fts5=True)
+    sqlite_tables = {
+        t for t in db.table_names() if not any(t == f or t.startswith(f"{f}_") for f in fts)
+    }
     # PostgreSQL keeps its lexical index in a table of its own (FTS5's is a virtual table).
     assert tables == sqlite_tables | {"postings"}
     assert {"nodes", "edges", "node_vectors", "ner_texts", "entity_aliases"} <= tables
-    sqlite = sqlite3.connect(":memory:")
-    sqlite.executescript(_SCHEMA)
     # What PostgreSQL has more: SQLite's implicit rowid, and what FTS5 keeps of a chunk.
     extra = {"links": {"rowid"}, "doc_meta": {"rowid"}, "chunks": {"idents", "tsv", "length"}}
     for table in sqlite_tables:
@@ -127,7 +134,7 @@ def test_the_mirror_has_every_table_of_the_store(pg_store: Any) -> None:
                 (pg_store.schema, table),
             )
         }
-        own = {c[1] for c in sqlite.execute(f"PRAGMA table_info({table})")}
+        own = set(db[table].columns_dict)
         assert columns == own | extra.get(table, set()), table
 
 

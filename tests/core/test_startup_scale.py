@@ -78,6 +78,9 @@ def test_bm25_search_imports_no_model_or_graph_stack(tmp_path: Path) -> None:
         "pinakes_core.index.chunking",
         "pinakes_core.read.blocks",
         "pinakes_core.index.packer",
+        # sqlite-utils makes a new store's schema only (issue 38); a search loads neither.
+        "sqlite_utils",
+        "pinakes_core.index.tables",
         "markdown_it",
         "ruamel",
         "pathspec",
@@ -120,6 +123,7 @@ def test_cli_json_search_draws_nothing(tmp_path: Path) -> None:
     )
     assert "pinakes_cli" in _top(loaded)
     assert not {"rich", "fastembed", "scipy", "onnxruntime", "tomlkit", "ruamel"} & _top(loaded)
+    assert "sqlite_utils" not in _top(loaded)  # only a new store's schema needs it (issue 38)
 
 
 @pytest.mark.model

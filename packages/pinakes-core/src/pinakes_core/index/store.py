@@ -1,6 +1,8 @@
 """The derived store: ``.pinakes/index.db`` (DESIGN §3).
 
-Core owns the whole schema, graph tables included. There are no migrations: a store whose
+Core owns the whole schema, graph tables included: :mod:`pinakes_core.index.tables` makes it,
+through sqlite-utils where that states a table exactly, and loads only when a sync opens the
+store. There are no migrations: a store whose
 ``schema_version`` differs from :data:`SCHEMA_VERSION` is deleted and rebuilt from the truth.
 Every write that changes what a query can see bumps ``meta.generation``, which lets a long-lived
 :class:`~pinakes_core.kb.KB` notice another process's sync with one cheap read.
@@ -69,114 +71,6 @@ _SUFFIXES = ("", "-wal", "-shm", "-journal")
 _GENERATION = re.compile(r"^index\.(\d+)\.db$")
 # Any file of a generation: its database, WAL, shared memory, journal or readers lock.
 _GENERATION_FILE = re.compile(r"^(index\.\d+)\.(?:db(?:-wal|-shm|-journal)?|readers)$")
-
-#: Indexes a store of this schema version may lack (made before them): a sync adds them, once.
-#: ``doc_meta_by_lower`` serves the field filters' case-blind equality (:meth:`MetaFilter.sql
-#: <pinakes_core.read.meta.MetaFilter.sql>`), which older stores indexed with ``COLLATE NOCASE``.
-_ADDED_INDEXES = "CREATE INDEX IF NOT EXISTS doc_meta_by_lower ON doc_meta(key, lower(value_text))"
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE documents (
-    doc_id TEXT PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
-    tags TEXT NOT NULL DEFAULT '[]',
-    aliases TEXT NOT NULL DEFAULT '[]',
-    content_hash TEXT NOT NULL,
-    sidecar_hash TEXT,
-    mtime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    sidecar_mtime_ns INTEGER,
-    sidecar_size INTEGER,
-    chunk_count INTEGER NOT NULL DEFAULT 0,
-    synced_at REAL NOT NULL,
-    meta TEXT NOT NULL DEFAULT '{}',
-    source_type TEXT NOT NULL DEFAULT 'markdown'
-        CHECK (source_type IN ('markdown', 'text', 'pdf', 'code')),
-    pages TEXT,  -- PDFs: JSON list, the line of each page's "[page N]" marker
-    line_count INTEGER  -- PDFs: lines of the indexed (extracted) text
-);
-CREATE INDEX documents_by_source_type ON documents(source_type);
-CREATE TABLE doc_tags (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    tag TEXT NOT NULL,
-    PRIMARY KEY (doc_id, tag)
-);
-CREATE INDEX doc_tags_by_tag ON doc_tags(tag);
-CREATE TABLE doc_meta (
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    key TEXT NOT NULL,
-    value_text TEXT NOT NULL,
-    value_num REAL
-);
-CREATE INDEX doc_meta_by_doc ON doc_meta(doc_id);
-CREATE INDEX doc_meta_by_lower ON doc_meta(key, lower(value_text));
-CREATE INDEX doc_meta_by_num ON doc_meta(key, value_num);
-CREATE TABLE chunks (
-    chunk_id INTEGER PRIMARY KEY,
-    doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,
-    heading_path TEXT NOT NULL,
-    text TEXT NOT NULL,
-    embed_hash TEXT NOT NULL,
-    start_line INTEGER NOT NULL,
-    end_line INTEGER NOT NULL,
-    tokens INTEGER NOT NULL,
-    page_start INTEGER,
-    page_end INTEGER,
-    UNIQUE (doc_id, ordinal)
-);
-CREATE INDEX chunks_by_hash ON chunks(embed_hash);
-CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    title, heading, text, idents, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER chunks_delete_fts AFTER DELETE ON chunks BEGIN
-    DELETE FROM chunks_fts WHERE rowid = old.chunk_id;
-END;
-CREATE TABLE vectors (embed_hash TEXT PRIMARY KEY, vector BLOB NOT NULL);
-CREATE TABLE links (
-    src_doc TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-    target TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('uri', 'markdown', 'wiki')),
-    dst_kb TEXT,
-    dst_doc TEXT,
-    rel TEXT NOT NULL,
-    origin TEXT NOT NULL CHECK (origin IN ('sidecar', 'frontmatter', 'reverse-scan')),
-    reason TEXT
-);
-CREATE INDEX links_by_src ON links(src_doc);
-CREATE INDEX links_by_dst ON links(dst_doc);
-CREATE TABLE nodes (
-    node_id INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('chunk', 'doc', 'tag', 'heading', 'dir', 'entity')),
-    key TEXT NOT NULL,
-    label TEXT,
-    UNIQUE (kind, key)
-);
-CREATE TABLE edges (
-    src INTEGER NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
-    dst INTEGER NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE,
-    kind TEXT NOT NULL,
-    weight REAL NOT NULL,
-    PRIMARY KEY (src, dst, kind)
-);
-CREATE INDEX edges_by_dst ON edges(dst);
-CREATE TABLE node_vectors (
-    node_id INTEGER PRIMARY KEY REFERENCES nodes(node_id) ON DELETE CASCADE,
-    embed_hash TEXT NOT NULL
-);
-CREATE INDEX node_vectors_by_hash ON node_vectors(embed_hash);
--- NER (pinakes-ner, DESIGN §7): the entities found in each distinct embedded chunk text, so an
--- unchanged text is never run through the model again; a JSON list of [surface, type, count].
-CREATE TABLE ner_texts (embed_hash TEXT PRIMARY KEY, entities TEXT NOT NULL);
--- Every normalised surface form of an entity, and the entity node it was merged into.
-CREATE TABLE entity_aliases (
-    alias TEXT PRIMARY KEY,
-    node_id INTEGER NOT NULL REFERENCES nodes(node_id) ON DELETE CASCADE
-);
-CREATE INDEX entity_aliases_by_node ON entity_aliases(node_id);
-"""
 
 
 class VectorMatrix:
@@ -304,8 +198,11 @@ class Store:
                 rebuilt_from = version or "unknown"
                 rebuild = True
             else:
+                # The schema module (index/tables.py) loads only for a sync, never a search.
+                from pinakes_core.index.tables import ADDED_INDEXES
+
                 store = cls._attach(root)
-                store.conn.execute(_ADDED_INDEXES)
+                store.conn.execute(ADDED_INDEXES)
                 return store
         store = cls._create(pointer.parent, rebuilt_from=rebuilt_from)
         if not pointer.exists():
@@ -351,6 +248,8 @@ class Store:
     @classmethod
     def _create(cls, store_dir: Path, *, rebuilt_from: str | None) -> Store:
         """Create the next generation's database, empty but for the schema (not yet current)."""
+        from pinakes_core.index.tables import create_schema
+
         numbers = [int(m[1]) for p in store_dir.iterdir() if (m := _GENERATION.match(p.name))]
         path = store_dir / f"index.{max(numbers, default=0) + 1}.db"
         readers = _lock_readers(path, fcntl.LOCK_SH)
@@ -358,11 +257,8 @@ class Store:
             for suffix in _SUFFIXES:
                 Path(f"{path}{suffix}").unlink(missing_ok=True)
             conn = _connect(path, create=True)
-            # One script, one transaction: a crash here leaves no half-made schema.
-            conn.executescript(
-                "BEGIN;\n" + _SCHEMA + f"INSERT INTO meta(key, value) VALUES "
-                f"('schema_version', '{SCHEMA_VERSION}'), ('generation', '0');\nCOMMIT;"
-            )
+            # sqlite-utils and the DDL it cannot state, in one transaction (tables.py).
+            create_schema(conn, {"schema_version": str(SCHEMA_VERSION), "generation": "0"})
         except BaseException:
             os.close(readers)
             raise
