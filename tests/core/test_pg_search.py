@@ -131,30 +131,48 @@ def test_the_postgres_searcher_takes_its_parts_from_the_store(pair: Pair) -> Non
     assert pair.sqlite.parts().folder == pair.kb.store().path.parent
 
 
-#: Words in half the chunks or more: FTS5 floors their IDF at 1e-6 (its ln((N - n + 0.5) /
-#: (n + 0.5)) goes negative), PostgreSQL's BM25 keeps Lucene's ln(1 + …) > 0, so there the
-#: shortest chunks win on FTS5 and the ones with most of the words on PostgreSQL.
-COMMON_WORDS_ONLY = {"notes about the beta table"}
-
-
-def test_bm25_on_postgres_ranks_as_fts5_does(pair: Pair) -> None:
+def test_bm25_on_postgres_scores_as_fts5_does(pair: Pair) -> None:
+    # Below bm25_index_min_chunks the IDF is FTS5's (floored at 1e-6 for a word in half the
+    # chunks or more), the lengths count stopwords as FTS5 does, and the weights are FTS5's
+    # columns': where the stemmers agree (every word here), each row's score is FTS5's.
+    assert not pair.pg.lexical().lucene
     for query in QUERIES:
         lite_ctx, pg_ctx = pair.ctx("sqlite", query), pair.ctx("pg", query)
-        lite = pair.named("sqlite", lite_ctx.bm25(query))
-        pg = pair.named("pg", pg_ctx.bm25(query))
-        assert lite and pg, query
-        # The same words (both stemmers agree on these): the same rows match (the whole
-        # pool: every match here, where the channel's list stops at its candidates).
+        assert lite_ctx.bm25(query) and pg_ctx.bm25(query), query
+        # The whole pool: every match is there (neither list stops at its candidates).
         pools = [c.lexical_ranker.pool[query] for c in (lite_ctx, pg_ctx)]
-        assert not pools[0][1] and not pools[1][1], query  # not full: every match is there
-        assert set(pair.named("pg", pools[1][0])) == set(pair.named("sqlite", pools[0][0])), query
-        if query in COMMON_WORDS_ONLY:
-            continue
-        # Near at the top: PostgreSQL drops stopwords from a chunk's length ("parser for csv"
-        # is shorter there), which breaks some of FTS5's ties the other way.
-        assert pg[0] in lite[:2], query
-        top = min(5, len(lite))
-        assert len(set(pg[:top]) & set(lite[:top])) >= top - 1, query
+        assert not pools[0][1] and not pools[1][1], query
+
+        def scored(side: str, hits: list[tuple[int, float]]) -> list[tuple[float, Any]]:
+            names = pair.named(side, hits)
+            return sorted(((-round(s, 6), n) for n, (_, s) in zip(names, hits, strict=True)))
+
+        lite, pg = scored("sqlite", pools[0][0]), scored("pg", pools[1][0])
+        assert lite and pg == lite, query
+
+
+def test_bm25_on_postgres_takes_lucenes_idf_where_sqlite_takes_tantivy(pair: Pair) -> None:
+    from pinakes_core.index.bm25 import bm25_idf
+    from pinakes_core.index.lexical import ceiling_idf
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+
+    fts5 = PgLexicalIndex(pair.store, lucene_from=63)  # 62 chunks: FTS5's
+    lucene = PgLexicalIndex(pair.store, lucene_from=62)  # tantivy's from 62 chunks on
+    assert not fts5.lucene and lucene.lucene
+    common = '"notes"'  # in every chunk: FTS5 floors its IDF, Lucene's stays above 0
+    df = fts5.doc_freq(common)
+    assert df > 31
+    assert fts5.idf(common) == bm25_idf(62, df) == 1e-6
+    assert lucene.idf(common) == ceiling_idf(62, df) > 1e-3
+    # The ranking scores with the same IDF (a word of every chunk alone).
+    assert {round(s, 9) for _, s in fts5.search([common], 5)} != {
+        round(s, 9) for _, s in lucene.search([common], 5)
+    }
+    assert (
+        max(s for _, s in fts5.search([common], 5))
+        < 1e-5
+        < min(s for _, s in lucene.search([common], 5))
+    )
 
 
 def test_single_word_counts_agree_where_the_stemmers_do(pair: Pair) -> None:

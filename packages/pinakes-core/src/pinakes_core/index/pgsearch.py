@@ -16,7 +16,9 @@ The search side asks a store kind for its parts in one place
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
-  b 0.75, Lucene's IDF, column weights 2 / 1.5 / 1 / 1) over the query's distinct lexemes,
+  b 0.75, column weights 2 / 1.5 / 1 / 1, and the IDF the SQLite backend scores with at the
+  KB's size: FTS5's below ``[scale] bm25_index_min_chunks``, tantivy's (Lucene's) from it on,
+  :func:`term_idf`) over the query's distinct lexemes,
   plus one term per phrase of several words (a quoted span, an identifier such as
   ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
   restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
@@ -44,6 +46,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from pinakes_core.index.bm25 import bm25_idf
+from pinakes_core.index.lexical import ceiling_idf
 from pinakes_core.index.pgstore import BM25_ARGS, BM25_ROWS_SQL, BM25_SQL, TS_CONFIG
 from pinakes_core.index.query import words
 from pinakes_core.index.store import VectorMatrix
@@ -147,10 +151,15 @@ SCAN_RATIO = 30
 SPLIT_WORK_MEM = "64MB"
 
 
-def _idf(rows: float, count: int) -> float:
-    """Lucene's IDF of a term held by ``count`` of ``rows`` rows (the store's BM25's)."""
-    count = min(max(count, 0), int(rows))
-    return math.log(1.0 + (rows - count + 0.5) / (count + 0.5))
+def term_idf(rows: float, count: int, *, lucene: bool) -> float:
+    """The IDF of a term held by ``count`` of ``rows`` rows, as ``BM25_SQL`` scores it.
+
+    The SQLite backend's at the KB's size: ``lucene`` (from ``[scale] bm25_index_min_chunks``
+    chunks on, where SQLite ranks with tantivy) Lucene's, otherwise FTS5's, floored at 1e-6.
+    """
+    total = int(rows)
+    count = min(max(count, 0), total)
+    return ceiling_idf(total, count) if lucene else bm25_idf(total, count)
 
 
 class PgLexicalIndex:
@@ -158,12 +167,15 @@ class PgLexicalIndex:
 
     Meant to be held for one store generation (:class:`PgSearchParts` makes a new one after
     each write): the row count and the lexemes' row counts are read once. ``max_rows`` is
-    ``[scale] bm25_max_rows`` (0: every matching row is scored, at any size).
+    ``[scale] bm25_max_rows`` (0: every matching row is scored, at any size); ``lucene_from``
+    is ``[scale] bm25_index_min_chunks``: from that many rows on the IDF is Lucene's, below
+    it FTS5's (:func:`term_idf`; 0: FTS5's at any size), so a KB ranks as it would on SQLite.
     """
 
-    def __init__(self, store: PostgresStore, *, max_rows: int = 0) -> None:
+    def __init__(self, store: PostgresStore, *, max_rows: int = 0, lucene_from: int = 0) -> None:
         self._store = store
         self.max_rows = max_rows
+        self.lucene_from = lucene_from
         #: The last :meth:`search`'s split: its rare terms, its common ones and their ceiling
         #: (Σ (k1 + 1) × IDF); ``None`` when it scored every matching row.
         self.last_split: tuple[list[str], list[str], float] | None = None
@@ -187,6 +199,14 @@ class PgLexicalIndex:
 
     def __len__(self) -> int:
         return int(self._stats()[0])
+
+    @property
+    def lucene(self) -> bool:
+        """Whether the IDF is Lucene's (the KB is past ``lucene_from`` rows) or FTS5's."""
+        return 0 < self.lucene_from <= len(self)
+
+    def _idf(self, rows: float, count: int) -> float:
+        return term_idf(rows, count, lucene=self.lucene)
 
     def rows(self) -> int:
         """Number of chunks: the N of BM25 (:class:`~pinakes_core.index.bm25.TextIndex`)."""
@@ -245,7 +265,7 @@ class PgLexicalIndex:
         return count
 
     def idf(self, phrase: str) -> float:
-        """The IDF :meth:`search` scores ``phrase`` with (Lucene's, over every row).
+        """The IDF :meth:`search` scores ``phrase`` with (:func:`term_idf`, over every row).
 
         A word's is its lexeme's; a phrase of several words is one term of its own, its IDF
         from the rows holding it (its words also count where the query names them alone).
@@ -256,7 +276,7 @@ class PgLexicalIndex:
             counts = [self.doc_freq(phrase)]
         else:
             counts = [self._df.get(x, 0) for x in self.lexemes(phrase)]
-        return math.fsum(_idf(rows, c) for c in counts)
+        return math.fsum(self._idf(rows, c) for c in counts)
 
     def search(
         self, phrases: list[str], limit: int, allowed: list[int] | None = None
@@ -285,6 +305,7 @@ class PgLexicalIndex:
             "phrases": several,
             "cfg": TS_CONFIG,
             "n": n,
+            "lucene": self.lucene,
             "avg": max(total / max(n, 1.0), 1.0),
             **BM25_ARGS,
             "k": limit,
@@ -326,7 +347,7 @@ class PgLexicalIndex:
 
         def pick(group: list[tuple[str, int, bool]], phrase: bool) -> tuple[list[str], list[float]]:
             chosen = [t for t in group if t[2] == phrase]
-            return [t[0] for t in chosen], [_idf(n, t[1]) for t in chosen]
+            return [t[0] for t in chosen], [self._idf(n, t[1]) for t in chosen]
 
         params: dict[str, Any] = {"cfg": TS_CONFIG, "avg": max(total / max(n, 1.0), 1.0)}
         params.update(BM25_ARGS)
@@ -342,7 +363,7 @@ class PgLexicalIndex:
         ):
             params[name], params[f"{name}_idf"] = pick(group, False)
             params[f"{name}_phrases"], params[f"{name}_phrase_idf"] = pick(group, True)
-        params["ceiling"] = math.fsum(BM25_ARGS["k1p"] * _idf(n, t[1]) for t in common)
+        params["ceiling"] = math.fsum(BM25_ARGS["k1p"] * self._idf(n, t[1]) for t in common)
         params["k"] = limit
         self.last_split = ([t[0] for t in rare], [t[0] for t in common], params["ceiling"])
         if allowed is None:
@@ -474,12 +495,14 @@ class PgSearchParts:
         return PgAnn(self.store, chunks) if chunks >= config.ann_min_chunks else None
 
     def lexical_key(self, config: ScaleConfig, generation: int) -> tuple[int, ...] | None:
-        """The lexical index's identity: the store generation and the rows budget."""
-        return (generation, config.bm25_max_rows)
+        """The lexical index's identity: the store generation, the rows budget, Lucene's start."""
+        return (generation, config.bm25_max_rows, config.bm25_index_min_chunks)
 
     def lexical(self, config: ScaleConfig, generation: int) -> PgLexicalIndex:
         """A lexical index for store ``generation`` (its counts are read once, then kept)."""
-        return PgLexicalIndex(self.store, max_rows=config.bm25_max_rows)
+        return PgLexicalIndex(
+            self.store, max_rows=config.bm25_max_rows, lucene_from=config.bm25_index_min_chunks
+        )
 
     def text(self, lexical: Callable[[], Any]) -> PgLexicalIndex:
         """The phrase checks: the searcher's lexical index itself (one per generation)."""

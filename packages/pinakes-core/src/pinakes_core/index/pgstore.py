@@ -97,25 +97,30 @@ _T = TypeVar("_T")
 
 #: BM25 constants as the SQL takes them (k1 + 1, k1, b), shared with search (index/pgsearch).
 BM25_ARGS = {"k1p": BM25_K1 + 1.0, "k1": BM25_K1, "b": BM25_B}
+#: A term's IDF in SQL, from the rows holding it (``count(*)`` of its group) of ``n`` rows: the
+#: one the SQLite backend scores with at the KB's size (``lucene``: tantivy's, Lucene's ln(1 +
+#: (N - n + 0.5) / (n + 0.5)), from ``[scale] bm25_index_min_chunks`` chunks on; otherwise
+#: FTS5's ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6 for a word in half the rows or more).
+#: Python's is :func:`pinakes_core.index.pgsearch.term_idf`.
+_IDF_SQL = (
+    "CASE WHEN %(lucene)s THEN ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) "
+    "ELSE greatest(ln((%(n)s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) END"
+)
 #: The one BM25 statement (:meth:`PostgresStore.lexical`, and search's
 #: :class:`~pinakes_core.index.pgsearch.PgLexicalIndex`): BM25 of the rows holding any of
 #: ``lexemes``, plus one term per multi-word phrase of ``phrases`` scored as a word found once
-#: (its IDF from the rows holding it in order). IDF is Lucene's, over every row (``n``);
-#: ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or nothing)
-#: restricts only the rows scored.
+#: (its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
+#: (``n``); ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or
+#: nothing) restricts only the rows scored.
 BM25_SQL = """
 WITH hits AS MATERIALIZED (
     SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
-w AS (
-    SELECT lexeme, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM hits GROUP BY lexeme),
+w AS (SELECT lexeme, {idf} AS idf FROM hits GROUP BY lexeme),
 phrase_hits AS MATERIALIZED (
     SELECT p.i, c.chunk_id, c.length
     FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
     JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
-pw AS (
-    SELECT i, ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM phrase_hits GROUP BY i),
+pw AS (SELECT i, {idf} AS idf FROM phrase_hits GROUP BY i),
 terms AS (
     SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
     UNION ALL
@@ -125,7 +130,7 @@ SELECT chunk_id, sum(idf * tf * %(k1p)s
 FROM terms
 {allowed}
 GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
-"""
+""".replace("{idf}", _IDF_SQL)
 
 #: BM25's row count and summed length, as a write keeps them in ``meta`` (counted if missing).
 BM25_ROWS_SQL = """
@@ -1021,6 +1026,7 @@ class PostgresStore:
                     "phrases": [],
                     "cfg": TS_CONFIG,
                     "n": float(n or 0),
+                    "lucene": False,  # FTS5's IDF, as the SQLite store's lexical() ranks
                     "avg": max(float(total or 0) / max(float(n or 0), 1.0), 1.0),
                     "k": k,
                 },
