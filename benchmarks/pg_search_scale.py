@@ -117,6 +117,10 @@ _POSTINGS_KEY = (
     "INCLUDE (tf, length)"
 )
 
+#: A copy's chunk length with ``--jitter``: the original's times 1 ± jitter / 2, fixed by the
+#: copy's chunk id (the same in ``chunks`` and in its postings), so copies do not tie.
+_LENGTH = "length * (1 + %(jitter)s::float8 * ((abs(hashint8(k_id)) %% 1000) / 999.0 - 0.5))"
+
 _CLONE = """
 INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, mtime_ns,
                       size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta,
@@ -140,12 +144,13 @@ INSERT INTO chunks(chunk_id, doc_id, ordinal, heading_path, text, embed_hash, st
 OVERRIDING SYSTEM VALUE
 SELECT k.chunk_id + c * %(stride)s::bigint, k.doc_id || '~' || c, ordinal, heading_path, text,
        k.embed_hash || '~' || c, start_line, end_line, tokens, page_start, page_end, idents,
-       tsv, length
+       tsv, {length}
 FROM generate_series(%(lo)s::int, %(hi)s::int) c, chunks k WHERE k.chunk_id <= %(stride)s::bigint;
 
 INSERT INTO postings(lexeme, chunk_id, tf, length)
-SELECT lexeme, p.chunk_id + c * %(stride)s::bigint, tf, length
-FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint;
+SELECT lexeme, p.chunk_id + c * %(stride)s::bigint, tf, {length}
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint
+  AND (%(drop)s::float8 = 0 OR random() >= %(drop)s::float8);
 
 INSERT INTO links(src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason)
 SELECT l.src_doc || '~' || c, target, kind, dst_kb, dst_doc, rel, origin, reason
@@ -163,8 +168,15 @@ ON CONFLICT (embed_hash) DO NOTHING;
 """
 
 
-def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
-    """Clone the synced rows server-side until ``store`` holds about ``target`` chunks."""
+def fill(
+    store: Any, target: int, noise: float, batch: int, jitter: float = 0.0, drop: float = 0.0
+) -> dict[str, Any]:
+    """Clone the synced rows server-side until ``store`` holds about ``target`` chunks.
+
+    ``jitter`` and ``drop`` (0: exact copies) make the copies near-duplicates: each copied
+    chunk's length scaled by 1 ± jitter / 2, each copied posting dropped with probability
+    ``drop``, so the best chunk's copies no longer tie.
+    """
     from pinakes_core.index.pgstore import _one
 
     raw = store.raw
@@ -192,9 +204,12 @@ def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
         hi = min(copies - 1, lo + batch - 1)
         t = time.perf_counter()
         params = {"lo": lo, "hi": hi, "stride": stride, "sd": noise / dim**0.5, "dim": dim}
+        params.update(jitter=jitter, drop=drop)
         with raw.transaction():
             for statement in _CLONE.split(";\n\n"):
-                raw.execute(statement, params)
+                chunk = "k.chunk_id" if "INTO chunks" in statement else "p.chunk_id"
+                length = _LENGTH.replace("k_id", f"({chunk} + c * %(stride)s::bigint)")
+                raw.execute(statement.replace("{length}", length), params)
         log(f"copies {lo}..{hi} of {copies - 1}: {time.perf_counter() - t:.1f} s")
     out["copy_s"] = round(time.perf_counter() - started, 1)
     raw.execute("SET session_replication_role = origin")
@@ -288,10 +303,10 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
         store = kb.store()
         store.raw.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
         store.raw.execute(f"SET max_parallel_maintenance_workers = {args.workers}")
-        result.update(fill(store, args.chunks, args.noise, args.batch))
+        result.update(fill(store, args.chunks, args.noise, args.batch, args.jitter, args.drop))
         t = time.perf_counter()
         # As a sync's refresh_indexes makes it (the dimension fixed, then the index).
-        made = store.ensure_ann(kb.config.scale.ann_min_chunks)
+        made = store.ensure_ann(0 if args.no_ann else kb.config.scale.ann_min_chunks)
         result["hnsw_s"] = round(time.perf_counter() - t, 1)
         log(f"HNSW: {'made' if made else 'not made'} in {result['hnsw_s']} s")
         t = time.perf_counter()
@@ -500,6 +515,9 @@ def main() -> int:
     f.add_argument("--refill", action="store_true", help="drop the schema and start over")
     f.add_argument("--maintenance-work-mem", default="4GB")
     f.add_argument("--workers", type=int, default=1)
+    f.add_argument("--jitter", type=float, default=0.0, help="copies' lengths × 1 ± jitter/2")
+    f.add_argument("--drop", type=float, default=0.0, help="drop each copied posting with this p")
+    f.add_argument("--no-ann", action="store_true", help="no HNSW index (BM25 only)")
     s = sub.add_parser("search")
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--queries", type=int, default=60)

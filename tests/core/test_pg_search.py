@@ -404,8 +404,9 @@ def _same(got: list[tuple[int, float]], want: list[tuple[int, float]], why: Any 
     assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12), why
 
 
+@pytest.mark.parametrize("open_max", [None, 0], ids=["default", "read-deeper"])
 def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
-    pair: Pair, monkeypatch: pytest.MonkeyPatch
+    pair: Pair, open_max: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pinakes_core.index import pgsearch
     from pinakes_core.index.pgsearch import PgLexicalIndex
@@ -421,6 +422,9 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
     # One posting a round to begin with, so the rounds and the bound are what end the read.
     monkeypatch.setattr(pgsearch, "FIRST_DEPTH", 0)
     monkeypatch.setattr(pgsearch, "GROWTH", 2)
+    if open_max is not None:  # every chunk that may reach θ is too many: read deeper instead
+        monkeypatch.setattr(pgsearch, "OPEN_MIN", open_max)
+        monkeypatch.setattr(pgsearch, "OPEN_READ", open_max)
     exact_index = PgLexicalIndex(store)
     index = PgLexicalIndex(store, max_rows=10)
     a_folder = [c for c, (path, _) in pair.names["pg"].items() if path.startswith("a/")]

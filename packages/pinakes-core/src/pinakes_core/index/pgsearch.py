@@ -194,7 +194,7 @@ bound AS MATERIALIZED (
 total AS (SELECT coalesce(sum(most), 0) AS most FROM bound),
 cand AS MATERIALIZED (
     SELECT r.chunk_id, max(r.length) AS length, sum(r.w) AS lo, sum(b.most) AS seen_most,
-           array_agg(r.i) AS seen
+           bit_or(1::bigint << r.i::int) AS seen
     FROM r JOIN bound b ON b.i = r.i {allowed}
     GROUP BY r.chunk_id),
 top AS MATERIALIZED (SELECT * FROM cand ORDER BY lo DESC, chunk_id LIMIT %(k)s),
@@ -205,13 +205,15 @@ top_rows AS (
                / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
     FROM bound b CROSS JOIN LATERAL (
         SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM top o WHERE NOT b.i = ANY(o.seen)))) h
+            ARRAY(SELECT o.chunk_id FROM top o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
     WHERE b.most > 0 AND NOT b.phrase
     UNION ALL
-    SELECT o.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
-    FROM top o JOIN chunks c ON c.chunk_id = o.chunk_id
-    JOIN bound b ON b.phrase AND b.most > 0 AND c.tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)),
+    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM top o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
+    WHERE b.most > 0 AND b.phrase),
 top_exact AS MATERIALIZED (
     SELECT chunk_id, sum(w ORDER BY i) AS score FROM top_rows GROUP BY chunk_id),
 theta AS (
@@ -219,10 +221,12 @@ theta AS (
 state AS (
     SELECT theta.theta, total.most, total.most < theta.theta OR total.most = 0 AS done
     FROM theta, total),
-open AS MATERIALIZED (
+reach AS MATERIALIZED (
     SELECT c.* FROM cand c, state
     WHERE state.done AND c.lo + state.most - c.seen_most >= state.theta
       AND NOT EXISTS (SELECT 1 FROM top o WHERE o.chunk_id = c.chunk_id)),
+ready AS (SELECT count(*) <= %(open_max)s AS ready FROM reach),
+open AS MATERIALIZED (SELECT reach.* FROM reach, ready WHERE ready.ready),
 open_rows AS (
     SELECT r.chunk_id, r.i, r.w FROM r JOIN open o ON o.chunk_id = r.chunk_id
     UNION ALL
@@ -230,22 +234,24 @@ open_rows AS (
                / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
     FROM bound b CROSS JOIN LATERAL (
         SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM open o WHERE NOT b.i = ANY(o.seen)))) h
+            ARRAY(SELECT o.chunk_id FROM open o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
     WHERE b.most > 0 AND NOT b.phrase
     UNION ALL
-    SELECT o.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
-    FROM open o JOIN chunks c ON c.chunk_id = o.chunk_id
-    JOIN bound b ON b.phrase AND b.most > 0 AND c.tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)),
+    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM open o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
+    WHERE b.most > 0 AND b.phrase),
 final AS (
-    SELECT chunk_id, score FROM top_exact, state WHERE state.done
+    SELECT chunk_id, score FROM top_exact, state, ready WHERE state.done AND ready.ready
     UNION ALL
     SELECT chunk_id, sum(w ORDER BY i) FROM open_rows GROUP BY chunk_id)
-SELECT NULL::bigint, s.theta, s.done, (SELECT array_agg(most ORDER BY i) FROM bound),
-       (SELECT count(*) FROM r), (SELECT count(*) FROM open)
-FROM state s
+SELECT NULL::bigint, s.theta, s.done AND ready.ready, (SELECT array_agg(most ORDER BY i) FROM bound),
+       (SELECT count(*) FROM r), (SELECT count(*) FROM reach), s.done
+FROM state s, ready
 UNION ALL
-(SELECT chunk_id, score, NULL, NULL, NULL, NULL FROM final
+(SELECT chunk_id, score, NULL, NULL, NULL, NULL, NULL FROM final
  ORDER BY score DESC, chunk_id LIMIT %(k)s)
 """
 
@@ -256,9 +262,17 @@ SCAN_RATIO = 30
 #: ``work_mem`` of a split's statement (``SET LOCAL``): at 1M chunks the split's p50 went
 #: 355 → 234 ms against the default 4 MB (15 golden questions, load ~10).
 SPLIT_WORK_MEM = "64MB"
+#: Most terms (lexemes and phrases) a best-first read takes: which terms a chunk was read
+#: for is a bit each of a ``bigint`` (:data:`_TOPK_SQL`); a longer query is split.
+MAX_TERMS = 62
 #: The best-first read (:data:`_TOPK_SQL`) starts at this many postings a term, times ``k``
 #: (and reads a term whole when that is more than its rows) ...
 FIRST_DEPTH = 4
+#: Chunks that may still reach the top (``open``) are scored exactly once fewer than this
+#: many times ``k`` or than :data:`OPEN_READ` times the postings the next round would add;
+#: else it reads deeper (which shrinks their bounds).
+OPEN_MIN = 8
+OPEN_READ = 8
 #: ... and, while the bound stays open, multiplies the depth of the terms it deepens by this.
 GROWTH = 4
 
@@ -401,7 +415,7 @@ class PgLexicalIndex:
             terms += [(_text(p), self.doc_freq(p), True) for p in several]
             if sum(t[1] for t in terms) > self.max_rows:
                 avg0 = self.impact_avg()
-                if avg0:
+                if avg0 and len(terms) <= MAX_TERMS:
                     return self._topk(terms, n, total, limit, allowed, avg0)
                 if len(terms) > 1:
                     return self._split(terms, n, total, limit, allowed)
@@ -495,29 +509,42 @@ class PgLexicalIndex:
         rounds = 0
         while True:
             rounds += 1
+            # Scoring the chunks that may still reach θ costs probes; where they are more
+            # than OPEN_READ times the postings the next deepening could read, it reads deeper.
+            extra = sum(
+                min(c + 1, d * GROWTH) - d for (_, c, _), d in zip(lexemes, depth, strict=True)
+            )
+            extra += sum(c for (_, c, _), w in zip(phrases, whole, strict=True) if not w)
+            params["open_max"] = max(OPEN_MIN * limit, OPEN_READ * extra) if extra else 2**62
             params["depth"], params["whole"] = depth, whole
             rows = self._read(job)
-            _, theta, done, most, read, opened = rows[0]
+            _, theta, ready, most, read, reach, closed = rows[0]
             self.last_topk = {
                 "rounds": rounds,
                 "read": int(read),
-                "open": int(opened),
+                "open": int(reach),
                 "depth": dict(zip(params["lexemes"], depth, strict=True)),
                 "theta": float(theta),
             }
-            if done:
+            if ready:
                 return [(int(r[0]), float(r[1])) for r in rows[1:]]
-            # What an unread row can still get, per term, against θ: read deeper the terms
-            # with the most, until what they hold covers the gap.
-            gap = math.fsum(most) - float(theta)
             order = sorted(range(len(most)), key=lambda i: -most[i])
+            if closed:
+                # Closed, but too many chunks may reach θ: read deeper the terms whose unread
+                # rows add the most to their bounds.
+                gap = math.inf
+                order = [i for i in order if most[i] * 4 >= most[order[0]]]
+            else:
+                # What an unread row can still get, per term, against θ: read deeper the
+                # terms with the most, until what they hold covers the gap.
+                gap = math.fsum(most) - float(theta)
             for i in order:
                 if most[i] <= 0 or gap < 0:
                     break
                 if i < len(lexemes):
                     rows_of = lexemes[i][1]
                     deeper = depth[i] * GROWTH
-                    depth[i] = rows_of + 1 if deeper * 2 > rows_of else deeper
+                    depth[i] = rows_of + 1 if deeper > rows_of else deeper
                 else:
                     whole[i - len(lexemes)] = True
                 gap -= most[i]
