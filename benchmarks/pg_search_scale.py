@@ -148,7 +148,9 @@ SELECT k.chunk_id + c * %(stride)s::bigint, k.doc_id || '~' || c, ordinal, headi
 FROM generate_series(%(lo)s::int, %(hi)s::int) c, chunks k WHERE k.chunk_id <= %(stride)s::bigint;
 
 INSERT INTO postings(lexeme, chunk_id, tf, length)
-SELECT lexeme, p.chunk_id + c * %(stride)s::bigint, tf, {length}
+SELECT CASE WHEN c %% %(topics)s::int = 0 OR lexeme = ANY(%(shared)s::text[]) THEN lexeme
+            ELSE lexeme || '~' || (c %% %(topics)s::int) END,
+       p.chunk_id + c * %(stride)s::bigint, tf, {length}
 FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint
   AND (%(drop)s::float8 = 0 OR random() >= %(drop)s::float8);
 
@@ -169,13 +171,23 @@ ON CONFLICT (embed_hash) DO NOTHING;
 
 
 def fill(
-    store: Any, target: int, noise: float, batch: int, jitter: float = 0.0, drop: float = 0.0
+    store: Any,
+    target: int,
+    noise: float,
+    batch: int,
+    jitter: float = 0.0,
+    drop: float = 0.0,
+    topics: int = 1,
 ) -> dict[str, Any]:
     """Clone the synced rows server-side until ``store`` holds about ``target`` chunks.
 
     ``jitter`` and ``drop`` (0: exact copies) make the copies near-duplicates: each copied
     chunk's length scaled by 1 ± jitter / 2, each copied posting dropped with probability
-    ``drop``, so the best chunk's copies no longer tie.
+    ``drop``, so the best chunk's copies no longer tie. ``topics`` > 1 gives copy ``c`` a
+    vocabulary of its own unless ``c`` is a multiple of it: each lexeme of the sync held by
+    at most a tenth of its chunks becomes ``<lexeme>~<c mod topics>`` there (as ``topics``
+    subjects that share only their common words), so a question's rarer words hold about
+    1 / ``topics`` of the rows they hold in a clone corpus, as in a KB of many subjects.
     """
     from pinakes_core.index.pgstore import _one
 
@@ -192,6 +204,14 @@ def fill(
     if done >= copies:
         log(f"already filled: {have} chunks ({done} copies)")
         return out
+    shared = [
+        str(r[0])
+        for r in raw.execute(
+            "SELECT lexeme FROM postings WHERE chunk_id <= %s GROUP BY lexeme "
+            "HAVING count(*) > 0.1 * %s",
+            (stride, per_copy),
+        )
+    ]
     started = time.perf_counter()
     # Consistent by construction: no foreign-key trigger per copied row (postings: 160 a chunk).
     raw.execute("SET session_replication_role = replica")
@@ -204,7 +224,7 @@ def fill(
         hi = min(copies - 1, lo + batch - 1)
         t = time.perf_counter()
         params = {"lo": lo, "hi": hi, "stride": stride, "sd": noise / dim**0.5, "dim": dim}
-        params.update(jitter=jitter, drop=drop)
+        params.update(jitter=jitter, drop=drop, topics=topics, shared=shared)
         with raw.transaction():
             for statement in _CLONE.split(";\n\n"):
                 chunk = "k.chunk_id" if "INTO chunks" in statement else "p.chunk_id"
@@ -303,7 +323,9 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
         store = kb.store()
         store.raw.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
         store.raw.execute(f"SET max_parallel_maintenance_workers = {args.workers}")
-        result.update(fill(store, args.chunks, args.noise, args.batch, args.jitter, args.drop))
+        result.update(
+            fill(store, args.chunks, args.noise, args.batch, args.jitter, args.drop, args.topics)
+        )
         t = time.perf_counter()
         # As a sync's refresh_indexes makes it (the dimension fixed, then the index).
         made = store.ensure_ann(0 if args.no_ann else kb.config.scale.ann_min_chunks)
@@ -518,6 +540,7 @@ def main() -> int:
     f.add_argument("--jitter", type=float, default=0.0, help="copies' lengths × 1 ± jitter/2")
     f.add_argument("--drop", type=float, default=0.0, help="drop each copied posting with this p")
     f.add_argument("--no-ann", action="store_true", help="no HNSW index (BM25 only)")
+    f.add_argument("--topics", type=int, default=1, help="copies' own vocabularies (see fill)")
     s = sub.add_parser("search")
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--queries", type=int, default=60)

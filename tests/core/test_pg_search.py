@@ -422,6 +422,7 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
     # One posting a round to begin with, so the rounds and the bound are what end the read.
     monkeypatch.setattr(pgsearch, "FIRST_DEPTH", 0)
     monkeypatch.setattr(pgsearch, "GROWTH", 2)
+    monkeypatch.setattr(pgsearch, "EXACT_SHARE", 100.0)  # never give way to the exact pass
     if open_max is not None:  # every chunk that may reach θ is too many: read deeper instead
         monkeypatch.setattr(pgsearch, "OPEN_MIN", open_max)
         monkeypatch.setattr(pgsearch, "OPEN_READ", open_max)
@@ -445,6 +446,11 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
             # A filter restricts the rows scored, not the IDF, nor the bound.
             _same(index.search(phrases, k, a_folder), exact_index.search(phrases, k, a_folder))
     assert read_best_first >= 20 and several_rounds
+    # Rounds that would read more than EXACT_SHARE of the rows give way to the exact pass.
+    monkeypatch.setattr(pgsearch, "EXACT_SHARE", 0.0)
+    phrases = fts_phrases("csv parser table column")
+    assert index.search(phrases, 3) == exact_index.search(phrases, 3)
+    assert index.last_topk is not None and index.last_topk["exact"]
     # The bound holds when the mean length has grown past A0 since the index was made.
     store.raw.execute("UPDATE meta SET value = %s WHERE key = 'impact_avg'", (repr(avg0 / 3),))
     drifted = PgLexicalIndex(store, max_rows=10)

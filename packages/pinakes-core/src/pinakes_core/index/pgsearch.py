@@ -273,6 +273,10 @@ FIRST_DEPTH = 4
 #: else it reads deeper (which shrinks their bounds).
 OPEN_MIN = 8
 OPEN_READ = 8
+#: Best-first rounds that would read more than this share of their terms' rows in all give
+#: way to the exact statement (one pass over all of them): a row read best first cost ~4×
+#: one of the exact pass at 1M (its rounds and the chunks scored beyond the top).
+EXACT_SHARE = 0.25
 #: ... and, while the bound stays open, multiplies the depth of the terms it deepens by this.
 GROWTH = 4
 
@@ -416,8 +420,10 @@ class PgLexicalIndex:
             if sum(t[1] for t in terms) > self.max_rows:
                 avg0 = self.impact_avg()
                 if avg0 and len(terms) <= MAX_TERMS:
-                    return self._topk(terms, n, total, limit, allowed, avg0)
-                if len(terms) > 1:
+                    found = self._topk(terms, n, total, limit, allowed, avg0)
+                    if found is not None:
+                        return found
+                elif len(terms) > 1:
                     return self._split(terms, n, total, limit, allowed)
         several = [_text(p) for p in several]
         params: dict[str, Any] = {
@@ -464,7 +470,7 @@ class PgLexicalIndex:
         limit: int,
         allowed: list[int] | None,
         avg0: float,
-    ) -> list[tuple[int, float]]:
+    ) -> list[tuple[int, float]] | None:
         """BM25's exact top ``limit``, each term's postings read best first (:data:`_TOPK_SQL`).
 
         ``terms``: (lexeme or phrase text, rows holding it, whether a phrase), lexemes first
@@ -472,7 +478,9 @@ class PgLexicalIndex:
         them). Each round reads every lexeme to its depth; while the bound stays open (Σ of
         what an unread row can get ≥ θ), the terms with the most left to give are read
         :data:`GROWTH` times deeper (a phrase: whole), the fewest whose most covers the gap.
-        A term read to its end gives nothing more to unread rows, so the rounds end.
+        A term read to its end gives nothing more to unread rows, so the rounds end. ``None``
+        once the rounds would read more than :data:`EXACT_SHARE` of the terms' rows in all:
+        the exact statement reads them all in one pass, cheaper than that.
         """
         avg = max(total / max(n, 1.0), 1.0)
         lexemes = [t for t in terms if not t[2]]
@@ -506,7 +514,7 @@ class PgLexicalIndex:
                 conn.execute(f"SET LOCAL work_mem = '{SPLIT_WORK_MEM}'")
                 return list(conn.execute(statement, params))
 
-        rounds = 0
+        rounds = spent = 0
         while True:
             rounds += 1
             # Scoring the chunks that may still reach θ costs probes; where they are more
@@ -517,6 +525,12 @@ class PgLexicalIndex:
             extra += sum(c for (_, c, _), w in zip(phrases, whole, strict=True) if not w)
             params["open_max"] = max(OPEN_MIN * limit, OPEN_READ * extra) if extra else 2**62
             params["depth"], params["whole"] = depth, whole
+            planned = sum(min(d, c) for (_, c, _), d in zip(lexemes, depth, strict=True))
+            planned += sum(c for (_, c, _), w in zip(phrases, whole, strict=True) if w)
+            if rounds > 1 and spent + planned > EXACT_SHARE * sum(t[1] for t in terms):
+                self.last_topk = dict(self.last_topk or {}, exact=True)
+                return None
+            spent += planned
             rows = self._read(job)
             _, theta, ready, most, read, reach, closed = rows[0]
             self.last_topk = {
@@ -525,6 +539,7 @@ class PgLexicalIndex:
                 "open": int(reach),
                 "depth": dict(zip(params["lexemes"], depth, strict=True)),
                 "theta": float(theta),
+                "exact": False,
             }
             if ready:
                 return [(int(r[0]), float(r[1])) for r in rows[1:]]
