@@ -363,6 +363,10 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
         kb = open_kb(args.home, Server(args.home).start(args.shared_buffers))
     questions = [q.query for q in load_questions(ROOT / "golden" / "questions.jsonl")]
     questions = questions[: args.queries]
+    if args.no_impacts:  # as a store without the impact index: the split past the budget
+        from pinakes_core.index.pgsearch import PgLexicalIndex
+
+        PgLexicalIndex.impact_avg = lambda self: 0.0  # type: ignore[method-assign]
     result: dict[str, Any] = {"queries": len(questions), "rounds": args.rounds}
     with kb:
         store = kb.store()
@@ -549,6 +553,9 @@ def main() -> int:
     s.add_argument("--ann-min-chunks", type=int, help="[scale] ann_min_chunks (0: exact)")
     s.add_argument("--work-mem", help="the search connection's work_mem (e.g. 64MB)")
     s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
+    s.add_argument(
+        "--no-impacts", action="store_true", help="BM25 as without the impact index (the split)"
+    )
     args = parser.parse_args()
     result = cmd_fill(args) if args.command == "fill" else cmd_search(args)
     return emit(result, args.json)

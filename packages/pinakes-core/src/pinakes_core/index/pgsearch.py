@@ -184,9 +184,10 @@ r AS MATERIALIZED (
     FROM ph JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, ph.t) WHERE ph.whole),
 bound AS MATERIALIZED (
     SELECT t.i, t.lexeme, t.idf, false AS phrase,
-           CASE WHEN count(r.i) < t.depth THEN 0::float8
-                ELSE t.idf * %(k1p)s * %(margin)s * min(r.impact) END AS most
-    FROM t LEFT JOIN r ON r.i = t.i GROUP BY t.i, t.lexeme, t.idf, t.depth
+           CASE WHEN coalesce(f.n, 0) < t.depth THEN 0::float8
+                ELSE t.idf * %(k1p)s * %(margin)s * f.low END AS most
+    FROM t LEFT JOIN (SELECT i, count(*) AS n, min(impact) AS low FROM r GROUP BY i) f
+        ON f.i = t.i
     UNION ALL
     SELECT %(nlex)s + ph.j, ph.t, ph.idf, true,
            CASE WHEN ph.whole THEN 0::float8 ELSE ph.idf * %(phrase_most)s END
