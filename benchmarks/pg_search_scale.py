@@ -388,6 +388,11 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
             kb.config = kb.config.model_copy(update={"scale": scale})
         if args.work_mem:
             store.raw.execute(f"SET work_mem = '{args.work_mem}'")
+        if args.ef_search:  # pgvector's HNSW breadth (the store sets 200)
+            store.raw.execute(f"SET hnsw.ef_search = {int(args.ef_search)}")
+        if args.iterative:  # pgvector 0.8's iterative index scan: off, relaxed_order, strict_order
+            store.raw.execute(f"SET hnsw.iterative_scan = {args.iterative}")
+        result.update(ef_search=args.ef_search, iterative=args.iterative)
         result["work_mem"] = args.work_mem
         result["ann_min_chunks"] = kb.config.scale.ann_min_chunks
         result["bm25_max_rows"] = kb.config.scale.bm25_max_rows
@@ -553,6 +558,10 @@ def main() -> int:
     s.add_argument("--ann-min-chunks", type=int, help="[scale] ann_min_chunks (0: exact)")
     s.add_argument("--work-mem", help="the search connection's work_mem (e.g. 64MB)")
     s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
+    s.add_argument("--ef-search", type=int, help="pgvector's hnsw.ef_search (the store's: 200)")
+    s.add_argument(
+        "--iterative", choices=("off", "relaxed_order", "strict_order"), help="hnsw.iterative_scan"
+    )
     s.add_argument(
         "--no-impacts", action="store_true", help="BM25 as without the impact index (the split)"
     )

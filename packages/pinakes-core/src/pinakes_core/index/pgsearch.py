@@ -21,10 +21,14 @@ The search side asks a store kind for its parts in one place
   ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
   restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
   and their row counts are read once per store generation. Past ``[scale] bm25_max_rows``
-  (a KB of more chunks whose query terms hold more rows than that in all) the query's terms
-  are split as the FTS5 channel splits its phrases (:data:`_SPLIT_SQL`): the rarest terms whose
-  rows fit the budget bring the candidates, the common ones only score those that can still
-  reach the top (MaxScore's bound), through the postings' key.
+  (a KB of more chunks whose query terms hold more rows than that in all) each term's
+  postings are read best first from the impact index a sync made
+  (:data:`~pinakes_core.index.pgstore.IMPACT_INDEX`) in growing depths until the threshold
+  algorithm's bound closes (:data:`_TOPK_SQL`): the exact top ``k``, as the exact statement
+  gives it. A store without that index splits the query's terms as the FTS5 channel splits
+  its phrases (:data:`_SPLIT_SQL`): the rarest terms whose rows fit the budget bring the
+  candidates, the common ones only score those that can still reach the top (MaxScore's
+  bound), through the postings' key.
 * :class:`PgAnn`: the dense channel's candidates from pgvector (:meth:`PostgresStore.nearest
   <pinakes_core.index.pgstore.PostgresStore.nearest>`: HNSW once sync made the index, an exact
   scan before), which the channel scores exactly against the vectors it holds in memory.

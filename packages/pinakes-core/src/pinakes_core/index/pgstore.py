@@ -19,7 +19,9 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
   tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
   column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
   is what :meth:`PostgresStore.lexical` returns; :meth:`PostgresStore.ts_rank` is the stock
-  ranking, kept for the comparison in docs/scaling.md.
+  ranking, kept for the comparison in docs/scaling.md. Past ``[scale] bm25_max_rows`` chunks
+  a sync also keeps the postings ordered by their BM25 term weight (:data:`IMPACT_INDEX`,
+  :meth:`PostgresStore.ensure_impacts`), which search reads best first.
 
 One writer at a time per KB: a session advisory lock keyed on the schema (:meth:`writer`).
 A transaction is PostgreSQL's own, so readers see a write whole or not at all; a rebuild is
