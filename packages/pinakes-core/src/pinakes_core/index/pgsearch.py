@@ -271,8 +271,10 @@ SPLIT_WORK_MEM = "64MB"
 #: for is a bit each of a ``bigint`` (:data:`_TOPK_SQL`); a longer query is split.
 MAX_TERMS = 62
 #: The best-first read (:data:`_TOPK_SQL`) starts at this many postings a term, times ``k``
-#: (and reads a term whole when that is more than its rows) ...
+#: (a term of at most twice that many rows is read whole) ...
 FIRST_DEPTH = 4
+#: ... and, while the bound stays open, multiplies the depth of the terms it deepens by this.
+GROWTH = 4
 #: Chunks that may still reach the top (``open``) are scored exactly once fewer than this
 #: many times ``k`` or than :data:`OPEN_READ` times the postings the next round would add;
 #: else it reads deeper (which shrinks their bounds).
@@ -282,8 +284,6 @@ OPEN_READ = 8
 #: way to the exact statement (one pass over all of them): a row read best first cost ~4×
 #: one of the exact pass at 1M (its rounds and the chunks scored beyond the top).
 EXACT_SHARE = 0.25
-#: ... and, while the bound stays open, multiplies the depth of the terms it deepens by this.
-GROWTH = 4
 
 
 def _idf(rows: float, count: int) -> float:
