@@ -464,3 +464,35 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
     assert store.ensure_impacts(10)
     assert PgLexicalIndex(store, max_rows=10).impact_avg() == avg0
     assert not store.ensure_impacts(0) and PgLexicalIndex(store, max_rows=10).impact_avg() == 0.0
+
+
+def test_a_sync_past_the_budget_makes_the_impact_index_and_the_channel_reads_it(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index.backend import DATABASE_URL_ENV
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.pgstore import PostgresStore
+    from pinakes_core.index.query import fts_phrases
+
+    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
+    root = make_kb(tmp_path / "kb", _files())
+    set_config(root, "store", 'backend = "postgres"')
+    set_config(root, "scale", "bm25_max_rows = 10")  # 62 chunks: past it
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    try:
+        kb.sync()
+        store = kb.store()
+        assert float(store.get_meta("impact_avg") or 0) > 0
+        query = "table column notes"
+        ctx = kb.searcher.query_context(query)
+        assert ctx.bm25(query)
+        index = ctx.lexical_index
+        assert isinstance(index, PgLexicalIndex) and index.last_topk is not None
+        # The channel's pool (its best EVIDENCE_POOL × candidates rows) is the exact one.
+        pool, _ = ctx.lexical_ranker.pool[query]
+        _same(pool, PgLexicalIndex(store).search(fts_phrases(query), len(pool)))
+    finally:
+        kb.close()
+        pg = PostgresStore.open(pg_url, kb.config.kb.id, create=False)
+        pg.drop()
+        pg.close()
