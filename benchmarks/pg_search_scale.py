@@ -117,6 +117,10 @@ _POSTINGS_KEY = (
     "INCLUDE (tf, length)"
 )
 
+#: A copy's chunk length with ``--jitter``: the original's times 1 ± jitter / 2, fixed by the
+#: copy's chunk id (the same in ``chunks`` and in its postings), so copies do not tie.
+_LENGTH = "length * (1 + %(jitter)s::float8 * ((abs(hashint8(k_id)) %% 1000) / 999.0 - 0.5))"
+
 _CLONE = """
 INSERT INTO documents(doc_id, path, title, tags, aliases, content_hash, sidecar_hash, mtime_ns,
                       size, sidecar_mtime_ns, sidecar_size, chunk_count, synced_at, meta,
@@ -140,12 +144,15 @@ INSERT INTO chunks(chunk_id, doc_id, ordinal, heading_path, text, embed_hash, st
 OVERRIDING SYSTEM VALUE
 SELECT k.chunk_id + c * %(stride)s::bigint, k.doc_id || '~' || c, ordinal, heading_path, text,
        k.embed_hash || '~' || c, start_line, end_line, tokens, page_start, page_end, idents,
-       tsv, length
+       tsv, {length}
 FROM generate_series(%(lo)s::int, %(hi)s::int) c, chunks k WHERE k.chunk_id <= %(stride)s::bigint;
 
 INSERT INTO postings(lexeme, chunk_id, tf, length)
-SELECT lexeme, p.chunk_id + c * %(stride)s::bigint, tf, length
-FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint;
+SELECT CASE WHEN c %% %(topics)s::int = 0 OR lexeme = ANY(%(shared)s::text[]) THEN lexeme
+            ELSE lexeme || '~' || (c %% %(topics)s::int) END,
+       p.chunk_id + c * %(stride)s::bigint, tf, {length}
+FROM generate_series(%(lo)s::int, %(hi)s::int) c, postings p WHERE p.chunk_id <= %(stride)s::bigint
+  AND (%(drop)s::float8 = 0 OR random() >= %(drop)s::float8);
 
 INSERT INTO links(src_doc, target, kind, dst_kb, dst_doc, rel, origin, reason)
 SELECT l.src_doc || '~' || c, target, kind, dst_kb, dst_doc, rel, origin, reason
@@ -163,8 +170,25 @@ ON CONFLICT (embed_hash) DO NOTHING;
 """
 
 
-def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
-    """Clone the synced rows server-side until ``store`` holds about ``target`` chunks."""
+def fill(
+    store: Any,
+    target: int,
+    noise: float,
+    batch: int,
+    jitter: float = 0.0,
+    drop: float = 0.0,
+    topics: int = 1,
+) -> dict[str, Any]:
+    """Clone the synced rows server-side until ``store`` holds about ``target`` chunks.
+
+    ``jitter`` and ``drop`` (0: exact copies) make the copies near-duplicates: each copied
+    chunk's length scaled by 1 ± jitter / 2, each copied posting dropped with probability
+    ``drop``, so the best chunk's copies no longer tie. ``topics`` > 1 gives copy ``c`` a
+    vocabulary of its own unless ``c`` is a multiple of it: each lexeme of the sync held by
+    at most a tenth of its chunks becomes ``<lexeme>~<c mod topics>`` there (as ``topics``
+    subjects that share only their common words), so a question's rarer words hold about
+    1 / ``topics`` of the rows they hold in a clone corpus, as in a KB of many subjects.
+    """
     from pinakes_core.index.pgstore import _one
 
     raw = store.raw
@@ -180,6 +204,14 @@ def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
     if done >= copies:
         log(f"already filled: {have} chunks ({done} copies)")
         return out
+    shared = [
+        str(r[0])
+        for r in raw.execute(
+            "SELECT lexeme FROM postings WHERE chunk_id <= %s GROUP BY lexeme "
+            "HAVING count(*) > 0.1 * %s",
+            (stride, per_copy),
+        )
+    ]
     started = time.perf_counter()
     # Consistent by construction: no foreign-key trigger per copied row (postings: 160 a chunk).
     raw.execute("SET session_replication_role = replica")
@@ -192,9 +224,12 @@ def fill(store: Any, target: int, noise: float, batch: int) -> dict[str, Any]:
         hi = min(copies - 1, lo + batch - 1)
         t = time.perf_counter()
         params = {"lo": lo, "hi": hi, "stride": stride, "sd": noise / dim**0.5, "dim": dim}
+        params.update(jitter=jitter, drop=drop, topics=topics, shared=shared)
         with raw.transaction():
             for statement in _CLONE.split(";\n\n"):
-                raw.execute(statement, params)
+                chunk = "k.chunk_id" if "INTO chunks" in statement else "p.chunk_id"
+                length = _LENGTH.replace("k_id", f"({chunk} + c * %(stride)s::bigint)")
+                raw.execute(statement.replace("{length}", length), params)
         log(f"copies {lo}..{hi} of {copies - 1}: {time.perf_counter() - t:.1f} s")
     out["copy_s"] = round(time.perf_counter() - started, 1)
     raw.execute("SET session_replication_role = origin")
@@ -288,12 +323,19 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
         store = kb.store()
         store.raw.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
         store.raw.execute(f"SET max_parallel_maintenance_workers = {args.workers}")
-        result.update(fill(store, args.chunks, args.noise, args.batch))
+        result.update(
+            fill(store, args.chunks, args.noise, args.batch, args.jitter, args.drop, args.topics)
+        )
         t = time.perf_counter()
         # As a sync's refresh_indexes makes it (the dimension fixed, then the index).
-        made = store.ensure_ann(kb.config.scale.ann_min_chunks)
+        made = store.ensure_ann(0 if args.no_ann else kb.config.scale.ann_min_chunks)
         result["hnsw_s"] = round(time.perf_counter() - t, 1)
         log(f"HNSW: {'made' if made else 'not made'} in {result['hnsw_s']} s")
+        t = time.perf_counter()
+        # As a sync's refresh_indexes makes it: the postings by impact, past bm25_max_rows.
+        made = store.ensure_impacts(kb.config.scale.bm25_max_rows)
+        result["impacts_s"] = round(time.perf_counter() - t, 1)
+        log(f"impact index: {'made' if made else 'not made'} in {result['impacts_s']} s")
         store.raw.execute("ANALYZE")
         result["chunks"] = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         result["documents"] = store.document_count()
@@ -321,6 +363,10 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
         kb = open_kb(args.home, Server(args.home).start(args.shared_buffers))
     questions = [q.query for q in load_questions(ROOT / "golden" / "questions.jsonl")]
     questions = questions[: args.queries]
+    if args.no_impacts:  # as a store without the impact index: the split past the budget
+        from pinakes_core.index.pgsearch import PgLexicalIndex
+
+        PgLexicalIndex.impact_avg = lambda self: 0.0  # type: ignore[method-assign]
     result: dict[str, Any] = {"queries": len(questions), "rounds": args.rounds}
     with kb:
         store = kb.store()
@@ -342,6 +388,11 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
             kb.config = kb.config.model_copy(update={"scale": scale})
         if args.work_mem:
             store.raw.execute(f"SET work_mem = '{args.work_mem}'")
+        if args.ef_search:  # pgvector's HNSW breadth (the store sets 200)
+            store.raw.execute(f"SET hnsw.ef_search = {int(args.ef_search)}")
+        if args.iterative:  # pgvector 0.8's iterative index scan: off, relaxed_order, strict_order
+            store.raw.execute(f"SET hnsw.iterative_scan = {args.iterative}")
+        result.update(ef_search=args.ef_search, iterative=args.iterative)
         result["work_mem"] = args.work_mem
         result["ann_min_chunks"] = kb.config.scale.ann_min_chunks
         result["bm25_max_rows"] = kb.config.scale.bm25_max_rows
@@ -350,6 +401,7 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
         times: dict[str, list[float]] = {}
         stages: dict[str, list[float]] = {}
         splits = 0
+        best_first: list[tuple[int, int, int]] = []
         for q in questions:
             v = vectors[q]
 
@@ -369,11 +421,21 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
                 times.setdefault("bm25", []).extend(timed(bm25, args.rounds))
                 index = searcher.lexical()
                 splits += getattr(index, "last_split", None) is not None
+                info = getattr(index, "last_topk", None)
+                if info is not None:
+                    best_first.append((info["rounds"], info["read"], info["open"]))
             if "dense" in channels:
                 times.setdefault("dense", []).extend(timed(dense, args.rounds))
             if "search" in channels:
                 times.setdefault("search", []).extend(timed(search, args.rounds))
         result["bm25_split_queries"] = splits
+        if best_first:
+            result["bm25_best_first"] = {
+                "queries": len(best_first),
+                "rounds": summary([float(r[0]) for r in best_first]),
+                "postings_read": summary([float(r[1]) for r in best_first]),
+                "open": summary([float(r[2]) for r in best_first]),
+            }
         if "dense" in channels:
             # The dense channel's top 10 against the exact top 10 over the same matrix.
             matrix = searcher.vectors()
@@ -394,38 +456,79 @@ def cmd_search(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def compare_exact(store: Any, questions: list[str], scale: Any) -> dict[str, Any]:
-    """The split BM25 against every matching row scored: the top 50's overlap, and each time."""
+def compare_exact(store: Any, questions: list[str], scale: Any, k: int = 200) -> dict[str, Any]:
+    """BM25 past the budget against every matching row scored, top ``k`` (the channel's 200).
+
+    Past ``bm25_max_rows`` the index reads best first where the store has the impact index
+    (``best_first``), and the split otherwise (``split``, also run with the index ignored).
+    For each: its time, how many questions got the exact statement's top ``k`` (the same
+    chunks in the same order, ``identical``: the same scores too, to the last bit), and for
+    the split the top 50's overlap as before.
+    """
     from pinakes_core.index.pgsearch import PgLexicalIndex
     from pinakes_core.index.query import fts_phrases
 
-    split = PgLexicalIndex(store, max_rows=scale.bm25_max_rows)
     exact = PgLexicalIndex(store)
-    same, times_split, times_exact, proven = [], [], [], 0
+    best = PgLexicalIndex(store, max_rows=scale.bm25_max_rows)
+    split = PgLexicalIndex(store, max_rows=scale.bm25_max_rows)
+    split._impact_avg = 0.0  # the split, as without the index
+    arms: dict[str, Any] = {"exact": exact, "split": split}
+    if best.impact_avg():
+        arms["best_first"] = best
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    same = {name: 0 for name in arms}
+    identical = {name: 0 for name in arms}
+    overlap: list[float] = []
+    rounds: list[int] = []
+    read: list[int] = []
+    opened: list[int] = []
+    asked = 0
     for q in questions:
         phrases = fts_phrases(q)
         if not phrases:
             continue
-        split.search(phrases, 200)  # warm the counts
-        t = time.perf_counter()
-        got = split.search(phrases, 200)
-        times_split.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        want = exact.search(phrases, 200)
-        times_exact.append((time.perf_counter() - t) * 1000)
+        asked += 1
+        got: dict[str, list[tuple[int, float]]] = {}
+        for name, index in arms.items():
+            index.search(phrases, k)  # warm the counts
+            t = time.perf_counter()
+            got[name] = index.search(phrases, k)
+            times[name].append((time.perf_counter() - t) * 1000)
+        want = got["exact"]
+        for name in arms:
+            same[name] += [c for c, _ in got[name]] == [c for c, _ in want]
+            identical[name] += got[name] == want
         top = {c for c, _ in want[:50]}
-        same.append(len(top & {c for c, _ in got[:50]}) / max(len(top), 1))
-        if split.last_split is None or (len(got) >= 50 and got[49][1] >= split.last_split[2]):
-            proven += 1
-        log(f"{q[:40]!r}: split {times_split[-1]:.0f} ms, exact {times_exact[-1]:.0f} ms")
-    return {
-        "top50_overlap_mean": round(statistics.fmean(same), 4),
-        "top50_identical": sum(x == 1.0 for x in same),
-        "provably_exact": proven,
-        "queries": len(same),
-        "split_ms": summary(times_split),
-        "exact_ms": summary(times_exact),
-    }
+        overlap.append(len(top & {c for c, _ in got["split"][:50]}) / max(len(top), 1))
+        info = best.last_topk if "best_first" in arms else None
+        if info is not None:
+            rounds.append(info["rounds"])
+            read.append(info["read"])
+            opened.append(info["open"])
+        log(
+            f"{q[:40]!r}: "
+            + ", ".join(f"{n} {times[n][-1]:.0f} ms" for n in arms)
+            + (
+                f"; {info['rounds']} rounds, {info['read']} read, {info['open']} open"
+                if info
+                else ""
+            )
+        )
+    out: dict[str, Any] = {"queries": asked, "k": k}
+    for name in arms:
+        out[name] = {
+            "ms": summary(times[name]),
+            "same_top_k": same[name],
+            "identical": identical[name],
+        }
+    out["split"]["top50_overlap_mean"] = round(statistics.fmean(overlap), 4) if overlap else None
+    if rounds:
+        out["best_first"].update(
+            rounds=summary([float(r) for r in rounds]),
+            postings_read=summary([float(r) for r in read]),
+            open=summary([float(r) for r in opened]),
+        )
+    return out
 
 
 def main() -> int:
@@ -443,6 +546,10 @@ def main() -> int:
     f.add_argument("--refill", action="store_true", help="drop the schema and start over")
     f.add_argument("--maintenance-work-mem", default="4GB")
     f.add_argument("--workers", type=int, default=1)
+    f.add_argument("--jitter", type=float, default=0.0, help="copies' lengths × 1 ± jitter/2")
+    f.add_argument("--drop", type=float, default=0.0, help="drop each copied posting with this p")
+    f.add_argument("--no-ann", action="store_true", help="no HNSW index (BM25 only)")
+    f.add_argument("--topics", type=int, default=1, help="copies' own vocabularies (see fill)")
     s = sub.add_parser("search")
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--queries", type=int, default=60)
@@ -451,6 +558,13 @@ def main() -> int:
     s.add_argument("--ann-min-chunks", type=int, help="[scale] ann_min_chunks (0: exact)")
     s.add_argument("--work-mem", help="the search connection's work_mem (e.g. 64MB)")
     s.add_argument("--compare-exact", action="store_true", help="split BM25 against exact")
+    s.add_argument("--ef-search", type=int, help="pgvector's hnsw.ef_search (the store's: 200)")
+    s.add_argument(
+        "--iterative", choices=("off", "relaxed_order", "strict_order"), help="hnsw.iterative_scan"
+    )
+    s.add_argument(
+        "--no-impacts", action="store_true", help="BM25 as without the impact index (the split)"
+    )
     args = parser.parse_args()
     result = cmd_fill(args) if args.command == "fill" else cmd_search(args)
     return emit(result, args.json)

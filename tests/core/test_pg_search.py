@@ -414,3 +414,110 @@ def test_bm25_past_the_budget_splits_and_keeps_the_exact_top(
         for chunk, score in within:
             assert score == pytest.approx(dict(allowed)[chunk], rel=1e-9), query
     assert split_seen >= 4
+
+
+def _same(got: list[tuple[int, float]], want: list[tuple[int, float]], why: Any = None) -> None:
+    """The same chunks in the same order, each with the same score (to 1e-12)."""
+    assert [c for c, _ in got] == [c for c, _ in want], why
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12), why
+
+
+@pytest.mark.parametrize("open_max", [None, 0], ids=["default", "read-deeper"])
+def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
+    pair: Pair, open_max: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index import pgsearch
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.query import fts_phrases
+
+    store = pair.store
+    # Made past the budget only (62 chunks): none at the default, one at a budget of 10.
+    assert not store.ensure_impacts(pair.kb.config.scale.bm25_max_rows)
+    assert PgLexicalIndex(store, max_rows=10).impact_avg() == 0.0
+    assert store.ensure_impacts(10)
+    avg0 = PgLexicalIndex(store, max_rows=10).impact_avg()
+    assert avg0 > 0 and float(store.get_meta("impact_avg") or 0) == avg0
+    # One posting a round to begin with, so the rounds and the bound are what end the read.
+    monkeypatch.setattr(pgsearch, "FIRST_DEPTH", 0)
+    monkeypatch.setattr(pgsearch, "GROWTH", 2)
+    monkeypatch.setattr(pgsearch, "GIVE_WAY_SHARE", 100.0)  # never give way to the split
+    if open_max is not None:  # every chunk that may reach θ is too many: read deeper instead
+        monkeypatch.setattr(pgsearch, "OPEN_MIN", open_max)
+        monkeypatch.setattr(pgsearch, "OPEN_READ", open_max)
+    exact_index = PgLexicalIndex(store)
+    index = PgLexicalIndex(store, max_rows=10)
+    a_folder = [c for c, (path, _) in pair.names["pg"].items() if path.startswith("a/")]
+    several_rounds = read_best_first = 0
+    for query in [*QUERIES, "topic7 table notes", "csv parser table column", '"csv parser" notes']:
+        phrases = fts_phrases(query)
+        for k in (1, 3, 10, 1000):
+            exact = exact_index.search(phrases, k)
+            got = index.search(phrases, k)
+            if index.last_topk is None:  # its words hold fewer rows than the budget
+                assert got == exact, query
+                continue
+            read_best_first += 1
+            several_rounds += index.last_topk["rounds"] > 1
+            # The same rows in the same order with the same scores, summed as the exact
+            # statement sums them (ties broken by chunk id on both sides).
+            _same(got, exact, (query, k))
+            # A filter restricts the rows scored, not the IDF, nor the bound.
+            _same(index.search(phrases, k, a_folder), exact_index.search(phrases, k, a_folder))
+    assert read_best_first >= 20 and several_rounds
+    # Rounds that would read more than GIVE_WAY_SHARE of the rows give way to the split,
+    # whose scores are exact too, summed in another order (so equal to 1e-12, and two rows
+    # tied on the exact statement may come in either order).
+    monkeypatch.setattr(pgsearch, "GIVE_WAY_SHARE", 0.0)
+    phrases = fts_phrases("csv parser table column")
+
+    def tied(hits: list[tuple[int, float]]) -> list[tuple[float, int]]:
+        return sorted((-round(s, 9), c) for c, s in hits)
+
+    assert tied(index.search(phrases, 3)) == tied(exact_index.search(phrases, 3))
+    assert index.last_topk is not None and index.last_topk["gave_way"]
+    assert index.last_split is not None
+    # The bound holds when the mean length has grown past A0 since the index was made.
+    store.raw.execute("UPDATE meta SET value = %s WHERE key = 'impact_avg'", (repr(avg0 / 3),))
+    drifted = PgLexicalIndex(store, max_rows=10)
+    assert drifted.impact_avg() == pytest.approx(avg0 / 3)
+    for query in QUERIES:
+        phrases = fts_phrases(query)
+        assert [c for c, _ in drifted.search(phrases, 3)] == [
+            c for c, _ in exact_index.search(phrases, 3)
+        ], query
+    # A sync past the drift makes the index again at the current mean length.
+    assert store.ensure_impacts(10)
+    assert PgLexicalIndex(store, max_rows=10).impact_avg() == avg0
+    assert not store.ensure_impacts(0) and PgLexicalIndex(store, max_rows=10).impact_avg() == 0.0
+
+
+def test_a_sync_past_the_budget_makes_the_impact_index_and_the_channel_reads_it(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index.backend import DATABASE_URL_ENV
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.pgstore import PostgresStore
+    from pinakes_core.index.query import fts_phrases
+
+    monkeypatch.setenv(DATABASE_URL_ENV, pg_url)
+    root = make_kb(tmp_path / "kb", _files())
+    set_config(root, "store", 'backend = "postgres"')
+    set_config(root, "scale", "bm25_max_rows = 10")  # 62 chunks: past it
+    kb = KB.open(root, embedder=FakeHashEmbedder())
+    try:
+        kb.sync()
+        store = kb.store()
+        assert float(store.get_meta("impact_avg") or 0) > 0
+        query = "table column notes"
+        ctx = kb.searcher.query_context(query)
+        assert ctx.bm25(query)
+        index = ctx.lexical_index
+        assert isinstance(index, PgLexicalIndex) and index.last_topk is not None
+        # The channel's pool (its best EVIDENCE_POOL × candidates rows) is the exact one.
+        pool, _ = ctx.lexical_ranker.pool[query]
+        _same(pool, PgLexicalIndex(store).search(fts_phrases(query), len(pool)))
+    finally:
+        kb.close()
+        pg = PostgresStore.open(pg_url, kb.config.kb.id, create=False)
+        pg.drop()
+        pg.close()

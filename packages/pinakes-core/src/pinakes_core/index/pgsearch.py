@@ -23,10 +23,14 @@ The search side asks a store kind for its parts in one place
   ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
   restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
   and their row counts are read once per store generation. Past ``[scale] bm25_max_rows``
-  (a KB of more chunks whose query terms hold more rows than that in all) the query's terms
-  are split as the FTS5 channel splits its phrases (:data:`_SPLIT_SQL`): the rarest terms whose
-  rows fit the budget bring the candidates, the common ones only score those that can still
-  reach the top (MaxScore's bound), through the postings' key.
+  (a KB of more chunks whose query terms hold more rows than that in all) each term's
+  postings are read best first from the impact index a sync made
+  (:data:`~pinakes_core.index.pgstore.IMPACT_INDEX`) in growing depths until the threshold
+  algorithm's bound closes (:data:`_TOPK_SQL`): the exact top ``k``, as the exact statement
+  gives it. A store without that index splits the query's terms as the FTS5 channel splits
+  its phrases (:data:`_SPLIT_SQL`): the rarest terms whose rows fit the budget bring the
+  candidates, the common ones only score those that can still reach the top (MaxScore's
+  bound), through the postings' key.
 * :class:`PgAnn`: the dense channel's candidates from pgvector (:meth:`PostgresStore.nearest
   <pinakes_core.index.pgstore.PostgresStore.nearest>`: HNSW once sync made the index, an exact
   scan before), which the channel scores exactly against the vectors it holds in memory.
@@ -48,7 +52,15 @@ import numpy.typing as npt
 
 from pinakes_core.index.bm25 import bm25_idf
 from pinakes_core.index.lexical import ceiling_idf
-from pinakes_core.index.pgstore import BM25_ARGS, BM25_ROWS_SQL, BM25_SQL, TS_CONFIG
+from pinakes_core.index.pgstore import (
+    BM25_ARGS,
+    BM25_B,
+    BM25_ROWS_SQL,
+    BM25_SQL,
+    IMPACT_INDEX,
+    TS_CONFIG,
+    impact_sql,
+)
 from pinakes_core.index.query import words
 from pinakes_core.index.store import VectorMatrix
 
@@ -143,12 +155,142 @@ GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
 """
 
 
+#: BM25's exact top ``k`` past the budget, read best first (issue 38): one round of the
+#: threshold algorithm over the impact index (:data:`~pinakes_core.index.pgstore.IMPACT_INDEX`).
+#: Each query lexeme ``t`` has its first ``depth`` postings read by impact (``r``): a row read
+#: gets its exact weight; a row not read for ``t`` gets at most ``most``: IDF × (k1 + 1) ×
+#: ``margin`` (max(1, A / A0)) × the last impact read, or 0 once the whole list is read. A
+#: phrase of several words is read whole (its rows through ``chunks.tsv``) or not at all (at
+#: most IDF × (k1 + 1) / (1 + k1 (1 − b)), a word found once in a chunk of no length). A chunk
+#: read for some term has a known part ``lo`` and at most ``lo`` + the ``most`` of the terms it
+#: was not read for; a chunk read for none at most Σ ``most``. The best ``k`` by ``lo`` (``top``)
+#: are scored exactly (their other terms probed through the postings' key, one index scan per
+#: term with the chunk ids as an array); the least of those scores (θ) is a floor of the final
+#: ``k``-th. Once Σ ``most`` < θ (``done``) no unread chunk can reach the top, and every chunk
+#: whose most reaches θ (``open``) is scored exactly too; the best ``k`` of those are the exact
+#: top ``k``, scores summed in the order the exact statement sums them (lexemes, then phrases).
+#: Not done: only the first row (θ and each term's ``most``) comes back, and the caller reads
+#: deeper. ``{impact}``: the impact expression at the index's A0; ``{allowed}``: a filter on
+#: the chunks scored (the bound is over every row, so it holds for the allowed ones).
+_TOPK_SQL = """
+WITH t AS (
+    SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[], %(depth)s::int[])
+        WITH ORDINALITY t(lexeme, idf, depth, i)),
+ph AS (
+    SELECT * FROM unnest(%(phrases)s::text[], %(phrase_idf)s::float8[], %(whole)s::bool[])
+        WITH ORDINALITY p(t, idf, whole, j)),
+r AS MATERIALIZED (
+    SELECT t.i, p.chunk_id, p.length, p.impact,
+           t.idf * p.tf * %(k1p)s / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.length / %(avg)s)) AS w
+    FROM t CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, length, {impact} AS impact FROM postings
+        WHERE lexeme = t.lexeme ORDER BY {impact} DESC LIMIT t.depth) p
+    UNION ALL
+    SELECT %(nlex)s + ph.j, c.chunk_id, c.length, 0::float8,
+           ph.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM ph JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, ph.t) WHERE ph.whole),
+bound AS MATERIALIZED (
+    SELECT t.i, t.lexeme, t.idf, false AS phrase,
+           CASE WHEN coalesce(f.n, 0) < t.depth THEN 0::float8
+                ELSE t.idf * %(k1p)s * %(margin)s * f.low END AS most
+    FROM t LEFT JOIN (SELECT i, count(*) AS n, min(impact) AS low FROM r GROUP BY i) f
+        ON f.i = t.i
+    UNION ALL
+    SELECT %(nlex)s + ph.j, ph.t, ph.idf, true,
+           CASE WHEN ph.whole THEN 0::float8 ELSE ph.idf * %(phrase_most)s END
+    FROM ph),
+total AS (SELECT coalesce(sum(most), 0) AS most FROM bound),
+cand AS MATERIALIZED (
+    SELECT r.chunk_id, max(r.length) AS length, sum(r.w) AS lo, sum(b.most) AS seen_most,
+           bit_or(1::bigint << r.i::int) AS seen
+    FROM r JOIN bound b ON b.i = r.i {allowed}
+    GROUP BY r.chunk_id),
+top AS MATERIALIZED (SELECT * FROM cand ORDER BY lo DESC, chunk_id LIMIT %(k)s),
+top_rows AS (
+    SELECT r.chunk_id, r.i, r.w FROM r JOIN top o ON o.chunk_id = r.chunk_id
+    UNION ALL
+    SELECT h.chunk_id, b.i, b.idf * h.tf * %(k1p)s
+               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM top o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
+    WHERE b.most > 0 AND NOT b.phrase
+    UNION ALL
+    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM top o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
+    WHERE b.most > 0 AND b.phrase),
+top_exact AS MATERIALIZED (
+    SELECT chunk_id, sum(w ORDER BY i) AS score FROM top_rows GROUP BY chunk_id),
+theta AS (
+    SELECT CASE WHEN count(*) >= %(k)s THEN min(score) ELSE 0 END AS theta FROM top_exact),
+state AS (
+    SELECT theta.theta, total.most, total.most < theta.theta OR total.most = 0 AS done
+    FROM theta, total),
+reach AS MATERIALIZED (
+    SELECT c.* FROM cand c, state
+    WHERE state.done AND c.lo + state.most - c.seen_most >= state.theta
+      AND NOT EXISTS (SELECT 1 FROM top o WHERE o.chunk_id = c.chunk_id)),
+ready AS (SELECT count(*) <= %(open_max)s AS ready FROM reach),
+open AS MATERIALIZED (SELECT reach.* FROM reach, ready WHERE ready.ready),
+open_rows AS (
+    SELECT r.chunk_id, r.i, r.w FROM r JOIN open o ON o.chunk_id = r.chunk_id
+    UNION ALL
+    SELECT h.chunk_id, b.i, b.idf * h.tf * %(k1p)s
+               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM open o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
+    WHERE b.most > 0 AND NOT b.phrase
+    UNION ALL
+    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM open o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
+    WHERE b.most > 0 AND b.phrase),
+final AS (
+    SELECT chunk_id, score FROM top_exact, state, ready WHERE state.done AND ready.ready
+    UNION ALL
+    SELECT chunk_id, sum(w ORDER BY i) FROM open_rows GROUP BY chunk_id)
+SELECT NULL::bigint, s.theta, s.done AND ready.ready, (SELECT array_agg(most ORDER BY i) FROM bound),
+       (SELECT count(*) FROM r), (SELECT count(*) FROM reach), s.done
+FROM state s, ready
+UNION ALL
+(SELECT chunk_id, score, NULL, NULL, NULL, NULL, NULL FROM final
+ ORDER BY score DESC, chunk_id LIMIT %(k)s)
+"""
+
+
 #: A common term of at most this many times the split's candidate rows has its postings read
 #: whole (in key order) rather than probed once per candidate (:data:`_SPLIT_SQL`).
 SCAN_RATIO = 30
 #: ``work_mem`` of a split's statement (``SET LOCAL``): at 1M chunks the split's p50 went
 #: 355 → 234 ms against the default 4 MB (15 golden questions, load ~10).
 SPLIT_WORK_MEM = "64MB"
+#: Most terms (lexemes and phrases) a best-first read takes: which terms a chunk was read
+#: for is a bit each of a ``bigint`` (:data:`_TOPK_SQL`); a longer query is split.
+MAX_TERMS = 62
+#: The best-first read (:data:`_TOPK_SQL`) starts at this many postings a term, times ``k``
+#: (a term of at most twice that many rows is read whole) ...
+FIRST_DEPTH = 4
+#: ... and, while the bound stays open, multiplies the depth of the terms it deepens by this.
+GROWTH = 4
+#: Chunks that may still reach the top (``open``) are scored exactly once fewer than this
+#: many times ``k`` or than :data:`OPEN_READ` times the postings the next round would add;
+#: else it reads deeper (which shrinks their bounds).
+OPEN_MIN = 8
+OPEN_READ = 8
+#: Best-first rounds that would read more than this share of their terms' rows in all give
+#: way to the split (:data:`_SPLIT_SQL`; the exact statement for one term): at 1M a row read
+#: best first cost 1.3× one of the exact pass, up to ~4× with many chunks scored beyond the
+#: top. On golden cloned 2,252 times (every text in 2,252 tied copies) the rounds end so on
+#: most questions: whole search p50 443 ms giving way to the exact pass, the split's ~142 ms
+#: without the index.
+GIVE_WAY_SHARE = 0.25
 
 
 def term_idf(rows: float, count: int, *, lucene: bool) -> float:
@@ -180,6 +322,11 @@ class PgLexicalIndex:
         #: (Σ (k1 + 1) × IDF); ``None`` when it scored every matching row.
         self.last_split: tuple[list[str], list[str], float] | None = None
         self._rows: tuple[float, float] | None = None
+        #: The impact index's A0 (``meta.impact_avg``), 0.0 without the index; read once.
+        self._impact_avg: float | None = None
+        #: The last :meth:`search`'s best-first read: its rounds, postings read in the last
+        #: round, chunks scored exactly beyond the top ``k``; ``None`` when it did not run.
+        self.last_topk: dict[str, Any] | None = None
         #: phrase → its distinct lexemes, in the order the analyser gives them.
         self._lexemes: dict[str, tuple[str, ...]] = {}
         #: lexeme → rows holding it.
@@ -294,11 +441,20 @@ class PgLexicalIndex:
         several = [p for p in dict.fromkeys(phrases) if self._is_phrase(p)]
         n, total = self._stats()
         self.last_split = None
+        self.last_topk = None
         if self.max_rows and n > self.max_rows:
             terms = [(x, self._df.get(x, 0), False) for x in lexemes]
             terms += [(_text(p), self.doc_freq(p), True) for p in several]
-            if sum(t[1] for t in terms) > self.max_rows and len(terms) > 1:
-                return self._split(terms, n, total, limit, allowed)
+            if sum(t[1] for t in terms) > self.max_rows:
+                avg0 = self.impact_avg()
+                if avg0 and len(terms) <= MAX_TERMS:
+                    found = self._topk(terms, n, total, limit, allowed, avg0)
+                    if found is not None:
+                        return found
+                # No impact index, or best first would read too deep (ties: copies of one
+                # text): the split, which scores the rare terms' rows only.
+                if len(terms) > 1:
+                    return self._split(terms, n, total, limit, allowed)
         several = [_text(p) for p in several]
         params: dict[str, Any] = {
             "lexemes": lexemes,
@@ -320,6 +476,124 @@ class PgLexicalIndex:
             return [(int(r[0]), float(r[1])) for r in conn.execute(statement, params)]
 
         return self._read(job)
+
+    def impact_avg(self) -> float:
+        """The impact index's reference mean length A0; 0.0 where the store has no index."""
+        if self._impact_avg is None:
+
+            def job(conn: Any) -> tuple[Any, ...]:
+                row = conn.execute(
+                    "SELECT (SELECT value FROM meta WHERE key = 'impact_avg'), "
+                    "to_regclass(%s) IS NOT NULL",
+                    (IMPACT_INDEX,),
+                ).fetchone()
+                return tuple(row)
+
+            value, made = self._read(job)
+            self._impact_avg = float(value) if value is not None and made else 0.0
+        return self._impact_avg
+
+    def _topk(
+        self,
+        terms: list[tuple[str, int, bool]],
+        n: float,
+        total: float,
+        limit: int,
+        allowed: list[int] | None,
+        avg0: float,
+    ) -> list[tuple[int, float]] | None:
+        """BM25's exact top ``limit``, each term's postings read best first (:data:`_TOPK_SQL`).
+
+        ``terms``: (lexeme or phrase text, rows holding it, whether a phrase), lexemes first
+        in sorted order, then the phrases in the query's (the order the exact statement sums
+        them). Each round reads every lexeme to its depth; while the bound stays open (Σ of
+        what an unread row can get ≥ θ), the terms with the most left to give are read
+        :data:`GROWTH` times deeper (a phrase: whole), the fewest whose most covers the gap.
+        A term read to its end gives nothing more to unread rows, so the rounds end. ``None``
+        once the rounds would read more than :data:`GIVE_WAY_SHARE` of the terms' rows in all:
+        the split (or, for one term, the exact statement) is cheaper than that.
+        """
+        avg = max(total / max(n, 1.0), 1.0)
+        lexemes = [t for t in terms if not t[2]]
+        phrases = [t for t in terms if t[2]]
+        first = max(FIRST_DEPTH * limit, 1)
+        # A term read whole is asked one row more than it holds: fewer rows than the depth
+        # is how the statement knows that nothing is left unread.
+        depth = [c + 1 if c <= 2 * first else first for _, c, _ in lexemes]
+        whole = [c <= self.max_rows for _, c, _ in phrases]
+        params: dict[str, Any] = {
+            "lexemes": [t[0] for t in lexemes],
+            "idf": [self._idf(n, t[1]) for t in lexemes],
+            "phrases": [t[0] for t in phrases],
+            "phrase_idf": [self._idf(n, t[1]) for t in phrases],
+            "nlex": len(lexemes),
+            "cfg": TS_CONFIG,
+            "avg": avg,
+            "margin": max(1.0, avg / avg0),
+            "phrase_most": BM25_ARGS["k1p"] / (1.0 + BM25_ARGS["k1"] * (1.0 - BM25_B)),
+            "k": limit,
+            **BM25_ARGS,
+        }
+        where = ""
+        if allowed is not None:
+            where = "WHERE r.chunk_id = ANY(%(allowed)s::bigint[])"
+            params["allowed"] = list(allowed)
+        statement = _TOPK_SQL.format(impact=impact_sql(avg0), allowed=where)
+
+        def job(conn: Any) -> list[tuple[Any, ...]]:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL work_mem = '{SPLIT_WORK_MEM}'")
+                return list(conn.execute(statement, params))
+
+        rounds = spent = 0
+        while True:
+            rounds += 1
+            # Scoring the chunks that may still reach θ costs probes; where they are more
+            # than OPEN_READ times the postings the next deepening could read, it reads deeper.
+            extra = sum(
+                min(c + 1, d * GROWTH) - d for (_, c, _), d in zip(lexemes, depth, strict=True)
+            )
+            extra += sum(c for (_, c, _), w in zip(phrases, whole, strict=True) if not w)
+            params["open_max"] = max(OPEN_MIN * limit, OPEN_READ * extra) if extra else 2**62
+            params["depth"], params["whole"] = depth, whole
+            planned = sum(min(d, c) for (_, c, _), d in zip(lexemes, depth, strict=True))
+            planned += sum(c for (_, c, _), w in zip(phrases, whole, strict=True) if w)
+            if rounds > 1 and spent + planned > GIVE_WAY_SHARE * sum(t[1] for t in terms):
+                self.last_topk = dict(self.last_topk or {}, gave_way=True)
+                return None
+            spent += planned
+            rows = self._read(job)
+            _, theta, ready, most, read, reach, closed = rows[0]
+            self.last_topk = {
+                "rounds": rounds,
+                "read": int(read),
+                "open": int(reach),
+                "depth": dict(zip(params["lexemes"], depth, strict=True)),
+                "theta": float(theta),
+                "gave_way": False,
+            }
+            if ready:
+                return [(int(r[0]), float(r[1])) for r in rows[1:]]
+            order = sorted(range(len(most)), key=lambda i: -most[i])
+            if closed:
+                # Closed, but too many chunks may reach θ: read deeper the terms whose unread
+                # rows add the most to their bounds.
+                gap = math.inf
+                order = [i for i in order if most[i] * 4 >= most[order[0]]]
+            else:
+                # What an unread row can still get, per term, against θ: read deeper the
+                # terms with the most, until what they hold covers the gap.
+                gap = math.fsum(most) - float(theta)
+            for i in order:
+                if most[i] <= 0 or gap < 0:
+                    break
+                if i < len(lexemes):
+                    rows_of = lexemes[i][1]
+                    deeper = depth[i] * GROWTH
+                    depth[i] = rows_of + 1 if deeper > rows_of else deeper
+                else:
+                    whole[i - len(lexemes)] = True
+                gap -= most[i]
 
     def _split(
         self,

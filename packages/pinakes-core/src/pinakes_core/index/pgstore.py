@@ -19,7 +19,9 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
   tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
   column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
   is what :meth:`PostgresStore.lexical` returns; :meth:`PostgresStore.ts_rank` is the stock
-  ranking, kept for the comparison in docs/scaling.md.
+  ranking, kept for the comparison in docs/scaling.md. Past ``[scale] bm25_max_rows`` chunks
+  a sync also keeps the postings ordered by their BM25 term weight (:data:`IMPACT_INDEX`,
+  :meth:`PostgresStore.ensure_impacts`), which search reads best first.
 
 One writer at a time per KB: a session advisory lock keyed on the schema (:meth:`writer`).
 A transaction is PostgreSQL's own, so readers see a write whole or not at all; a rebuild is
@@ -139,6 +141,30 @@ SELECT coalesce((SELECT value::float8 FROM meta WHERE key = 'chunks'),
        coalesce((SELECT value::float8 FROM meta WHERE key = 'chunk_length'),
                 (SELECT sum(length) FROM chunks), 0)
 """
+
+#: The impact index (issue 38): each lexeme's postings best first by their BM25 term weight
+#: at a reference mean length A0 (:func:`impact_sql`), which search's BM25 past ``[scale]
+#: bm25_max_rows`` reads in growing depths until the threshold algorithm's bound closes
+#: (:class:`~pinakes_core.index.pgsearch.PgLexicalIndex`). Made by a sync past that many chunks
+#: (:meth:`PostgresStore.ensure_impacts`), its A0 kept in ``meta.impact_avg``.
+IMPACT_INDEX = "postings_by_impact"
+#: The index is made again when the mean length has moved past this factor of its A0 (either
+#: way): a posting's true weight is at most max(1, A / A0) × its A0 weight, so the bound stays
+#: exact with that margin, but the further A is from A0 the less the order is the true one.
+IMPACT_DRIFT = 1.25
+
+
+def impact_sql(avg0: float) -> str:
+    """A posting's impact: tf / (tf + K) at mean length ``avg0``, BM25's weight over (k1 + 1) IDF.
+
+    The same text in the index's definition and in the query's ``ORDER BY``, so the planner
+    reads the index (``avg0`` a literal of the expression).
+    """
+    return (
+        f"(tf / (tf + {BM25_K1!r}::float8 * ({1.0 - BM25_B!r}::float8 + "
+        f"{BM25_B!r}::float8 * length / {float(avg0)!r}::float8)))"
+    )
+
 
 #: :meth:`PostgresStore.lexical`'s first read: the query's distinct lexemes and the counts.
 _LEXICAL_ARGS_SQL = f"""
@@ -913,6 +939,50 @@ class PostgresStore:
             self.raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
             return False
 
+    def ensure_impacts(self, min_chunks: int) -> bool:
+        """Keep the impact index on the postings past ``min_chunks`` chunks (0: never).
+
+        ``min_chunks`` is ``[scale] bm25_max_rows``: past it search's BM25 reads each query
+        term's postings best first (:data:`IMPACT_INDEX`). The index is made at the current
+        mean length and made again when that has moved past :data:`IMPACT_DRIFT` of it; below
+        the threshold it is dropped. Returns whether it exists now. Bookkeeping, as
+        :meth:`ensure_ann`: no generation bump (a reader holding the old A0 still ranks
+        exactly, reading the postings in key order until the next write).
+        """
+        with self._tx(self.conn):
+            n, total = _one(self.raw.execute(BM25_ROWS_SQL))
+            count = int(n or 0)
+            avg = max(float(total or 0) / max(count, 1), 1.0)
+            row = self.raw.execute(
+                "SELECT value, to_regclass(%s) IS NOT NULL FROM meta WHERE key = 'impact_avg'",
+                (IMPACT_INDEX,),
+            ).fetchone()
+            if min_chunks and count > min_chunks:
+                if row is not None and row[1]:
+                    ratio = avg / float(row[0])
+                    if 1 / IMPACT_DRIFT <= ratio <= IMPACT_DRIFT:
+                        return True
+                avg0 = round(avg, 3)
+                # Made beside the old one, which is dropped last: a drop locks the postings
+                # against readers until the sync commits, a build does not (at 1M: ~4 min).
+                fresh = f"{IMPACT_INDEX}_next"
+                self.raw.execute(f"DROP INDEX IF EXISTS {fresh}")
+                self.raw.execute(
+                    f"CREATE INDEX {fresh} ON postings "
+                    f"(lexeme, {impact_sql(avg0)} DESC) INCLUDE (chunk_id, tf, length)"
+                )
+                self.raw.execute(f"DROP INDEX IF EXISTS {IMPACT_INDEX}")
+                self.raw.execute(f"ALTER INDEX {fresh} RENAME TO {IMPACT_INDEX}")
+                self.raw.execute(
+                    "INSERT INTO meta(key, value) VALUES ('impact_avg', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (repr(avg0),),
+                )
+                return True
+            self.raw.execute(f"DROP INDEX IF EXISTS {IMPACT_INDEX}")
+            self.raw.execute("DELETE FROM meta WHERE key = 'impact_avg'")
+            return False
+
     # -- IndexBackend: reading --------------------------------------------------------------
 
     def documents(self) -> Iterator[DocumentRecord]:
@@ -1333,8 +1403,13 @@ class PostgresPlace:
     def refresh_indexes(
         self, store: Any, scale: ScaleConfig, changed: list[str], removed: list[str]
     ) -> None:
-        """See :class:`~pinakes_core.index.place.IndexPlace`: HNSW from ``[scale] ann_min_chunks``."""
+        """See :class:`~pinakes_core.index.place.IndexPlace`: HNSW, and the impact index.
+
+        HNSW from ``[scale] ann_min_chunks`` chunks, the postings' impact index past ``[scale]
+        bm25_max_rows`` (:meth:`PostgresStore.ensure_impacts`).
+        """
         store.ensure_ann(scale.ann_min_chunks)
+        store.ensure_impacts(scale.bm25_max_rows)
 
     def settle(self, store: Any) -> None:
         """See :class:`~pinakes_core.index.place.IndexPlace`: nothing is kept outside the database."""
