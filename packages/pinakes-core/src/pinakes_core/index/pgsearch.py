@@ -155,6 +155,26 @@ GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
 """
 
 
+#: Every term's weight in the chunks of ``{chosen}`` (a CTE of chunk ids with their ``seen``
+#: bits): the rows read, the postings of the lexemes they were not read for (one index scan a
+#: term, the chunk ids as an array), the phrases they hold (through ``chunks.tsv``).
+_ROWS_OF = """
+    SELECT r.chunk_id, r.i, r.w FROM r JOIN {chosen} o ON o.chunk_id = r.chunk_id
+    UNION ALL
+    SELECT h.chunk_id, b.i, b.idf * h.tf * %(k1p)s
+               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM {chosen} o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
+    WHERE b.most > 0 AND NOT b.phrase
+    UNION ALL
+    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
+               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM bound b CROSS JOIN LATERAL (
+        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+            ARRAY(SELECT o.chunk_id FROM {chosen} o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
+    WHERE b.most > 0 AND b.phrase"""
+
 #: BM25's exact top ``k`` past the budget, read best first (issue 38): one round of the
 #: threshold algorithm over the impact index (:data:`~pinakes_core.index.pgstore.IMPACT_INDEX`).
 #: Each query lexeme ``t`` has its first ``depth`` postings read by impact (``r``): a row read
@@ -207,22 +227,7 @@ cand AS MATERIALIZED (
     FROM r JOIN bound b ON b.i = r.i {allowed}
     GROUP BY r.chunk_id),
 top AS MATERIALIZED (SELECT * FROM cand ORDER BY lo DESC, chunk_id LIMIT %(k)s),
-top_rows AS (
-    SELECT r.chunk_id, r.i, r.w FROM r JOIN top o ON o.chunk_id = r.chunk_id
-    UNION ALL
-    SELECT h.chunk_id, b.i, b.idf * h.tf * %(k1p)s
-               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
-    FROM bound b CROSS JOIN LATERAL (
-        SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM top o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
-    WHERE b.most > 0 AND NOT b.phrase
-    UNION ALL
-    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
-    FROM bound b CROSS JOIN LATERAL (
-        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM top o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
-    WHERE b.most > 0 AND b.phrase),
+top_rows AS ({rows_of_top}),
 top_exact AS MATERIALIZED (
     SELECT chunk_id, sum(w ORDER BY i) AS score FROM top_rows GROUP BY chunk_id),
 theta AS (
@@ -236,22 +241,7 @@ reach AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM top o WHERE o.chunk_id = c.chunk_id)),
 ready AS (SELECT count(*) <= %(open_max)s AS ready FROM reach),
 open AS MATERIALIZED (SELECT reach.* FROM reach, ready WHERE ready.ready),
-open_rows AS (
-    SELECT r.chunk_id, r.i, r.w FROM r JOIN open o ON o.chunk_id = r.chunk_id
-    UNION ALL
-    SELECT h.chunk_id, b.i, b.idf * h.tf * %(k1p)s
-               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.length / %(avg)s))
-    FROM bound b CROSS JOIN LATERAL (
-        SELECT chunk_id, tf, length FROM postings WHERE lexeme = b.lexeme AND chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM open o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
-    WHERE b.most > 0 AND NOT b.phrase
-    UNION ALL
-    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
-    FROM bound b CROSS JOIN LATERAL (
-        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
-            ARRAY(SELECT o.chunk_id FROM open o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
-    WHERE b.most > 0 AND b.phrase),
+open_rows AS ({rows_of_open}),
 final AS (
     SELECT chunk_id, score FROM top_exact, state, ready WHERE state.done AND ready.ready
     UNION ALL
@@ -262,7 +252,9 @@ FROM state s, ready
 UNION ALL
 (SELECT chunk_id, score, NULL, NULL, NULL, NULL, NULL FROM final
  ORDER BY score DESC, chunk_id LIMIT %(k)s)
-"""
+""".replace("{rows_of_top}", _ROWS_OF.replace("{chosen}", "top")).replace(
+    "{rows_of_open}", _ROWS_OF.replace("{chosen}", "open")
+)
 
 
 #: A common term of at most this many times the split's candidate rows has its postings read
