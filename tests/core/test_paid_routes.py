@@ -299,6 +299,12 @@ def test_install_hint_names_the_command_for_each_install_route(tmp_path: Path) -
     assert install_hint(str(venv), "/usr", python, False, None) == (
         f"uv pip install --python '{python}' 'pinakes-cli[ask]'"
     )
+    # A venv uv made gets uv's command even where pip is importable (a dependency's).
+    venv.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nuv = 0.13.9\n", encoding="utf-8")
+    assert install_hint(str(venv), "/usr", python, True, None) == (
+        f"uv pip install --python '{python}' 'pinakes-cli[ask]'"
+    )
     assert install_hint("/usr", "/usr", "/usr/bin/python3", True, None) == (
         "/usr/bin/python3 -m pip install --user 'pinakes-cli[ask]'"
     )

@@ -76,10 +76,12 @@ def install_hint(
 
     One command per install route: a ``uv tool install`` (re-install the tool with the
     ``ask`` extra, keeping the packages and executables it was installed with), a clone of the
-    Pinakes workspace (``uv sync --all-packages``), a virtual environment with pip (its own
-    ``python -m pip``) or without (``uv pip install --python …``), and a Python outside any
-    environment (``python -m pip install --user``). The arguments default to this process
-    (tests pass others); ``workspace=True`` means "look for the workspace around this file".
+    Pinakes workspace (``uv sync --all-packages``), a virtual environment made by uv (its
+    ``pyvenv.cfg`` names uv) or without pip (``uv pip install --python …``: pip may be there
+    only as a package's dependency, sqlite-utils'), another virtual environment (its own
+    ``python -m pip``), and a Python outside any environment (``python -m pip install
+    --user``). The arguments default to this process (tests pass others); ``workspace=True``
+    means "look for the workspace around this file".
     """
     prefix = sys.prefix if prefix is None else prefix
     base_prefix = sys.base_prefix if base_prefix is None else base_prefix
@@ -95,9 +97,20 @@ def install_hint(
         has_pip = importlib.util.find_spec("pip") is not None
     if prefix == base_prefix:
         return f"{python} -m pip install --user {_EXTRA}"
-    if has_pip:
+    if has_pip and not _made_by_uv(Path(prefix)):
         return f"{python} -m pip install {_EXTRA}"
     return f"uv pip install --python {python} {_EXTRA}"
+
+
+def _made_by_uv(prefix: Path) -> bool:
+    """Whether the virtual environment at ``prefix`` was made by uv (``uv = …`` in pyvenv.cfg)."""
+    try:
+        with (prefix / "pyvenv.cfg").open(encoding="utf-8", errors="replace") as cfg:
+            return any(
+                line.split("=", 1)[0].strip() == "uv" for line in cfg.read(4096).splitlines()
+            )
+    except OSError:
+        return False
 
 
 def _uv_tool_command(receipt: Path) -> str:
