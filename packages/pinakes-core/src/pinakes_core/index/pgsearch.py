@@ -60,6 +60,7 @@ from pinakes_core.index.pgstore import (
     IMPACT_INDEX,
     TS_CONFIG,
     impact_sql,
+    mean_length,
 )
 from pinakes_core.index.query import words
 from pinakes_core.index.store import VectorMatrix
@@ -454,7 +455,7 @@ class PgLexicalIndex:
             "cfg": TS_CONFIG,
             "n": n,
             "lucene": self.lucene,
-            "avg": max(total / max(n, 1.0), 1.0),
+            "avg": mean_length(n, total),
             **BM25_ARGS,
             "k": limit,
         }
@@ -505,7 +506,7 @@ class PgLexicalIndex:
         once the rounds would read more than :data:`GIVE_WAY_SHARE` of the terms' rows in all:
         the split (or, for one term, the exact statement) is cheaper than that.
         """
-        avg = max(total / max(n, 1.0), 1.0)
+        avg = mean_length(n, total)
         lexemes = [t for t in terms if not t[2]]
         phrases = [t for t in terms if t[2]]
         first = max(FIRST_DEPTH * limit, 1)
@@ -615,7 +616,7 @@ class PgLexicalIndex:
             chosen = [t for t in group if t[2] == phrase]
             return [t[0] for t in chosen], [self._idf(n, t[1]) for t in chosen]
 
-        params: dict[str, Any] = {"cfg": TS_CONFIG, "avg": max(total / max(n, 1.0), 1.0)}
+        params: dict[str, Any] = {"cfg": TS_CONFIG, "avg": mean_length(n, total)}
         params.update(BM25_ARGS)
         # Candidates are at most the rare terms' rows: a common term of not many more rows
         # than that is read whole; the others are probed per candidate.

@@ -142,6 +142,12 @@ SELECT coalesce((SELECT value::float8 FROM meta WHERE key = 'chunks'),
                 (SELECT sum(length) FROM chunks), 0)
 """
 
+
+def mean_length(rows: float, total: float) -> float:
+    """BM25's mean row length from :data:`BM25_ROWS_SQL`'s counts (at least 1: no empty KB divides)."""
+    return max(float(total or 0) / max(float(rows or 0), 1.0), 1.0)
+
+
 #: The impact index (issue 38): each lexeme's postings best first by their BM25 term weight
 #: at a reference mean length A0 (:func:`impact_sql`), which search's BM25 past ``[scale]
 #: bm25_max_rows`` reads in growing depths until the threshold algorithm's bound closes
@@ -952,7 +958,7 @@ class PostgresStore:
         with self._tx(self.conn):
             n, total = _one(self.raw.execute(BM25_ROWS_SQL))
             count = int(n or 0)
-            avg = max(float(total or 0) / max(count, 1), 1.0)
+            avg = mean_length(count, total)
             row = self.raw.execute(
                 "SELECT value, to_regclass(%s) IS NOT NULL FROM meta WHERE key = 'impact_avg'",
                 (IMPACT_INDEX,),
@@ -1097,7 +1103,7 @@ class PostgresStore:
                     "cfg": TS_CONFIG,
                     "n": float(n or 0),
                     "lucene": False,  # FTS5's IDF, as the SQLite store's lexical() ranks
-                    "avg": max(float(total or 0) / max(float(n or 0), 1.0), 1.0),
+                    "avg": mean_length(n, total),
                     "k": k,
                 },
             )
