@@ -137,6 +137,30 @@ def test_touching_a_file_rereads_it_but_embeds_nothing(kb: KB, fake_embedder) ->
     assert kb.status().stale == {"new": 0, "changed": 0, "removed": 0}
 
 
+def test_the_sync_after_a_first_sync_reads_no_note_again(kb: KB, fake_embedder) -> None:
+    # The first sync writes each note's sidecar after it started, so the next one finds every
+    # note racy (written in the last sync's tick): it hashes them, and reads none again.
+    kb.sync()
+    assert (kb.root / "raft.md.pnk.yaml").exists()
+    fake_embedder.reset()
+    stages: list[tuple[str, int, int]] = []
+    report = kb.sync(progress=lambda stage, done, total: stages.append((stage, done, total)))
+    assert (report.added, report.changed, report.removed) == ([], [], [])
+    assert [s for s in stages if s[0] == "read"] == []
+    assert fake_embedder.chunk_texts == []
+    # A racy note whose bytes did change is still read (same size, same mtime).
+    target = kb.root / "raft.md"
+    st = target.stat()
+    text = target.read_text(encoding="utf-8")
+    target.write_text(text.replace("leader", "LEADER", 1), encoding="utf-8")
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with db(kb.root) as conn:
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'sync_started'", (st.st_mtime_ns / 1e9,)
+        )
+    assert kb.sync().changed == ["raft.md"]
+
+
 def test_status_reports_stale_files_before_sync(kb: KB) -> None:
     kb.sync()
     (kb.root / "new.md").write_text("# New\n\nfresh text\n", encoding="utf-8")

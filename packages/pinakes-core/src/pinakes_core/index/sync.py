@@ -111,18 +111,32 @@ class _Planner:
         claimed: dict[str, str] = {}  # doc_id -> path, for duplicate detection
         unchanged = 0
         candidates: list[FileEntry] = []
+        racy_entries: list[FileEntry] = []  # stat as stored, written in the last sync's tick
         for entry in entries:
             known = stats.get(entry.rel)
-            if (
-                known is not None
-                and not self.rechunk
-                and known[1] == entry.stamp
-                and not is_racy(entry, racy)
-            ):
-                claimed[known[0]] = entry.rel
-                unchanged += 1
+            if known is not None and not self.rechunk and known[1] == entry.stamp:
+                if not is_racy(entry, racy):
+                    claimed[known[0]] = entry.rel
+                    unchanged += 1
+                    continue
+                racy_entries.append(entry)
                 continue
             candidates.append(entry)
+        if racy_entries:
+            # Hashed, not prepared: a first sync writes every note's sidecar after it started,
+            # so the next sync finds them all racy, and reading and parsing each again made a
+            # no-change sync at 100k notes as long as a first sync's reading (issue 38).
+            hashes = {
+                r[0]: (r[1], r[2])
+                for r in cursor.execute("SELECT path, content_hash, sidecar_hash FROM documents")
+            }
+            limit = self.preparer.max_bytes
+            for entry in racy_entries:
+                if racy_changed(entry, self.real_root, limit, *hashes[entry.rel]):
+                    candidates.append(entry)
+                else:
+                    claimed[stats[entry.rel][0]] = entry.rel
+                    unchanged += 1
         if not candidates and unchanged == len(stats):
             return plan, {}, unchanged
         rows = {r["path"]: r for r in conn.execute("SELECT * FROM documents")}
