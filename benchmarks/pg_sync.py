@@ -78,11 +78,21 @@ def embedder_factory(kind: str, dim: int) -> Callable[[], Any]:
 
 
 def timed_sync(kb: KB) -> dict[str, Any]:
+    """One sync: its wall time, the report's parts, and ``stages_s``: for each progress stage,
+    the seconds from its first tick to its last (the graph plugin's "graph links" spans its
+    link, weight and title-mention passes)."""
+    ticks: dict[str, list[float]] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        ticks.setdefault(stage, [now, now])[1] = now
+
     t0 = time.perf_counter()
-    report = kb.sync()
+    report = kb.sync(progress=progress)
     return {
         "seconds": round(time.perf_counter() - t0, 2),
         "parts_s": report.parts_s,
+        "stages_s": {stage: round(b - a, 2) for stage, (a, b) in ticks.items()},
         "added": len(report.added),
         "changed": len(report.changed),
     }

