@@ -123,16 +123,22 @@ def derive_mentions(
             )
     # Damping: each mention of a title weighs weight / (documents mentioning it); only targets
     # whose mentions changed are re-weighed.
-    count = "SELECT dst, COUNT(*) FROM edges WHERE kind = 'title-mention'"
+    # Whole statements, not one built from a shared head: tests/test_sql_dialect*.py prepare
+    # every statement of the code on both engines.
     if touched is None:
-        counts = list(conn.execute(f"{count} GROUP BY dst"))
+        counts = list(
+            conn.execute(
+                "SELECT dst, COUNT(*) FROM edges WHERE kind = 'title-mention' GROUP BY dst"
+            )
+        )
     else:
         dsts = sorted(touched)
         counts = [
             row
             for start in range(0, len(dsts), BATCH)
             for row in conn.execute(
-                f"{count} AND dst IN ({_marks(dsts[start : start + BATCH])}) GROUP BY dst",
+                "SELECT dst, COUNT(*) FROM edges WHERE kind = 'title-mention' "
+                f"AND dst IN ({_marks(dsts[start : start + BATCH])}) GROUP BY dst",
                 dsts[start : start + BATCH],
             )
         ]
