@@ -21,10 +21,8 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +31,7 @@ from typing import Any
 from pinakes_core import KB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pg_sync import DEFAULT_FOLDER, database, drop_schema, embedder_factory
+from pg_sync import DEFAULT_FOLDER, database, embedder_factory, staged_kb
 
 
 class CountingConnection:
@@ -89,15 +87,7 @@ def _edges(kb: KB) -> list[tuple[int, int, float]]:
 def measure(
     folder: Path, backend: str, url: str, rounds: int, changed: int, versions: dict[str, Derive]
 ) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix=f"pnk-mentions-{backend}-"))
-    try:
-        root = tmp / "kb"
-        shutil.copytree(folder, root, ignore=shutil.ignore_patterns(".pinakes", ".git"))
-        KB.init(root).close()
-        if backend == "postgres":
-            with (root / "pinakes.toml").open("a") as f:
-                f.write(f'\n[store]\nbackend = "postgres"\nurl = "{url}"\n')
-        kb = KB.open(root, embedder=embedder_factory("fake", 384)())
+    with staged_kb(folder, backend, url, embedder_factory("fake", 384)) as kb:
         kb.sync()
         conn = kb.store().conn
         docs = sorted(r[0] for r in conn.execute("SELECT doc_id FROM documents"))
@@ -121,12 +111,7 @@ def measure(
                     "statements": done[0][1],
                 }
         out["same_edges"] = same  # every run left the sync's edges and weights, exactly
-        kb.close()
-        if backend == "postgres":
-            drop_schema(url, kb)
         return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> int:

@@ -68,13 +68,31 @@ def database(url: str | None) -> Iterator[str]:
         server.remove()
 
 
-def drop_schema(url: str, kb: KB) -> None:
-    """Drop ``kb``'s schema from the server at ``url`` (a run leaves no index behind)."""
-    from pinakes_core.index.pgstore import PostgresStore
+@contextmanager
+def staged_kb(folder: Path, backend: str, url: str, embedder: Callable[[], Any]) -> Iterator[KB]:
+    """A KB of a fresh copy of ``folder`` on ``backend``, not synced; closed, its PostgreSQL
+    schema dropped and the copy deleted after (a run leaves no index behind)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"pnk-pgsync-{backend}-"))
+    try:
+        root = tmp / "kb"
+        shutil.copytree(folder, root, ignore=shutil.ignore_patterns(".pinakes", ".git"))
+        KB.init(root).close()
+        if backend == "postgres":
+            with (root / "pinakes.toml").open("a") as f:
+                f.write(f'\n[store]\nbackend = "postgres"\nurl = "{url}"\n')
+        kb = KB.open(root, embedder=embedder())
+        try:
+            yield kb
+        finally:
+            kb.close()
+        if backend == "postgres":
+            from pinakes_core.index.pgstore import PostgresStore
 
-    store = PostgresStore.open(url, kb.config.kb.id, create=False)
-    store.drop()
-    store.close()
+            store = PostgresStore.open(url, kb.config.kb.id, create=False)
+            store.drop()
+            store.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def embedder_factory(kind: str, dim: int) -> Callable[[], Any]:
@@ -111,15 +129,8 @@ def measure(
     folder: Path, backend: str, url: str, embedder: Callable[[], Any], rounds: int
 ) -> dict[str, Any]:
     """First, no-change and one-change sync of a copy of ``folder``, then warm search latency."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"pnk-pgsync-{backend}-"))
-    try:
-        root = tmp / "kb"
-        shutil.copytree(folder, root, ignore=shutil.ignore_patterns(".pinakes", ".git"))
-        KB.init(root).close()
-        if backend == "postgres":
-            with (root / "pinakes.toml").open("a") as f:
-                f.write(f'\n[store]\nbackend = "postgres"\nurl = "{url}"\n')
-        kb = KB.open(root, embedder=embedder())
+    with staged_kb(folder, backend, url, embedder) as kb:
+        root = kb.root
         out: dict[str, Any] = {"first": timed_sync(kb)}
         out["no change"] = timed_sync(kb)
         target = sorted(root.rglob("*.md"))[0]
@@ -140,12 +151,7 @@ def measure(
             "p50": round(statistics.median(times), 1),
             "p95": round(times[int(0.95 * (len(times) - 1))], 1),
         }
-        kb.close()
-        if backend == "postgres":
-            drop_schema(url, kb)
         return out
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> int:
