@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 FILES = {
     "raft.md": "# Raft\n\nRaft elects a leader by randomized election timeouts.\n",
-    "notes/gossip.md": "---\ntags: [protocols]\n---\n# Gossip\n\nGossip spreads state; see [[raft]].\n",
+    "notes/gossip.md": "---\ntags: [protocols]\nstatus: draft\n---\n# Gossip\n\nGossip spreads state; see [[raft]].\n",
     "notes/paxos.md": "# Paxos\n\nPaxos reaches consensus with acceptors and proposers.\n",
 }
 
@@ -192,6 +192,12 @@ def test_filters_apply_on_postgres(pg_kb: KB) -> None:
     assert hits and {h.path for h in hits} <= {"notes/gossip.md", "notes/paxos.md"}
     tagged = pg_kb.search("gossip spreads state", channels=["dense"], k=5, tags=["protocols"]).hits
     assert [h.path for h in tagged] == ["notes/gossip.md"]
+    for meta, expected in (
+        (["status=draft"], {"notes/gossip.md"}),
+        (["status!=draft"], {"raft.md", "notes/paxos.md"}),
+    ):
+        found = pg_kb.search("consensus state leader", channels=["dense"], k=5, meta=meta).hits
+        assert {h.path for h in found} == expected, meta
 
 
 def test_a_statement_the_server_refuses_is_one_sentence(pg_kb: KB) -> None:

@@ -272,8 +272,13 @@ def derive_layer(kb: Any, store: Any, changed: list[str], removed: list[str]) ->
         return
     with store.transaction() as tx:
         written = _rebuild(store, tx, kb, cfg)
-        # Texts no chunk has any more (edited away) are forgotten, as their vectors are.
-        tx.execute("DELETE FROM ner_texts WHERE embed_hash NOT IN (SELECT embed_hash FROM chunks)")
+        # Texts no chunk has any more (edited away) are forgotten, as their vectors are. NOT
+        # EXISTS (an anti join), not NOT IN (SELECT …), which PostgreSQL runs as a rescan of
+        # the chunks' hashes per text once they outgrow work_mem (> 120 s at 274k, 0.16 s so).
+        tx.execute(
+            "DELETE FROM ner_texts WHERE NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.embed_hash = ner_texts.embed_hash)"
+        )
         store.set_meta(tx, "ner_serial", str(serial))
         store.set_meta(tx, "ner_settings", settings)
         store.set_meta(tx, "ner_nodes", str(written))

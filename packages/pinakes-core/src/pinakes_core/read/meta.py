@@ -101,9 +101,11 @@ class MetaFilter:
         value = self.values[0]
         if self.op == "!=":
             # No value of the field equals it (a document without the field qualifies too).
+            # NOT EXISTS, not NOT IN (SELECT …): PostgreSQL plans it as an anti join, where a
+            # NOT IN whose rows outgrow work_mem is a rescan of them per document.
             return (
-                "d.doc_id NOT IN (SELECT doc_id FROM doc_meta WHERE key = ? "
-                "AND lower(value_text) = lower(?))",
+                "NOT EXISTS (SELECT 1 FROM doc_meta m WHERE m.doc_id = d.doc_id AND m.key = ? "
+                "AND lower(m.value_text) = lower(?))",
                 [self.key, value],
             )
         if self.op == "=":
