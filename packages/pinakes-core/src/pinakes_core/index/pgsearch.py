@@ -9,10 +9,9 @@ The search side asks a store kind for its parts in one place
   ``doc_freq``, ``idf``, ``search`` with the chunk ids a filter allows, ``len``), plus what the
   query's phrase checks read of FTS5 on SQLite (:class:`~pinakes_core.index.bm25.TextIndex`:
   rows holding a phrase, which phrases a chunk holds, which chunks hold them all, headings
-  holding one). Words are split
-  as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
-  Snowball English with no stop list (the store's ``pinakes_text``), as the store indexed
-  them. One word is
+  holding one). Words are made as SQLite's FTS5 makes them, split, folded and Porter-stemmed
+  in Python (:func:`~pinakes_core.index.stemmer.terms`), and read through the ``simple``
+  configuration, as the store indexed them. One word is
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
@@ -62,7 +61,8 @@ from pinakes_core.index.pgstore import (
     impact_sql,
     mean_length,
 )
-from pinakes_core.index.query import words
+from pinakes_core.index.query import split_cjk
+from pinakes_core.index.stemmer import terms
 from pinakes_core.index.store import VectorMatrix
 
 if TYPE_CHECKING:
@@ -80,9 +80,9 @@ _T = TypeVar("_T")
 MAX_CACHED = 50_000
 
 
-# A phrase's text for the analyser: its words as FTS5 splits them, quotes dropped.
+# A phrase's text for the analyser (``simple``): its words as FTS5 stores them, quotes dropped.
 def _text(phrase: str) -> str:
-    return " ".join(words(phrase.replace('"', " ")))
+    return " ".join(terms(split_cjk(phrase.replace('"', " "))))
 
 
 #: Per phrase (by position in the array), its distinct lexemes and each one's rows.
