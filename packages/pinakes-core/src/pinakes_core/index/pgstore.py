@@ -116,10 +116,34 @@ _IDF_SQL = (
     "CASE WHEN %(lucene)s THEN ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) "
     "ELSE greatest(ln((%(n)s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) END"
 )
+
+
+def phrase_tf_sql(tsv: str, text: str) -> str:
+    """SQL of a phrase's tf in a row, as FTS5's ``bm25()`` counts a phrase: Σ column weight.
+
+    ``text`` is the phrase's words space-joined (FTS5's, as :func:`_words` makes them) and
+    ``tsv`` the row's ``tsvector``: each position of its first word where the next words
+    follow at the next positions, with the same weight (one column: FTS5 never matches a
+    phrase across columns), counts that column's weight (:data:`_WEIGHTS`). A row that holds
+    the phrase only across two columns has tf 0.
+    """
+    weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
+    return f"""(SELECT coalesce(sum(CASE pt_s.w {weight} END), 0)::float8
+        FROM unnest({tsv}) pt_u CROSS JOIN LATERAL unnest(pt_u.positions, pt_u.weights) pt_s(pos, w)
+        WHERE pt_u.lexeme = split_part({text}, ' ', 1) AND NOT EXISTS (
+            SELECT 1 FROM unnest(string_to_array({text}, ' ')) WITH ORDINALITY pt_k(lex, j)
+            WHERE pt_k.j > 1 AND NOT EXISTS (
+                SELECT 1 FROM unnest({tsv}) pt_v
+                CROSS JOIN LATERAL unnest(pt_v.positions, pt_v.weights) pt_r(pos, w)
+                WHERE pt_v.lexeme = pt_k.lex AND pt_r.pos = pt_s.pos + pt_k.j - 1
+                      AND pt_r.w = pt_s.w)))"""
+
+
 #: The one BM25 statement (:meth:`PostgresStore.lexical`, and search's
 #: :class:`~pinakes_core.index.pgsearch.PgLexicalIndex`): BM25 of the rows holding any of
-#: ``lexemes``, plus one term per multi-word phrase of ``phrases`` scored as a word found once
-#: (its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
+#: ``lexemes``, plus one term per multi-word phrase of ``phrases`` whose tf is
+#: the weights of the columns it stands in, as FTS5 counts it (:func:`phrase_tf_sql`;
+#: its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
 #: (``n``); ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or
 #: nothing) restricts only the rows scored.
 BM25_SQL = """
@@ -127,20 +151,20 @@ WITH hits AS MATERIALIZED (
     SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
 w AS (SELECT lexeme, {idf} AS idf FROM hits GROUP BY lexeme),
 phrase_hits AS MATERIALIZED (
-    SELECT p.i, c.chunk_id, c.length
+    SELECT p.i, c.chunk_id, c.length, {phrase_tf} AS tf
     FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
     JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
 pw AS (SELECT i, {idf} AS idf FROM phrase_hits GROUP BY i),
 terms AS (
     SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
     UNION ALL
-    SELECT ph.chunk_id, pw.idf, 1.0::float8, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
+    SELECT ph.chunk_id, pw.idf, ph.tf, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
 SELECT chunk_id, sum(idf * tf * %(k1p)s
                      / (tf + %(k1)s * (1 - %(b)s + %(b)s * length / %(avg)s))) AS score
 FROM terms
 {allowed}
 GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
-""".replace("{idf}", _IDF_SQL)
+""".replace("{idf}", _IDF_SQL).replace("{phrase_tf}", phrase_tf_sql("c.tsv", "p.t"))
 
 #: BM25's row count and summed length, as a write keeps them in ``meta`` (counted if missing).
 BM25_ROWS_SQL = """
