@@ -68,6 +68,13 @@ def _class_text(points: list[int]) -> list[str]:
     return lines or ['    ""']
 
 
+def _assign(name: str, lines: list[str]) -> list[str]:
+    """``name = <lines>`` as ruff formats it: one string on the line, or several in brackets."""
+    if len(lines) == 1:
+        return [f"{name} = {lines[0].strip()}"]
+    return [f"{name} = (", *lines, ")"]
+
+
 def render(sqlite: dict[int, str]) -> str:
     """The source of ``_unicode61.py`` for SQLite's reading ``sqlite``."""
     tokens, separators, folded = [], [], {}
@@ -102,13 +109,9 @@ def render(sqlite: dict[int, str]) -> str:
             '"""',
             "",
             "#: Token characters to SQLite, separators by Python's tables (a regex class body).",
-            "TOKEN_CHARS = (",
-            *_class_text(tokens),
-            ")",
+            *_assign("TOKEN_CHARS", _class_text(tokens)),
             "#: Separators to SQLite, token characters by Python's tables.",
-            "SEPARATORS = (",
-            *_class_text(separators),
-            ")",
+            *_assign("SEPARATORS", _class_text(separators)),
             "#: Characters SQLite folds otherwise (or not at all) than Python's tables do.",
             "FOLDED = {",
             *fold_lines,

@@ -152,9 +152,7 @@ TOKEN_CHARS = (
     "\U000e0002-\U000e001f\U000e0080-\U000e00ff\U000e01f0-\U0010ffff"
 )
 #: Separators to SQLite, token characters by Python's tables.
-SEPARATORS = (
-    "\u19b0-\u19c0\u19c8-\u19c9\u1cf2-\u1cf3"
-)
+SEPARATORS = "\u19b0-\u19c0\u19c8-\u19c9\u1cf2-\u1cf3"
 #: Characters SQLite folds otherwise (or not at all) than Python's tables do.
 FOLDED = {
     "\u01e0": "\u01e1",
