@@ -144,6 +144,39 @@ def test_a_rebuild_is_swapped_in_whole(pg_kb: KB) -> None:
     assert not any(n.endswith("__next") for n in names)
 
 
+@pytest.mark.parametrize("old_words", ["pinakes_text", "english"])
+def test_a_schema_of_an_older_layout_is_rebuilt_by_the_next_sync(
+    pg_kb: KB, pg_url: str, old_words: str
+) -> None:
+    """A schema whose words PostgreSQL's Snowball made (before ``meta.layout``) is made anew."""
+    import psycopg
+
+    from pinakes_core.index.pgstore import _LAYOUT, schema_name
+
+    pg_kb.sync()
+    schema = schema_name(pg_kb.config.kb.id)
+    # As the layouts before FTS5's words left a schema: no layout row; the stop-list-free one
+    # with its text configuration (a copy of english), the first with none.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DELETE FROM {schema}.meta WHERE key = 'layout'")
+        if old_words == "pinakes_text":
+            conn.execute(f"CREATE TEXT SEARCH CONFIGURATION {schema}.pinakes_text (COPY = english)")
+    assert not pg_kb.place.current()
+    report = pg_kb.sync()
+    old = _LAYOUT.split("/")[0] + "/" + old_words
+    assert (
+        report.rebuilt == f"store schema {old} differs from this version's; rebuilt from the files"
+    )
+    assert pg_kb.place.current() and _paths(pg_kb) == set(FILES)
+    rows = pg_kb.store().conn.execute("SELECT value FROM meta WHERE key = 'layout'").fetchall()
+    assert [r[0] for r in rows] == [_LAYOUT.split("/")[1]]
+    # Its words are FTS5's now: "randomized" is "random", as SQLite's porter stores it.
+    lexemes = {
+        r[0] for r in pg_kb.store().conn.execute("SELECT DISTINCT lexeme FROM postings").fetchall()
+    }
+    assert {"random", "elect", "leader", "timeout"} <= lexemes
+
+
 def test_a_second_writer_is_refused_while_a_sync_runs(pg_kb: KB) -> None:
     pg_kb.sync()
     held, release = threading.Event(), threading.Event()

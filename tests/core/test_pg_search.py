@@ -74,9 +74,13 @@ class Pair:
 
 @pytest.fixture
 def pair(tmp_path: Path, pg_url: str) -> Iterator[Pair]:
+    yield from _pair(tmp_path, pg_url, _files())
+
+
+def _pair(tmp_path: Path, pg_url: str, files: dict[str, str]) -> Iterator[Pair]:
     from pinakes_core.index.pgstore import PostgresStore
 
-    root = make_kb(tmp_path / "kb", _files())
+    root = make_kb(tmp_path / "kb", files)
     set_config(root, "scale", "ann_min_chunks = 10")
     kb = KB.open(root, embedder=FakeHashEmbedder())
     kb.sync()
@@ -149,6 +153,41 @@ def test_bm25_on_postgres_scores_as_fts5_does(pair: Pair) -> None:
 
         lite, pg = scored("sqlite", pools[0][0]), scored("pg", pools[1][0])
         assert lite and pg == lite, query
+
+
+def _pools_agree(pair: Pair, query: str) -> None:
+    """The BM25 channel's whole pool for ``query``: the same rows, each with FTS5's score."""
+    lite_ctx, pg_ctx = pair.ctx("sqlite", query), pair.ctx("pg", query)
+    assert lite_ctx.bm25(query) and pg_ctx.bm25(query), query
+    pools = [c.lexical_ranker.pool[query] for c in (lite_ctx, pg_ctx)]
+
+    def scored(side: str, hits: list[tuple[int, float]]) -> list[tuple[float, Any]]:
+        names = pair.named(side, hits)
+        return sorted(((-round(s, 6), n) for n, (_, s) in zip(names, hits, strict=True)))
+
+    lite, pg = scored("sqlite", pools[0][0]), scored("pg", pools[1][0])
+    assert lite and pg == lite, query
+
+
+def test_a_phrase_counts_as_fts5_counts_it_in_every_column(tmp_path: Path, pg_url: str) -> None:
+    """A phrase's tf is the weight of each column it stands in, once per occurrence (issue 38).
+
+    Before, PostgreSQL scored a phrase as a word found once; FTS5 counts every occurrence at
+    its column's weight, and never across two columns (a title ending in "csv", a heading
+    starting with "parser"). Words are FTS5's on both sides, so every score is FTS5's.
+    """
+    files = {
+        "once.md": "# Once\n\nthe csv parser reads rows.\n",
+        "thrice.md": "# Thrice\n\ncsv parser, csv parser and a csv parser again.\n",
+        "heading.md": "# Heading\n\n## The csv parser\n\nreads CSV files with a parser.\n",
+        "csv-parser.md": "# CSV parser notes\n\nparsing csvs; the csv parser.\n",
+        "across.md": "# Ends with csv\n\n## Parser first\n\ntext about parsers.\n",
+        "apart.md": "# Apart\n\nparser for csv, csv then a parser.\n",
+        **{f"filler{i}.md": f"# Filler {i}\n\nrows and columns {i}.\n" for i in range(8)},
+    }
+    for pair in _pair(tmp_path, pg_url, files):
+        for query in ("the csv-parser", '"csv parser" rows', "csv parser", "csv_parser files"):
+            _pools_agree(pair, query)
 
 
 def test_bm25_on_postgres_takes_lucenes_idf_where_sqlite_takes_tantivy(pair: Pair) -> None:

@@ -9,10 +9,9 @@ The search side asks a store kind for its parts in one place
   ``doc_freq``, ``idf``, ``search`` with the chunk ids a filter allows, ``len``), plus what the
   query's phrase checks read of FTS5 on SQLite (:class:`~pinakes_core.index.bm25.TextIndex`:
   rows holding a phrase, which phrases a chunk holds, which chunks hold them all, headings
-  holding one). Words are split
-  as FTS5 splits them (:func:`~pinakes_core.index.query.words`) and stemmed by PostgreSQL's
-  Snowball English with no stop list (the store's ``pinakes_text``), as the store indexed
-  them. One word is
+  holding one). Words are made as SQLite's FTS5 makes them, split, folded and Porter-stemmed
+  in Python (:func:`~pinakes_core.index.stemmer.terms`), and read through the ``simple``
+  configuration, as the store indexed them. One word is
   one lexeme of ``postings``; a phrase of several words is ``chunks.tsv @@ phraseto_tsquery``
   (the GIN index), its words in order. The ranking is the store's BM25
   (:meth:`PostgresStore.lexical <pinakes_core.index.pgstore.PostgresStore.lexical>`: k1 1.2,
@@ -20,7 +19,8 @@ The search side asks a store kind for its parts in one place
   KB's size: FTS5's below ``[scale] bm25_index_min_chunks``, tantivy's (Lucene's) from it on,
   :func:`term_idf`) over the query's distinct lexemes,
   plus one term per phrase of several words (a quoted span, an identifier such as
-  ``csv-parser``) scored as a word found once in the rows holding it in order; a filter
+  ``csv-parser``) whose tf is the weights of the columns it stands in, as FTS5's ``bm25()``
+  counts a phrase (:func:`~pinakes_core.index.pgstore.phrase_tf_sql`); a filter
   restricts the rows scored, never the IDF (as FTS5's ``bm25()``). The lexemes of the phrases
   and their row counts are read once per store generation. Past ``[scale] bm25_max_rows``
   (a KB of more chunks whose query terms hold more rows than that in all) each term's
@@ -54,15 +54,16 @@ from pinakes_core.index.bm25 import bm25_idf
 from pinakes_core.index.lexical import ceiling_idf
 from pinakes_core.index.pgstore import (
     BM25_ARGS,
-    BM25_B,
     BM25_ROWS_SQL,
     BM25_SQL,
     IMPACT_INDEX,
     TS_CONFIG,
     impact_sql,
     mean_length,
+    phrase_tf_sql,
 )
-from pinakes_core.index.query import words
+from pinakes_core.index.query import split_cjk
+from pinakes_core.index.stemmer import terms
 from pinakes_core.index.store import VectorMatrix
 
 if TYPE_CHECKING:
@@ -80,9 +81,9 @@ _T = TypeVar("_T")
 MAX_CACHED = 50_000
 
 
-# A phrase's text for the analyser: its words as FTS5 splits them, quotes dropped.
+# A phrase's text for the analyser (``simple``): its words as FTS5 stores them, quotes dropped.
 def _text(phrase: str) -> str:
-    return " ".join(words(phrase.replace('"', " ")))
+    return " ".join(terms(split_cjk(phrase.replace('"', " "))))
 
 
 #: Per phrase (by position in the array), its distinct lexemes and each one's rows.
@@ -111,7 +112,7 @@ WITH rare_hits AS MATERIALIZED (
     FROM unnest(%(rare)s::text[], %(rare_idf)s::float8[]) w(lexeme, idf)
     JOIN postings h ON h.lexeme = w.lexeme {allowed}
     UNION ALL
-    SELECT c.chunk_id, w.idf, 1.0::float8, c.length
+    SELECT c.chunk_id, w.idf, {phrase_tf_w}, c.length
     FROM unnest(%(rare_phrases)s::text[], %(rare_phrase_idf)s::float8[]) w(t, idf)
     JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, w.t) {allowed_c}),
 partial AS MATERIALIZED (
@@ -146,14 +147,15 @@ more AS (
                / (s.tf + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
     FROM scanned s JOIN open o ON o.chunk_id = s.chunk_id
     UNION ALL
-    SELECT o.chunk_id, w.idf * %(k1p)s / (1 + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
+    SELECT o.chunk_id, w.idf * {phrase_tf_w} * %(k1p)s
+               / ({phrase_tf_w} + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
     FROM open o JOIN chunks c ON c.chunk_id = o.chunk_id
     CROSS JOIN unnest(%(common_phrases)s::text[], %(common_phrase_idf)s::float8[]) w(t, idf)
     WHERE c.tsv @@ phraseto_tsquery(%(cfg)s, w.t))
 SELECT chunk_id, sum(score) AS score
 FROM (SELECT chunk_id, score FROM open UNION ALL SELECT chunk_id, score FROM more) s
 GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
-"""
+""".replace("{phrase_tf_w}", phrase_tf_sql("c.tsv", "w.t"))
 
 
 #: Every term's weight in the chunks of ``{chosen}`` (a CTE of chunk ids with their ``seen``
@@ -169,12 +171,14 @@ _ROWS_OF = """
             ARRAY(SELECT o.chunk_id FROM {chosen} o WHERE o.seen & (1::bigint << b.i::int) = 0))) h
     WHERE b.most > 0 AND NOT b.phrase
     UNION ALL
-    SELECT c.chunk_id, b.i, b.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    SELECT c.chunk_id, b.i, b.idf * c.tf * %(k1p)s
+               / (c.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
     FROM bound b CROSS JOIN LATERAL (
-        SELECT chunk_id, length FROM chunks WHERE chunk_id = ANY(
+        SELECT chunk_id, length, {phrase_tf_b} AS tf FROM chunks WHERE chunk_id = ANY(
             ARRAY(SELECT o.chunk_id FROM {chosen} o)) AND tsv @@ phraseto_tsquery(%(cfg)s, b.lexeme)) c
-    WHERE b.most > 0 AND b.phrase"""
+    WHERE b.most > 0 AND b.phrase""".replace(
+    "{phrase_tf_b}", phrase_tf_sql("chunks.tsv", "b.lexeme")
+)
 
 #: BM25's exact top ``k`` past the budget, read best first (issue 38): one round of the
 #: threshold algorithm over the impact index (:data:`~pinakes_core.index.pgstore.IMPACT_INDEX`).
@@ -182,7 +186,7 @@ _ROWS_OF = """
 #: gets its exact weight; a row not read for ``t`` gets at most ``most``: IDF × (k1 + 1) ×
 #: ``margin`` (max(1, A / A0)) × the last impact read, or 0 once the whole list is read. A
 #: phrase of several words is read whole (its rows through ``chunks.tsv``) or not at all (at
-#: most IDF × (k1 + 1) / (1 + k1 (1 − b)), a word found once in a chunk of no length). A chunk
+#: most IDF × (k1 + 1): its tf, its columns' weights, has no bound). A chunk
 #: read for some term has a known part ``lo`` and at most ``lo`` + the ``most`` of the terms it
 #: was not read for; a chunk read for none at most Σ ``most``. The best ``k`` by ``lo`` (``top``)
 #: are scored exactly (their other terms probed through the postings' key, one index scan per
@@ -193,7 +197,8 @@ _ROWS_OF = """
 #: Not done: only the first row (θ and each term's ``most``) comes back, and the caller reads
 #: deeper. ``{impact}``: the impact expression at the index's A0; ``{allowed}``: a filter on
 #: the chunks scored (the bound is over every row, so it holds for the allowed ones).
-_TOPK_SQL = """
+_TOPK_SQL = (
+    """
 WITH t AS (
     SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[], %(depth)s::int[])
         WITH ORDINALITY t(lexeme, idf, depth, i)),
@@ -208,9 +213,11 @@ r AS MATERIALIZED (
         WHERE lexeme = t.lexeme ORDER BY {impact} DESC LIMIT t.depth) p
     UNION ALL
     SELECT %(nlex)s + ph.j, c.chunk_id, c.length, 0::float8,
-           ph.idf * 1.0::float8 * %(k1p)s
-               / (1.0::float8 + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
-    FROM ph JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, ph.t) WHERE ph.whole),
+           ph.idf * c.tf * %(k1p)s
+               / (c.tf + %(k1)s * (1 - %(b)s + %(b)s * c.length / %(avg)s))
+    FROM ph CROSS JOIN LATERAL (
+        SELECT chunk_id, length, {phrase_tf_ph} AS tf FROM chunks
+        WHERE tsv @@ phraseto_tsquery(%(cfg)s, ph.t)) c WHERE ph.whole),
 bound AS MATERIALIZED (
     SELECT t.i, t.lexeme, t.idf, false AS phrase,
            CASE WHEN coalesce(f.n, 0) < t.depth THEN 0::float8
@@ -253,8 +260,9 @@ FROM state s, ready
 UNION ALL
 (SELECT chunk_id, score, NULL, NULL, NULL, NULL, NULL FROM final
  ORDER BY score DESC, chunk_id LIMIT %(k)s)
-""".replace("{rows_of_top}", _ROWS_OF.replace("{chosen}", "top")).replace(
-    "{rows_of_open}", _ROWS_OF.replace("{chosen}", "open")
+""".replace("{phrase_tf_ph}", phrase_tf_sql("chunks.tsv", "ph.t"))
+    .replace("{rows_of_top}", _ROWS_OF.replace("{chosen}", "top"))
+    .replace("{rows_of_open}", _ROWS_OF.replace("{chosen}", "open"))
 )
 
 
@@ -423,15 +431,18 @@ class PgLexicalIndex:
     ) -> list[tuple[int, float]]:
         """The best ``limit`` rows holding any of the FTS ``phrases``, by BM25, best first.
 
-        Each word counts once however many phrases hold it; a phrase of several words also
-        counts as a term of its own in the rows holding it in order (``BM25_SQL``).
+        As FTS5 ranks its query, each phrase is a term: a phrase of one word is that word
+        (each word counts once however many phrases hold it alone), a phrase of several words
+        counts in the rows holding them in order (``BM25_SQL``), and its words count alone only
+        where a phrase names them alone (``csv_parser`` is the phrase ``csv parser`` to FTS5,
+        whose tokenizer splits at the underscore, not the words ``csv`` and ``parser``).
         ``allowed``: when given, only these chunk ids (a filter, resolved by the caller).
         """
         self._analyse(phrases)
-        lexemes = sorted({x for p in phrases for x in self._lexemes[p]})
-        if not lexemes or limit <= 0 or (allowed is not None and not allowed):
-            return []
         several = [p for p in dict.fromkeys(phrases) if self._is_phrase(p)]
+        lexemes = sorted({x for p in phrases if not self._is_phrase(p) for x in self._lexemes[p]})
+        if not (lexemes or several) or limit <= 0 or (allowed is not None and not allowed):
+            return []
         n, total = self._stats()
         self.last_split = None
         self.last_topk = None
@@ -523,7 +534,8 @@ class PgLexicalIndex:
             "cfg": TS_CONFIG,
             "avg": avg,
             "margin": max(1.0, avg / avg0),
-            "phrase_most": BM25_ARGS["k1p"] / (1.0 + BM25_ARGS["k1"] * (1.0 - BM25_B)),
+            # A phrase's tf is its columns' weights, unbounded: (k1 + 1) bounds its weight.
+            "phrase_most": BM25_ARGS["k1p"],
             "k": limit,
             **BM25_ARGS,
         }

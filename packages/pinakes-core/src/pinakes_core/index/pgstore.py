@@ -11,17 +11,21 @@ tables mirror the SQLite store's (documents, doc_tags, doc_meta, chunks, links, 
 * every text column in byte order (``COLLATE "C"``), as SQLite compares: a path filter's
   range (``path >= ? AND path < ?``) and every ``ORDER BY`` on text mean the same on a server
   whose default collation is a language's.
-* ``postings(lexeme, chunk_id, tf)``: lexical ranking. Text is split into words as the FTS5
-  side splits it (:func:`~pinakes_core.index.query.words`); PostgreSQL's text search gives
-  Snowball stemming (the schema's own ``pinakes_text`` configuration: ``english`` without its
-  stop list, :data:`TS_CONFIG`) and ``ts_rank_cd``, which
-  has no inverse document frequency: a common word counts as much as a rare one. On that
-  tokeniser this module keeps a postings table and scores BM25 in SQL (k1 1.2, b 0.75, the
-  column weights of the FTS5 channel: names 2, headings 1.5, text and identifiers 1), which
-  is what :meth:`PostgresStore.lexical` returns; :meth:`PostgresStore.ts_rank` is the stock
-  ranking, kept for the comparison in docs/scaling.md. Past ``[scale] bm25_max_rows`` chunks
-  a sync also keeps the postings ordered by their BM25 term weight (:data:`IMPACT_INDEX`,
-  :meth:`PostgresStore.ensure_impacts`), which search reads best first.
+* ``postings(lexeme, chunk_id, tf)``: lexical ranking. A text's words are the words SQLite's
+  FTS5 stores for it (:func:`~pinakes_core.index.stemmer.terms`: split, case- and
+  diacritic-folded and Porter-stemmed in Python exactly as ``porter unicode61
+  remove_diacritics 2``, CJK runs as bigrams first), read through PostgreSQL's ``simple``
+  configuration (:data:`TS_CONFIG`), which then only finds the spaces between them; a query's
+  words and phrases are made the same way. PostgreSQL's own text search gives a parser,
+  Snowball stemmers (``english``; ``porter``, which stems ``is`` to ``i`` where FTS5 leaves
+  words under three bytes alone) and ``ts_rank_cd``, which has no inverse document
+  frequency: a common word counts as much as a rare one. So this module keeps a postings
+  table and scores BM25 in SQL (k1 1.2, b 0.75, the column weights of the FTS5 channel:
+  names 2, headings 1.5, text and identifiers 1), which is what :meth:`PostgresStore.lexical`
+  returns; :meth:`PostgresStore.ts_rank` is the stock ranking, kept for the comparison in
+  docs/scaling.md. Past ``[scale] bm25_max_rows`` chunks a sync also keeps the postings
+  ordered by their BM25 term weight (:data:`IMPACT_INDEX`, :meth:`PostgresStore.ensure_impacts`),
+  which search reads best first.
 
 One writer at a time per KB: a session advisory lock keyed on the schema (:meth:`writer`).
 A transaction is PostgreSQL's own, so readers see a write whole or not at all; a rebuild is
@@ -68,7 +72,8 @@ from pinakes_core.index.backend import (
     StoreUnavailableError,
 )
 from pinakes_core.index.bm25 import BM25_K1
-from pinakes_core.index.query import query_terms, words
+from pinakes_core.index.query import query_terms, split_cjk
+from pinakes_core.index.stemmer import terms
 from pinakes_core.index.store import SCHEMA_VERSION, VectorMatrix
 
 if TYPE_CHECKING:
@@ -81,15 +86,18 @@ CONNECT_TRIES = 3
 RETRY_PAUSES = (0.5, 1.0, 2.0)
 #: BM25's length normalisation (FTS5's and Lucene's default).
 BM25_B = 0.75
-#: Text search configuration, made in each KB's schema (:data:`_TEXT_SEARCH`): PostgreSQL's
-#: ``english`` parser and Snowball English stemmer with NO stop list, so the postings hold every
-#: word FTS5 holds (``the``, ``s`` of ``partner's``): a query word PostgreSQL would drop as a
-#: stopword is then common, as on SQLite, not absent from the KB (which the confidence features
-#: read as a word the KB does not know), and a quoted phrase keeps its short words.
-TS_CONFIG = "pinakes_text"
-#: What a schema of this version is: the store's schema version and its text configuration. A
-#: schema made by an older layout (``english``'s stop list) is rebuilt by the next sync.
-_LAYOUT = f"{SCHEMA_VERSION}/{TS_CONFIG}"
+#: Text search configuration the postings and every query go through: ``simple``, which only
+#: lower-cases. The words it reads are already FTS5's (:func:`_words`,
+#: :func:`~pinakes_core.index.stemmer.terms`: split, folded and stemmed as SQLite's
+#: ``porter unicode61 remove_diacritics 2`` does), so PostgreSQL's parser only finds the
+#: spaces between them. No stop list: the postings hold every word FTS5 holds (``the``, ``s``
+#: of ``partner's``), so a common query word is common here too, not absent from the KB.
+TS_CONFIG = "simple"
+#: What a schema of this version is: the store's schema version and how its words are made
+#: (kept in ``meta.layout``). A schema of an older layout (PostgreSQL's Snowball ``english``,
+#: with or without its stop list) is rebuilt by the next sync.
+_WORDS = "fts5-porter"
+_LAYOUT = f"{SCHEMA_VERSION}/{_WORDS}"
 #: Column weights of the lexical ranking, as the FTS5 channel's: names, headings, text, idents.
 _WEIGHTS = {"A": 2.0, "B": 1.5, "C": 1.0, "D": 1.0}
 #: HNSW search breadth (pgvector's ``hnsw.ef_search``; its default of 40 caps results at 40).
@@ -108,10 +116,34 @@ _IDF_SQL = (
     "CASE WHEN %(lucene)s THEN ln(1 + (%(n)s - count(*) + 0.5) / (count(*) + 0.5)) "
     "ELSE greatest(ln((%(n)s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) END"
 )
+
+
+def phrase_tf_sql(tsv: str, text: str) -> str:
+    """SQL of a phrase's tf in a row, as FTS5's ``bm25()`` counts a phrase: Σ column weight.
+
+    ``text`` is the phrase's words space-joined (FTS5's, as :func:`_words` makes them) and
+    ``tsv`` the row's ``tsvector``: each position of its first word where the next words
+    follow at the next positions, with the same weight (one column: FTS5 never matches a
+    phrase across columns), counts that column's weight (:data:`_WEIGHTS`). A row that holds
+    the phrase only across two columns has tf 0.
+    """
+    weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
+    return f"""(SELECT coalesce(sum(CASE pt_s.w {weight} END), 0)::float8
+        FROM unnest({tsv}) pt_u CROSS JOIN LATERAL unnest(pt_u.positions, pt_u.weights) pt_s(pos, w)
+        WHERE pt_u.lexeme = split_part({text}, ' ', 1) AND NOT EXISTS (
+            SELECT 1 FROM unnest(string_to_array({text}, ' ')) WITH ORDINALITY pt_k(lex, j)
+            WHERE pt_k.j > 1 AND NOT EXISTS (
+                SELECT 1 FROM unnest({tsv}) pt_v
+                CROSS JOIN LATERAL unnest(pt_v.positions, pt_v.weights) pt_r(pos, w)
+                WHERE pt_v.lexeme = pt_k.lex AND pt_r.pos = pt_s.pos + pt_k.j - 1
+                      AND pt_r.w = pt_s.w)))"""
+
+
 #: The one BM25 statement (:meth:`PostgresStore.lexical`, and search's
 #: :class:`~pinakes_core.index.pgsearch.PgLexicalIndex`): BM25 of the rows holding any of
-#: ``lexemes``, plus one term per multi-word phrase of ``phrases`` scored as a word found once
-#: (its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
+#: ``lexemes``, plus one term per multi-word phrase of ``phrases`` whose tf is
+#: the weights of the columns it stands in, as FTS5 counts it (:func:`phrase_tf_sql`;
+#: its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
 #: (``n``); ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or
 #: nothing) restricts only the rows scored.
 BM25_SQL = """
@@ -119,20 +151,20 @@ WITH hits AS MATERIALIZED (
     SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
 w AS (SELECT lexeme, {idf} AS idf FROM hits GROUP BY lexeme),
 phrase_hits AS MATERIALIZED (
-    SELECT p.i, c.chunk_id, c.length
+    SELECT p.i, c.chunk_id, c.length, {phrase_tf} AS tf
     FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
     JOIN chunks c ON c.tsv @@ phraseto_tsquery(%(cfg)s, p.t)),
 pw AS (SELECT i, {idf} AS idf FROM phrase_hits GROUP BY i),
 terms AS (
     SELECT h.chunk_id, w.idf, h.tf, h.length FROM hits h JOIN w ON w.lexeme = h.lexeme
     UNION ALL
-    SELECT ph.chunk_id, pw.idf, 1.0::float8, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
+    SELECT ph.chunk_id, pw.idf, ph.tf, ph.length FROM phrase_hits ph JOIN pw ON pw.i = ph.i)
 SELECT chunk_id, sum(idf * tf * %(k1p)s
                      / (tf + %(k1)s * (1 - %(b)s + %(b)s * length / %(avg)s))) AS score
 FROM terms
 {allowed}
 GROUP BY chunk_id ORDER BY score DESC, chunk_id LIMIT %(k)s
-""".replace("{idf}", _IDF_SQL)
+""".replace("{idf}", _IDF_SQL).replace("{phrase_tf}", phrase_tf_sql("c.tsv", "p.t"))
 
 #: BM25's row count and summed length, as a write keeps them in ``meta`` (counted if missing).
 BM25_ROWS_SQL = """
@@ -196,13 +228,15 @@ WITH n AS (SELECT setweight(to_tsvector(%(cfg)s, %(names)s), 'A') AS tsv),
 x AS (
     SELECT x.*, n.tsv || setweight(to_tsvector(%(cfg)s, x.heading), 'B')
                || setweight(to_tsvector(%(cfg)s, x.words), 'C')
-               || setweight(to_tsvector('simple', x.idents), 'D') AS tsv
+               || setweight(to_tsvector(%(cfg)s, x.index_idents), 'D') AS tsv
     FROM n, unnest(%(ordinal)s::int[], %(heading_path)s::text[], %(text)s::text[],
                    %(idents)s::text[], %(embed_hash)s::text[], %(start_line)s::int[],
                    %(end_line)s::int[], %(tokens)s::int[], %(page_start)s::int[],
-                   %(page_end)s::int[], %(heading)s::text[], %(words)s::text[])
+                   %(page_end)s::int[], %(heading)s::text[], %(words)s::text[],
+                   %(index_idents)s::text[])
          WITH ORDINALITY x(ordinal, heading_path, text, idents, embed_hash, start_line,
-                           end_line, tokens, page_start, page_end, heading, words, i)),
+                           end_line, tokens, page_start, page_end, heading, words,
+                           index_idents, i)),
 c AS (
     INSERT INTO chunks(doc_id, ordinal, heading_path, text, idents, embed_hash, start_line,
                        end_line, tokens, page_start, page_end, tsv, length)
@@ -220,12 +254,6 @@ SELECT u.lexeme, c.chunk_id, """
 FROM c, unnest(c.tsv) u
 """
 )
-
-_TEXT_SEARCH = f"""
-CREATE TEXT SEARCH DICTIONARY pinakes_stem (TEMPLATE = snowball, Language = english);
-CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.english);
-ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG} ALTER MAPPING REPLACE english_stem WITH pinakes_stem;
-"""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT COLLATE "C" NOT NULL);
@@ -359,12 +387,22 @@ def redact(url: str) -> str:
 
 
 def _words(text: str) -> str:
-    """``text`` as the FTS5 side splits it (:func:`~pinakes_core.index.query.words`), space-joined.
+    """``text``'s words as SQLite's FTS5 stores them, space-joined.
 
-    PostgreSQL's parser alone reads ``INC-2025-041`` as ``inc``, ``-2025``, ``-041`` (signed
-    numbers), so a query for it found other incidents; split first, then stem.
+    CJK runs as bigrams first (:func:`~pinakes_core.index.query.split_cjk`), as the SQLite
+    store gives its text to FTS5, then split, folded and Porter-stemmed in Python
+    (:func:`~pinakes_core.index.stemmer.terms`), for the ``simple`` configuration, which then
+    only finds the spaces: PostgreSQL's own parser reads ``INC-2025-041`` as ``inc``,
+    ``-2025``, ``-041`` (signed numbers), and its Snowball stemmers are not FTS5's Porter.
+    A word of 2,047 bytes or more is the one PostgreSQL drops (with a NOTICE) where FTS5
+    keeps it.
     """
-    return " ".join(words(text))
+    return " ".join(terms(split_cjk(text)))
+
+
+def _query_words(text: str) -> str:
+    """A query's content words (:func:`~pinakes_core.index.query.query_terms`), as :func:`_words`."""
+    return " ".join(terms(" ".join(query_terms(text))))
 
 
 def _vector_text(vector: npt.NDArray[np.float32]) -> str:
@@ -444,16 +482,21 @@ class PostgresStore:
         ).fetchone()
         if found is None:
             return None
+        # A schema of before ``meta.layout`` made its words with a text configuration of its
+        # own (``pinakes_text``) or with ``english``: named so, it is not this layout.
         row = self.raw.execute(
             sql.SQL(
-                "SELECT m.value, (SELECT c.cfgname FROM pg_ts_config c "
+                "SELECT m.value, (SELECT l.value FROM {meta} l WHERE l.key = 'layout'), "
+                "(SELECT c.cfgname FROM pg_ts_config c "
                 "JOIN pg_namespace n ON n.oid = c.cfgnamespace "
-                "WHERE n.nspname = %s AND c.cfgname = %s) "
-                "FROM {}.meta m WHERE m.key = 'schema_version'"
-            ).format(sql.Identifier(schema)),
-            (schema, TS_CONFIG),
+                "WHERE n.nspname = %s AND c.cfgname = 'pinakes_text') "
+                "FROM {meta} m WHERE m.key = 'schema_version'"
+            ).format(meta=sql.Identifier(schema, "meta")),
+            (schema,),
         ).fetchone()
-        return None if row is None else f"{row[0]}/{row[1] or 'english'}"
+        if row is None:
+            return None
+        return f"{row[0]}/{row[1] or row[2] or 'english'}"
 
     def _home_created(self) -> str | None:
         found = self.raw.execute(
@@ -493,12 +536,11 @@ class PostgresStore:
                         sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema))
                     )
                 self._use_schema()
-                self.raw.execute(_TEXT_SEARCH)
                 self.raw.execute(_SCHEMA)
                 self.raw.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema_version', %s), "
-                    "('generation', '0'), ('created', %s)",
-                    (str(SCHEMA_VERSION), f"{time.time():.6f}"),
+                    "('generation', '0'), ('created', %s), ('layout', %s)",
+                    (str(SCHEMA_VERSION), f"{time.time():.6f}", _WORDS),
                 )
         self._use_schema()
 
@@ -833,6 +875,8 @@ class PostgresStore:
                         "heading_path": [json.dumps(list(c.heading_path)) for c in chunks],
                         "text": [c.text for c in chunks],
                         "idents": [c.idents for c in chunks],
+                        # FTS5 reads the idents as they are (no CJK split), stemmed too.
+                        "index_idents": [" ".join(terms(c.idents)) for c in chunks],
                         "embed_hash": [c.embed_hash for c in chunks],
                         "start_line": [c.start_line for c in chunks],
                         "end_line": [c.end_line for c in chunks],
@@ -1086,12 +1130,12 @@ class PostgresStore:
         ranking and search's are one. Two round trips: the query's lexemes and the counts,
         then the ranking with each hit's document.
         """
-        terms = " ".join(query_terms(text))
-        if not terms:
+        words = _query_words(text)
+        if not words:
             return []
 
         def job(conn: psycopg.Connection[Any]) -> list[ChunkHit]:
-            lexemes, n, total = _one(conn.execute(_LEXICAL_ARGS_SQL, (TS_CONFIG, terms)))
+            lexemes, n, total = _one(conn.execute(_LEXICAL_ARGS_SQL, (TS_CONFIG, words)))
             if not lexemes:
                 return []
             rows = conn.execute(
@@ -1117,8 +1161,8 @@ class PostgresStore:
         Kept to measure what text search alone gives (docs/scaling.md); search uses
         :meth:`lexical`.
         """
-        terms = " ".join(query_terms(text))
-        if not terms:
+        words = _query_words(text)
+        if not words:
             return []
         # ts_rank_cd takes weights in [0, 1]: the same ratios, halved.
         weights = "{" + ",".join(str(_WEIGHTS[w] / 2) for w in "DCBA") + "}"
@@ -1130,7 +1174,7 @@ class PostgresStore:
                 "SELECT c.chunk_id, c.doc_id, d.path, c.ordinal, ts_rank_cd(%s::float4[], c.tsv, q.q) AS s "
                 "FROM q, chunks c JOIN documents d ON d.doc_id = c.doc_id "
                 "WHERE c.tsv @@ q.q ORDER BY s DESC, c.chunk_id LIMIT %s",
-                (TS_CONFIG, terms, weights, k),
+                (TS_CONFIG, words, weights, k),
             ).fetchall()
             return [ChunkHit(int(r[0]), r[1], r[2], int(r[3]), float(r[4])) for r in rows]
 
