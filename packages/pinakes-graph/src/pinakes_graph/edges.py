@@ -344,6 +344,8 @@ def _derive_structure(
     hubs: set[int] = set()
     total = len(removed) + len(changed)
     done = 0
+    if total:  # a tick per batch, and this one when the pass begins
+        report("graph", done, total)
     for part in _slices(removed):
         hubs |= _drop_documents(conn, part, keep_doc_nodes=False)
         done += len(part)
