@@ -148,8 +148,8 @@ def test_graph_upserts_give_the_same_rows_on_both_engines(pg_store: Any, tmp_pat
     try:
         for conn in (store.conn, pg_store.conn):
             alpha, beta = ("tag", "alpha"), ("tag", "beta")
-            first = _put_nodes(conn, {alpha: "Alpha"}, [])[alpha]
-            again = _put_nodes(conn, {alpha: "Alpha (renamed)", beta: "Beta"}, [])
+            first = _put_nodes(conn, {alpha: "Alpha"})[alpha]
+            again = _put_nodes(conn, {alpha: "Alpha (renamed)", beta: "Beta"})
             other = again[beta]
             # The upsert keeps the largest weight, within one executemany and across calls.
             _put_edges(conn, [(first, other, "shared-tag", w) for w in (0.5, 0.25, 0.75)])

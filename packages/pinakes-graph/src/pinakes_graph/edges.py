@@ -94,35 +94,31 @@ def _shared_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[Nod
     return found
 
 
-def _own_nodes(conn: sqlite3.Connection, doc_ids: Sequence[str]) -> list[tuple[int, str, str]]:
-    """``(node_id, kind, key)`` of the chunk and heading nodes of ``doc_ids`` (≤ :data:`BATCH`).
+def _own_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, int]:
+    """The ids of the chunk and heading nodes among ``keys``: ``(kind, key) → node_id``.
 
-    Those are the nodes whose key falls in a document's ranges (``<doc>:…``, ``<doc>#…``),
-    reached from the documents' doc nodes: the graph makes a document's chunk and heading nodes
-    with its doc node and removes them with it (the NER layer adds chunk nodes only where this
-    plugin is not installed, and installing it derives everything from an emptied table).
+    By key through the ``nodes(kind, key)`` unique index, :data:`BATCH` keys a statement: a
+    plan that holds however stale the planner's statistics are (a first sync fills the table
+    inside its one transaction, so PostgreSQL knows nothing of its rows until it commits).
     """
-    return [
-        (int(r[0]), r[1], r[2])
-        for r in conn.execute(
-            "SELECT n.node_id, n.kind, n.key FROM nodes d JOIN nodes n ON n.kind = 'chunk' "
-            "AND n.key >= (d.key || ':') AND n.key < (d.key || ';') "
-            f"WHERE d.kind = 'doc' AND d.key IN ({_marks(doc_ids)}) "
-            "UNION ALL SELECT n.node_id, n.kind, n.key FROM nodes d JOIN nodes n "
-            "ON n.kind = 'heading' AND n.key >= (d.key || '#') AND n.key < (d.key || '$') "
-            f"WHERE d.kind = 'doc' AND d.key IN ({_marks(doc_ids)})",
-            [*doc_ids, *doc_ids],
-        )
-    ]
+    wanted = set(keys)
+    names = sorted({key for _, key in wanted})
+    found: dict[NodeKey, int] = {}
+    for part in _slices(names):
+        for node_id, kind, key in conn.execute(
+            "SELECT node_id, kind, key FROM nodes "
+            f"WHERE kind IN ('chunk', 'heading') AND key IN ({_marks(part)})",
+            part,
+        ):
+            if (kind, key) in wanted:
+                found[kind, key] = int(node_id)
+    return found
 
 
-def _put_nodes(
-    conn: sqlite3.Connection, nodes: dict[NodeKey, str], doc_ids: Sequence[str]
-) -> dict[NodeKey, int]:
+def _put_nodes(conn: sqlite3.Connection, nodes: dict[NodeKey, str]) -> dict[NodeKey, int]:
     """Ids of ``nodes`` (``(kind, key) → label``, in the order first needed), made where missing.
 
-    ``doc_ids`` (≤ :data:`BATCH`) are the documents whose chunk and heading nodes are among
-    ``nodes``, all new (the caller dropped the old ones).
+    The chunk and heading nodes among ``nodes`` are all new (the caller dropped the old ones).
 
     A doc, dir or tag node that exists keeps its id (other rows and readers' caches refer to
     it) and takes the label given; missing nodes are inserted in the order given, so a full
@@ -141,8 +137,7 @@ def _put_nodes(
     new = [k for k in shared if k not in ids]
     if new:
         ids.update((k, node_id) for k, (node_id, _) in _shared_nodes(conn, new).items())
-    if doc_ids:
-        ids.update(((kind, key), node_id) for node_id, kind, key in _own_nodes(conn, doc_ids))
+    ids.update(_own_nodes(conn, (k for k in nodes if k[0] in ("chunk", "heading"))))
     return {k: ids[k] for k in nodes}
 
 
@@ -152,30 +147,40 @@ def _drop_documents(
     """Drop what ``doc_ids`` (≤ :data:`BATCH`) own; return the tag and dir hubs they were in.
 
     Their chunk and heading nodes go (their edges cascade), and their doc nodes too unless
-    ``keep_doc_nodes``; kept doc nodes lose their tag and dir memberships.
+    ``keep_doc_nodes``; kept doc nodes lose their tag and dir memberships. A document's chunk
+    and heading nodes are those in its key ranges (``<doc>:…``, ``<doc>#…``), found from its
+    doc node: the graph makes them with it and removes them with it (the NER layer adds chunk
+    nodes only where this plugin is not installed, and installing it derives everything from an
+    emptied table). Documents without a doc node (all of them in a full derivation) own nothing.
     """
+    docs = [
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({_marks(doc_ids)})",
+            doc_ids,
+        )
+    ]
+    if not docs:
+        return set()
     hubs = {
         int(r[0])
         for r in conn.execute(
-            "DELETE FROM edges WHERE kind IN ('co-located', 'shared-tag') AND dst IN "
-            f"(SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({_marks(doc_ids)})) "
-            "RETURNING src",
-            doc_ids,
+            "DELETE FROM edges WHERE kind IN ('co-located', 'shared-tag') "
+            f"AND dst IN ({_marks(docs)}) RETURNING src",
+            docs,
         ).fetchall()  # read to the end: SQLite finishes the statement only then
     }
     conn.execute(
         "DELETE FROM nodes WHERE node_id IN (SELECT n.node_id FROM nodes d JOIN nodes n "
         "ON n.kind = 'chunk' AND n.key >= (d.key || ':') AND n.key < (d.key || ';') "
-        f"WHERE d.kind = 'doc' AND d.key IN ({_marks(doc_ids)}) "
+        f"WHERE d.node_id IN ({_marks(docs)}) "
         "UNION ALL SELECT n.node_id FROM nodes d JOIN nodes n "
         "ON n.kind = 'heading' AND n.key >= (d.key || '#') AND n.key < (d.key || '$') "
-        f"WHERE d.kind = 'doc' AND d.key IN ({_marks(doc_ids)}))",
-        [*doc_ids, *doc_ids],
+        f"WHERE d.node_id IN ({_marks(docs)}))",
+        [*docs, *docs],
     )
     if not keep_doc_nodes:
-        conn.execute(
-            f"DELETE FROM nodes WHERE kind = 'doc' AND key IN ({_marks(doc_ids)})", doc_ids
-        )
+        conn.execute(f"DELETE FROM nodes WHERE node_id IN ({_marks(docs)})", docs)
     return hubs
 
 
@@ -261,7 +266,7 @@ def _build_documents(
         joined += _plan_document(
             doc_id, docs[doc_id], chunks.get(doc_id, []), weights, nodes, planned
         )
-    ids = _put_nodes(conn, nodes, built)
+    ids = _put_nodes(conn, nodes)
     _put_edges(conn, [(ids[s], ids[d], kind, weight) for s, d, kind, weight in planned])
     return {ids[hub] for hub in joined}
 
