@@ -151,7 +151,7 @@ def test_graph_upserts_give_the_same_rows_on_both_engines(pg_store: Any, tmp_pat
             first = _put_nodes(conn, {alpha: "Alpha"})[alpha]
             again = _put_nodes(conn, {alpha: "Alpha (renamed)", beta: "Beta"})
             other = again[beta]
-            # The upsert keeps the largest weight, within one executemany and across calls.
+            # The upsert keeps the largest weight, within one call and across calls.
             _put_edges(conn, [(first, other, "shared-tag", w) for w in (0.5, 0.25, 0.75)])
             _put_edges(conn, [(first, other, "shared-tag", 0.5)])
             nodes = conn.execute("SELECT node_id, kind, key, label FROM nodes ORDER BY node_id")
