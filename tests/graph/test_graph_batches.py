@@ -328,6 +328,7 @@ def test_batched_graph_equals_the_per_document_reference(
         set_config(root, "store", f'backend = "{kb_backend}"')
     kbs = {name: KB.open(root, embedder=FakeHashEmbedder()) for name, root in roots.items()}
     ticks: list[tuple[int, int]] = []
+    doc_paths = [p for p in kb_files(ids) if p.endswith(".md")]
     try:
 
         def sync_both() -> Graph:
@@ -345,6 +346,9 @@ def test_batched_graph_equals_the_per_document_reference(
                     )
                     if name == "batched" and ticks:
                         assert ticks[-1][0] == ticks[-1][1]  # every document counted
+                        if ticks[-1][1] == len(doc_paths):  # a full derivation: a tick as it
+                            # begins, then one per batch of BATCH documents
+                            assert len(ticks) == 1 + -(-len(doc_paths) // graph_edges.BATCH)
                 found[name] = graph_of(kb)
             batched, reference = found["batched"], found["reference"]
             assert batched[0] == reference[0]  # same (kind, key, label) nodes

@@ -59,7 +59,8 @@ def _marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def _slices(values: Sequence[_T], size: int = BATCH) -> Iterator[Sequence[_T]]:
+def _slices(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    size = BATCH  # read at each call (tests set a smaller one)
     for start in range(0, len(values), size):
         yield values[start : start + size]
 
