@@ -141,20 +141,24 @@ def test_the_mirror_has_every_table_of_the_store(pg_store: Any) -> None:
 def test_graph_upserts_give_the_same_rows_on_both_engines(pg_store: Any, tmp_path: Path) -> None:
     pytest.importorskip("pinakes_graph")
     from pinakes_core.index.store import Store
-    from pinakes_graph.edges import _edge, _node
+    from pinakes_graph.edges import _put_edges, _put_nodes
 
     store = Store.open(tmp_path, create=True)
     results = []
     try:
         for conn in (store.conn, pg_store.conn):
-            first = _node(conn, "tag", "alpha", "Alpha")
-            again = _node(conn, "tag", "alpha", "Alpha (renamed)")
-            other = _node(conn, "tag", "beta", "Beta")
-            for weight in (0.5, 0.25, 0.75, 0.5):  # the upsert keeps the largest weight
-                _edge(conn, first, other, "shared-tag", weight)
+            alpha, beta = ("tag", "alpha"), ("tag", "beta")
+            first = _put_nodes(conn, {alpha: "Alpha"})[alpha]
+            again = _put_nodes(conn, {alpha: "Alpha (renamed)", beta: "Beta"})
+            other = again[beta]
+            # The upsert keeps the largest weight, within one call and across calls.
+            _put_edges(conn, [(first, other, "shared-tag", w) for w in (0.5, 0.25, 0.75)])
+            _put_edges(conn, [(first, other, "shared-tag", 0.5)])
             nodes = conn.execute("SELECT node_id, kind, key, label FROM nodes ORDER BY node_id")
             edges = conn.execute("SELECT src, dst, kind, weight FROM edges")
-            results.append((first == again, [tuple(r) for r in nodes], [tuple(r) for r in edges]))
+            results.append(
+                (first == again[alpha], [tuple(r) for r in nodes], [tuple(r) for r in edges])
+            )
     finally:
         store.close()
     assert results[0] == results[1]
