@@ -17,7 +17,7 @@ import pytest
 from conftest import FakeHashEmbedder, make_kb, set_config
 from core.pg_server import PgServer, binaries
 from pinakes_core import KB
-from pinakes_core.errors import IndexWriteError, LockError
+from pinakes_core.errors import EmptyFolderError, IndexWriteError, LockError
 from pinakes_core.index.backend import DATABASE_URL_ENV, DatabaseError
 from pinakes_core.index.store import Store
 
@@ -217,6 +217,48 @@ def test_another_machine_reads_the_team_index_without_the_files(pg_kb: KB, tmp_p
         )
     finally:
         reader.close()
+
+
+def _team_documents(pg_kb: KB, pg_url: str) -> set[str]:
+    """The paths of the index readers see now, read through a store of its own."""
+    from pinakes_core.index.pgstore import PostgresStore
+
+    store = PostgresStore.open(pg_url, pg_kb.config.kb.id, create=False)
+    try:
+        return {r[0] for r in store.conn.execute("SELECT path FROM documents").fetchall()}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("older_layout", [False, True])
+def test_a_machine_without_the_files_never_empties_the_team_index(
+    pg_kb: KB, pg_url: str, tmp_path: Path, older_layout: bool
+) -> None:
+    """A sync from a folder of only pinakes.toml stops: as asked, or because the team index
+    is of an older layout (which a reader's first search would sync to rebuild)."""
+    pg_kb.sync()
+    if older_layout:  # as an index written by a Pinakes of before FTS5's words
+        with pg_kb.store().transaction() as tx:
+            tx.execute("UPDATE meta SET value = 'pinakes_text' WHERE key = 'layout'")
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    (laptop / "pinakes.toml").write_text((pg_kb.root / "pinakes.toml").read_text())
+    reader = KB.open(laptop, embedder=FakeHashEmbedder())
+    try:
+        with pytest.raises(EmptyFolderError, match=r"holds no document.*holds 3"):
+            if older_layout:
+                reader.search("Paxos reaches consensus", channels=["dense"], k=3)
+            else:
+                reader.sync()
+    finally:
+        reader.close()
+    assert _team_documents(pg_kb, pg_url) == set(FILES)
+    assert sorted(p.name for p in laptop.iterdir()) in (
+        ["pinakes.toml"],
+        [".pinakes", "pinakes.toml"],
+    )
+    pg_kb.sync(rebuild=older_layout)  # the machine with the files still syncs it
+    assert _team_documents(pg_kb, pg_url) == set(FILES)
 
 
 def test_filters_apply_on_postgres(pg_kb: KB) -> None:

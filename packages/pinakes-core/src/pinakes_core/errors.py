@@ -11,6 +11,7 @@ __all__ = [
     "BudgetExceededError",
     "ConfigError",
     "DocumentNotFoundError",
+    "EmptyFolderError",
     "HookError",
     "IndexMissingError",
     "IndexWriteError",
@@ -80,6 +81,14 @@ class IndexWriteError(PinakesError):
     """The derived store cannot be written: its folder is read-only, or the disk is full.
 
     Reading it (search, show, status) still works; what was already indexed is unchanged.
+    """
+
+
+class EmptyFolderError(PinakesError):
+    """A sync found no document in the folder while the shared index it would replace holds some.
+
+    A machine that reads a team's index without its files (only ``pinakes.toml``) must never
+    empty that index for every other reader; the sync stops and changes nothing.
     """
 
 

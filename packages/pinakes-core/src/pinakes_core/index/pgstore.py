@@ -1350,6 +1350,7 @@ class PostgresPlace:
     """
 
     backend = "postgres"
+    shared = True
 
     def __init__(self, url: str, kb_id: str) -> None:
         self.url = url

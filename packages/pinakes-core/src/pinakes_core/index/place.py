@@ -36,6 +36,9 @@ class IndexPlace(Protocol):
 
     #: ``"sqlite"`` or ``"postgres"`` (for messages and measurements, never for branching).
     backend: str
+    #: Whether other machines read this index (a database server's): a sync from a folder
+    #: holding no document then never empties it (:class:`~pinakes_core.errors.EmptyFolderError`).
+    shared: bool
 
     def exists(self) -> bool:
         """Whether an index of the KB exists there (synced at least once)."""
@@ -132,6 +135,7 @@ class SqlitePlace:
     """The SQLite index: ``.pinakes/index.db`` and the search indexes kept beside it."""
 
     backend = "sqlite"
+    shared = False
 
     def __init__(self, root: Path) -> None:
         self.root = root

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pinakes_core.config import Config
-from pinakes_core.errors import PinakesError, UnsafeFileError
+from pinakes_core.errors import EmptyFolderError, PinakesError, UnsafeFileError
 from pinakes_core.index.backend import DatabaseErrors
 from pinakes_core.index.preparation import Plan, Preparer, digest
 from pinakes_core.index.store import Store
@@ -337,6 +337,26 @@ def _id_history(place: IndexPlace) -> dict[str, str]:
         old.close()
 
 
+def _keep_shared_index(root: Path, place: IndexPlace) -> None:
+    """Stop a sync that found no document from emptying a shared index that holds some.
+
+    A machine that reads a team's index without the files (only ``pinakes.toml``) would
+    otherwise publish an empty index, or rebuild one of another layout from nothing, for every
+    other reader (issue 38).
+
+    Raises:
+        EmptyFolderError: naming the folder, the index and what to do.
+    """
+    held = len(_id_history(place))  # the index readers see now, of any layout
+    if held:
+        raise EmptyFolderError(
+            f"{root} holds no document, while the shared {place.backend} index of this KB "
+            f"holds {held}: a sync from here would empty it for every reader, so nothing was "
+            "changed.",
+            "Run `pnk sync` on a machine that has the KB's files (or check `[sync] include`).",
+        )
+
+
 def run_sync(
     root: Path,
     config: Config,
@@ -417,6 +437,8 @@ def run_sync(
             )
             # A KB's first sync says which document files its include leaves out (a Sphinx
             # tree of .rst files would look empty); later syncs leave it to `pnk doctor`.
+            if not entries and place.shared:
+                _keep_shared_index(root, place)
             hint = not_included_hint(not_included) if store.get_meta("last_sync") is None else None
             if hint is not None:
                 sync_warnings.append(hint)
