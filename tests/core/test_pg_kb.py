@@ -237,9 +237,12 @@ def test_a_machine_without_the_files_never_empties_the_team_index(
     """A sync from a folder of only pinakes.toml stops: as asked, or because the team index
     is of an older layout (which a reader's first search would sync to rebuild)."""
     pg_kb.sync()
-    if older_layout:  # as an index written by a Pinakes of before FTS5's words
-        with pg_kb.store().transaction() as tx:
+    vectors = pg_kb.store().conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+    with pg_kb.store().transaction() as tx:
+        if older_layout:  # as an index written by a Pinakes of before FTS5's words
             tx.execute("UPDATE meta SET value = 'pinakes_text' WHERE key = 'layout'")
+        else:  # and as if the laptop's model differed: its sync would drop every vector
+            tx.execute("UPDATE meta SET value = 'another-model' WHERE key = 'model_id'")
     laptop = tmp_path / "laptop"
     laptop.mkdir()
     (laptop / "pinakes.toml").write_text((pg_kb.root / "pinakes.toml").read_text())
@@ -253,6 +256,15 @@ def test_a_machine_without_the_files_never_empties_the_team_index(
     finally:
         reader.close()
     assert _team_documents(pg_kb, pg_url) == set(FILES)
+    from pinakes_core.index.pgstore import PostgresStore
+
+    team = PostgresStore.open(pg_url, pg_kb.config.kb.id, create=False)
+    try:  # the sync's earlier writes (vectors, meta) were held and rolled back with it
+        assert team.conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == vectors
+        model = team.conn.execute("SELECT value FROM meta WHERE key = 'model_id'").fetchone()[0]
+        assert (model == "another-model") is not older_layout
+    finally:
+        team.close()
     assert sorted(p.name for p in laptop.iterdir()) in (
         ["pinakes.toml"],
         [".pinakes", "pinakes.toml"],

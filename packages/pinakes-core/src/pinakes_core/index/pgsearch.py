@@ -707,7 +707,7 @@ class PgLexicalIndex:
         ``None`` when ``text`` has no word the index holds (nothing to count by).
         """
         phrase = _text(text)
-        if not phrase or not self.lexemes(phrase):
+        if not phrase or not self.lexemes(text):  # lexemes() takes the raw text (stems once)
             return None
 
         def job(conn: Any) -> int:

@@ -128,15 +128,19 @@ def phrase_tf_sql(tsv: str, text: str) -> str:
     the phrase only across two columns has tf 0.
     """
     weight = " ".join(f"WHEN '{w}' THEN {v}" for w, v in _WEIGHTS.items())
-    return f"""(SELECT coalesce(sum(CASE pt_s.w {weight} END), 0)::float8
-        FROM unnest({tsv}) pt_u CROSS JOIN LATERAL unnest(pt_u.positions, pt_u.weights) pt_s(pos, w)
-        WHERE pt_u.lexeme = split_part({text}, ' ', 1) AND NOT EXISTS (
+    # The row's positions of the phrase's words alone, unnested once (pt_h): re-reading the
+    # whole tsvector for each word at each position cost ~5x more (0.5-0.7 ms a row).
+    return f"""(WITH pt_h AS MATERIALIZED (
+            SELECT pt_u.lexeme AS lex, pt_s.pos, pt_s.w FROM unnest({tsv}) pt_u
+            CROSS JOIN LATERAL unnest(pt_u.positions, pt_u.weights) pt_s(pos, w)
+            WHERE pt_u.lexeme = ANY(string_to_array({text}, ' ')))
+        SELECT coalesce(sum(CASE pt_f.w {weight} END), 0)::float8 FROM pt_h pt_f
+        WHERE pt_f.lex = split_part({text}, ' ', 1) AND NOT EXISTS (
             SELECT 1 FROM unnest(string_to_array({text}, ' ')) WITH ORDINALITY pt_k(lex, j)
             WHERE pt_k.j > 1 AND NOT EXISTS (
-                SELECT 1 FROM unnest({tsv}) pt_v
-                CROSS JOIN LATERAL unnest(pt_v.positions, pt_v.weights) pt_r(pos, w)
-                WHERE pt_v.lexeme = pt_k.lex AND pt_r.pos = pt_s.pos + pt_k.j - 1
-                      AND pt_r.w = pt_s.w)))"""
+                SELECT 1 FROM pt_h pt_r
+                WHERE pt_r.lex = pt_k.lex AND pt_r.pos = pt_f.pos + pt_k.j - 1
+                      AND pt_r.w = pt_f.w)))"""
 
 
 #: The one BM25 statement (:meth:`PostgresStore.lexical`, and search's

@@ -82,8 +82,12 @@ _DROPPED = str.maketrans("", "", DIACRITICS)
 #: other ASCII characters always separate tokens).
 _RUN = re.compile("[0-9A-Za-z\x80-\U0010ffff]+")
 #: Runs whose terms are kept (:func:`terms`); past this many distinct ones the memo starts
-#: again (a long sync over text of many one-off tokens: hashes, ids).
-MAX_CACHED = 500_000
+#: again (a long sync over text of many one-off tokens: hashes, ids). With runs of at most
+#: :data:`MAX_CACHED_RUN` characters the memo stays under ~25 MB in a long-lived process.
+MAX_CACHED = 100_000
+#: Longer runs are tokenised each time, not kept: one-off text (hex dumps, base64) that would
+#: fill the memo, and past 64 bytes a token is not stemmed anyway.
+MAX_CACHED_RUN = 64
 _memo: dict[str, tuple[str, ...]] = {}
 
 
@@ -343,11 +347,13 @@ def terms(text: str) -> list[str]:
     for run in _RUN.findall(text):
         found = memo.get(run)
         if found is None:
-            if len(memo) >= MAX_CACHED:
-                memo.clear()
             if run.isascii():
-                found = memo[run] = (stem(run.lower()),)
+                found = (stem(run.lower()),)
             else:
-                found = memo[run] = tuple(term(t) for t in _TOKEN.findall(run))
+                found = tuple(term(t) for t in _TOKEN.findall(run))
+            if len(run) <= MAX_CACHED_RUN:
+                if len(memo) >= MAX_CACHED:
+                    memo.clear()
+                memo[run] = found
         out.extend(found)
     return out
