@@ -147,10 +147,11 @@ more AS (
                / (s.tf + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
     FROM scanned s JOIN open o ON o.chunk_id = s.chunk_id
     UNION ALL
-    SELECT o.chunk_id, w.idf * {phrase_tf_w} * %(k1p)s
-               / ({phrase_tf_w} + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
+    SELECT o.chunk_id, w.idf * pt.tf * %(k1p)s
+               / (pt.tf + %(k1)s * (1 - %(b)s + %(b)s * o.length / %(avg)s))
     FROM open o JOIN chunks c ON c.chunk_id = o.chunk_id
     CROSS JOIN unnest(%(common_phrases)s::text[], %(common_phrase_idf)s::float8[]) w(t, idf)
+    CROSS JOIN LATERAL (SELECT {phrase_tf_w} AS tf) pt
     WHERE c.tsv @@ phraseto_tsquery(%(cfg)s, w.t))
 SELECT chunk_id, sum(score) AS score
 FROM (SELECT chunk_id, score FROM open UNION ALL SELECT chunk_id, score FROM more) s
