@@ -28,6 +28,7 @@ import numpy as np
 
 from pinakes_core.config import GraphConfig
 from pinakes_graph.mentions import derive_mentions
+from pinakes_graph.sql import marks
 
 __all__ = ["HUB_KINDS", "LINK_EDGE", "derive_edges", "heading_key"]
 
@@ -53,10 +54,6 @@ BATCH = 500
 #: A node's identity, ``(kind, key)``: what an edge is planned between before the ids exist.
 NodeKey = tuple[str, str]
 _T = TypeVar("_T")
-
-
-def _marks(values: Sequence[object]) -> str:
-    return ",".join("?" * len(values))
 
 
 def _slices(values: Sequence[_T]) -> Iterator[Sequence[_T]]:
@@ -96,7 +93,7 @@ def _shared_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[Nod
     for part in _slices(names):
         for node_id, kind, key, label in conn.execute(
             "SELECT node_id, kind, key, label FROM nodes "
-            f"WHERE kind IN ('doc', 'dir', 'tag') AND key IN ({_marks(part)})",
+            f"WHERE kind IN ('doc', 'dir', 'tag') AND key IN ({marks(part)})",
             part,
         ):
             if (kind, key) in wanted:
@@ -117,7 +114,7 @@ def _own_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[NodeKe
     for part in _slices(names):
         for node_id, kind, key in conn.execute(
             "SELECT node_id, kind, key FROM nodes "
-            f"WHERE kind IN ('chunk', 'heading') AND key IN ({_marks(part)})",
+            f"WHERE kind IN ('chunk', 'heading') AND key IN ({marks(part)})",
             part,
         ):
             if (kind, key) in wanted:
@@ -166,7 +163,7 @@ def _drop_documents(
     docs = [
         int(r[0])
         for r in conn.execute(
-            f"SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({_marks(doc_ids)})",
+            f"SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({marks(doc_ids)})",
             doc_ids,
         )
     ]
@@ -176,21 +173,21 @@ def _drop_documents(
         int(r[0])
         for r in conn.execute(
             "DELETE FROM edges WHERE kind IN ('co-located', 'shared-tag') "
-            f"AND dst IN ({_marks(docs)}) RETURNING src",
+            f"AND dst IN ({marks(docs)}) RETURNING src",
             docs,
         ).fetchall()  # read to the end: SQLite finishes the statement only then
     }
     conn.execute(
         "DELETE FROM nodes WHERE node_id IN (SELECT n.node_id FROM nodes d JOIN nodes n "
         "ON n.kind = 'chunk' AND n.key >= (d.key || ':') AND n.key < (d.key || ';') "
-        f"WHERE d.node_id IN ({_marks(docs)}) "
+        f"WHERE d.node_id IN ({marks(docs)}) "
         "UNION ALL SELECT n.node_id FROM nodes d JOIN nodes n "
         "ON n.kind = 'heading' AND n.key >= (d.key || '#') AND n.key < (d.key || '$') "
-        f"WHERE d.node_id IN ({_marks(docs)}))",
+        f"WHERE d.node_id IN ({marks(docs)}))",
         [*docs, *docs],
     )
     if not keep_doc_nodes:
-        conn.execute(f"DELETE FROM nodes WHERE node_id IN ({_marks(docs)})", docs)
+        conn.execute(f"DELETE FROM nodes WHERE node_id IN ({marks(docs)})", docs)
     return hubs
 
 
@@ -257,14 +254,14 @@ def _build_documents(
     docs = {
         r[0]: (r[1], r[2], r[3])
         for r in conn.execute(
-            f"SELECT doc_id, path, title, tags FROM documents WHERE doc_id IN ({_marks(doc_ids)})",
+            f"SELECT doc_id, path, title, tags FROM documents WHERE doc_id IN ({marks(doc_ids)})",
             doc_ids,
         )
     }
     chunks: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for doc_id, ordinal, heading_path in conn.execute(
         "SELECT doc_id, ordinal, heading_path FROM chunks "
-        f"WHERE doc_id IN ({_marks(doc_ids)}) ORDER BY doc_id, ordinal",
+        f"WHERE doc_id IN ({marks(doc_ids)}) ORDER BY doc_id, ordinal",
         doc_ids,
     ):
         chunks[doc_id].append((ordinal, heading_path))
@@ -290,14 +287,14 @@ def _relink(conn: sqlite3.Connection, doc_ids: Iterable[str], weights: GraphConf
     for part in _slices(list(dict.fromkeys(doc_ids))):
         conn.execute(
             "DELETE FROM edges WHERE kind IN ('authored', 'reverse-scan') AND src IN "
-            f"(SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({_marks(part)}))",
+            f"(SELECT node_id FROM nodes WHERE kind = 'doc' AND key IN ({marks(part)}))",
             part,
         )
         links = conn.execute(
             "SELECT s.node_id, l.origin, n.node_id FROM links l "
             "JOIN nodes s ON s.kind = 'doc' AND s.key = l.src_doc "
             "JOIN nodes n ON n.kind = 'doc' AND n.key = l.dst_doc "
-            f"WHERE l.src_doc IN ({_marks(part)}) AND l.reason IS NULL AND l.dst_doc != l.src_doc",
+            f"WHERE l.src_doc IN ({marks(part)}) AND l.reason IS NULL AND l.dst_doc != l.src_doc",
             part,
         ).fetchall()
         _put_edges(
@@ -316,18 +313,18 @@ def _reweigh(conn: sqlite3.Connection, hubs: set[int], weights: GraphConfig) -> 
         kinds = {
             int(r[0]): r[1]
             for r in conn.execute(
-                f"SELECT node_id, kind FROM nodes WHERE node_id IN ({_marks(part)})", part
+                f"SELECT node_id, kind FROM nodes WHERE node_id IN ({marks(part)})", part
             )
         }
         sizes = {
             int(r[0]): int(r[1])
             for r in conn.execute(
-                f"SELECT src, COUNT(*) FROM edges WHERE src IN ({_marks(part)}) GROUP BY src", part
+                f"SELECT src, COUNT(*) FROM edges WHERE src IN ({marks(part)}) GROUP BY src", part
             )
         }
         empty = [hub for hub in kinds if hub not in sizes]
         if empty:
-            conn.execute(f"DELETE FROM nodes WHERE node_id IN ({_marks(empty)})", empty)
+            conn.execute(f"DELETE FROM nodes WHERE node_id IN ({marks(empty)})", empty)
         weighed = [
             ((weights.co_located if kind == "dir" else weights.shared_tag) / sizes[hub], hub)
             for hub, kind in kinds.items()
@@ -396,13 +393,11 @@ def _embed_labels(
         return 0
     hashes = [hashlib.blake2b(f"label:{r[1]}".encode(), digest_size=16).hexdigest() for r in rows]
     known = set()
-    for i in range(0, len(hashes), 500):
-        part = hashes[i : i + 500]
+    for part in _slices(hashes):
         known |= {
             r[0]
             for r in conn.execute(
-                f"SELECT embed_hash FROM vectors WHERE embed_hash IN ({','.join('?' * len(part))})",
-                part,
+                f"SELECT embed_hash FROM vectors WHERE embed_hash IN ({marks(part)})", part
             )
         }
     todo = {h: r[1] for h, r in zip(hashes, rows, strict=True) if h not in known}

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from pinakes_core.index.query import STOPWORDS, words
+from pinakes_graph.sql import marks
 
 __all__ = ["derive_mentions", "mentioned", "mentioned_titles", "title_index"]
 
@@ -66,10 +67,6 @@ def mentioned(text: str, titles: dict[tuple[str, ...], set[str]]) -> set[str]:
     return found
 
 
-def _marks(values: Sequence[object]) -> str:
-    return ",".join("?" * len(values))
-
-
 def derive_mentions(
     conn: sqlite3.Connection, changed: Iterable[str], *, everything: bool, weight: float
 ) -> None:
@@ -98,12 +95,12 @@ def derive_mentions(
         part = docs[start : start + BATCH]
         if touched is not None:
             srcs = [node[d] for d in part]
-            where = f"WHERE kind = 'title-mention' AND src IN ({_marks(srcs)})"
+            where = f"WHERE kind = 'title-mention' AND src IN ({marks(srcs)})"
             touched.update(r[0] for r in conn.execute(f"SELECT dst FROM edges {where}", srcs))
             conn.execute(f"DELETE FROM edges {where}", srcs)
         texts: dict[str, list[str]] = defaultdict(list)
         for doc_id, text in conn.execute(
-            f"SELECT doc_id, text FROM chunks WHERE doc_id IN ({_marks(part)}) "
+            f"SELECT doc_id, text FROM chunks WHERE doc_id IN ({marks(part)}) "
             "ORDER BY doc_id, ordinal",
             part,
         ):
@@ -138,7 +135,7 @@ def derive_mentions(
             for start in range(0, len(dsts), BATCH)
             for row in conn.execute(
                 "SELECT dst, COUNT(*) FROM edges WHERE kind = 'title-mention' "
-                f"AND dst IN ({_marks(dsts[start : start + BATCH])}) GROUP BY dst",
+                f"AND dst IN ({marks(dsts[start : start + BATCH])}) GROUP BY dst",
                 dsts[start : start + BATCH],
             )
         ]
