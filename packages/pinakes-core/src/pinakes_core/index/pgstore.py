@@ -460,6 +460,11 @@ class PostgresStore:
         Raises:
             StoreUnavailableError: if the server does not answer after :data:`CONNECT_TRIES`.
             IndexMissingError: (without ``create``) if the KB has no schema there.
+
+        Without ``create`` a schema of any layout opens: a sync reads the ids and the
+        document count of the index it is about to replace (``sync._id_history``,
+        ``sync._keep_shared_index``), and readers go through ``KB``, which asks
+        :meth:`PostgresPlace.current` first and syncs an index of another layout.
         """
         store = cls(url, kb_id, _connect(url))
         if create:
