@@ -178,6 +178,7 @@ def fill(
     jitter: float = 0.0,
     drop: float = 0.0,
     topics: int = 1,
+    vectors: bool = True,
 ) -> dict[str, Any]:
     """Clone the synced rows server-side until ``store`` holds about ``target`` chunks.
 
@@ -188,6 +189,7 @@ def fill(
     at most a tenth of its chunks becomes ``<lexeme>~<c mod topics>`` there (as ``topics``
     subjects that share only their common words), so a question's rarer words hold about
     1 / ``topics`` of the rows they hold in a clone corpus, as in a KB of many subjects.
+    ``vectors`` false leaves the copies' vectors out (``--keep-vectors`` brings them).
     """
     from pinakes_core.index.pgstore import _one
 
@@ -227,6 +229,8 @@ def fill(
         params.update(jitter=jitter, drop=drop, topics=topics, shared=shared)
         with raw.transaction():
             for statement in _CLONE.split(";\n\n"):
+                if not vectors and "INTO vectors" in statement:
+                    continue
                 chunk = "k.chunk_id" if "INTO chunks" in statement else "p.chunk_id"
                 length = _LENGTH.replace("k_id", f"({chunk} + c * %(stride)s::bigint)")
                 raw.execute(statement.replace("{length}", length), params)
@@ -248,6 +252,89 @@ def fill(
         pass
     raw.execute("VACUUM ANALYZE")
     return out
+
+
+#: Where ``--keep-vectors`` holds the previous fill's vectors table while the schema is remade.
+_KEEP = "pinakes_scale_kept"
+
+
+def _kept(store: Any) -> bool:
+    found = store.raw.execute(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+        "AND table_name = 'vectors'",
+        (_KEEP,),
+    ).fetchone()
+    return found is not None
+
+
+def keep_vectors(store: Any) -> None:
+    """Move the filled schema's vectors table, HNSW index and all, aside before a refill.
+
+    A refill for a change of the word layout remakes every table the words touch; the vectors
+    (keyed by ``<embed_hash>~<copy>``, one model) do not change, so they and the index built
+    on them (~45 minutes at 1M here) are kept instead of drawn and built again.
+    """
+    raw = store.raw
+    with raw.transaction():
+        raw.execute(f"CREATE SCHEMA IF NOT EXISTS {_KEEP}")
+        raw.execute(f"DROP TABLE IF EXISTS {_KEEP}.vectors")
+        raw.execute(f'ALTER TABLE "{store.home}".vectors SET SCHEMA {_KEEP}')
+    log(f"vectors of {store.home} kept in {_KEEP}")
+
+
+def bring_vectors(store: Any) -> int:
+    """Put the kept vectors in place of the refill's; every chunk must find its vector."""
+    from pinakes_core.index.pgstore import _one
+
+    raw = store.raw
+    missing = int(
+        _one(
+            raw.execute(
+                f"SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {_KEEP}.vectors v WHERE v.embed_hash = c.embed_hash)"
+            )
+        )[0]
+    )
+    if missing:
+        raise SystemExit(f"{missing} chunks have no kept vector: refill without --keep-vectors")
+    with raw.transaction():
+        raw.execute("DROP TABLE vectors")
+        raw.execute(f'ALTER TABLE {_KEEP}.vectors SET SCHEMA "{store.schema}"')
+        raw.execute(f"DROP SCHEMA {_KEEP}")
+    count = int(_one(raw.execute("SELECT count(*) FROM vectors"))[0])
+    log(f"{count} kept vectors (and their index) brought back")
+    drop_orphans(store)
+    return count
+
+
+def drop_orphans(store: Any) -> int:
+    """Delete the vectors no chunk holds (a kept table's of an older chunking) and their index.
+
+    The HNSW index would still hold them: a dense search would find them, then lose them in
+    the join to the chunks, and its candidates would not be a fill's. ``ensure_ann`` makes
+    the index again over the vectors left.
+    """
+    from pinakes_core.index.pgstore import _one
+
+    raw = store.raw
+    found = int(
+        _one(
+            raw.execute(
+                "SELECT count(*) FROM vectors v WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.embed_hash = v.embed_hash)"
+            )
+        )[0]
+    )
+    if found:
+        with raw.transaction():
+            raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
+            raw.execute(
+                "DELETE FROM vectors v WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.embed_hash = v.embed_hash)"
+            )
+        raw.execute("VACUUM vectors")
+        log(f"{found} vectors no chunk holds deleted; the HNSW index is made again")
+    return found
 
 
 def open_kb(home: Path, url: str) -> Any:
@@ -312,6 +399,8 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with kb:
         if args.refill and kb.synced:
+            if args.keep_vectors:
+                keep_vectors(kb.store())
             kb.store().drop()
             kb.close()
             kb = open_kb(args.home, url)
@@ -323,9 +412,21 @@ def cmd_fill(args: argparse.Namespace) -> dict[str, Any]:
         store = kb.store()
         store.raw.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
         store.raw.execute(f"SET max_parallel_maintenance_workers = {args.workers}")
+        kept = args.keep_vectors and _kept(store)
         result.update(
-            fill(store, args.chunks, args.noise, args.batch, args.jitter, args.drop, args.topics)
+            fill(
+                store,
+                args.chunks,
+                args.noise,
+                args.batch,
+                args.jitter,
+                args.drop,
+                args.topics,
+                vectors=not kept,
+            )
         )
+        if kept:
+            result["vectors_kept"] = bring_vectors(store)
         t = time.perf_counter()
         # As a sync's refresh_indexes makes it (the dimension fixed, then the index).
         made = store.ensure_ann(0 if args.no_ann else kb.config.scale.ann_min_chunks)
@@ -550,6 +651,9 @@ def main() -> int:
     f.add_argument("--drop", type=float, default=0.0, help="drop each copied posting with this p")
     f.add_argument("--no-ann", action="store_true", help="no HNSW index (BM25 only)")
     f.add_argument("--topics", type=int, default=1, help="copies' own vocabularies (see fill)")
+    f.add_argument(
+        "--keep-vectors", action="store_true", help="with --refill: the old vectors and HNSW"
+    )
     s = sub.add_parser("search")
     s.add_argument("--rounds", type=int, default=3)
     s.add_argument("--queries", type=int, default=60)
