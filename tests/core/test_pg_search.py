@@ -501,7 +501,7 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
     # One posting a round to begin with, so the rounds and the bound are what end the read.
     monkeypatch.setattr(pgsearch, "FIRST_DEPTH", 0)
     monkeypatch.setattr(pgsearch, "GROWTH", 2)
-    monkeypatch.setattr(pgsearch, "GIVE_WAY_SHARE", 100.0)  # never give way to the split
+    monkeypatch.setattr(pgsearch, "GIVE_WAY_READ", 1e9)  # never give way to the split
     if open_max is not None:  # every chunk that may reach θ is too many: read deeper instead
         monkeypatch.setattr(pgsearch, "OPEN_MIN", open_max)
         monkeypatch.setattr(pgsearch, "OPEN_READ", open_max)
@@ -525,10 +525,10 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
             # A filter restricts the rows scored, not the IDF, nor the bound.
             _same(index.search(phrases, k, a_folder), exact_index.search(phrases, k, a_folder))
     assert read_best_first >= 20 and several_rounds
-    # Rounds that would read more than GIVE_WAY_SHARE of the rows give way to the split,
+    # Rounds that would read more than GIVE_WAY_READ budgets give way to the split,
     # whose scores are exact too, summed in another order (so equal to 1e-12, and two rows
     # tied on the exact statement may come in either order).
-    monkeypatch.setattr(pgsearch, "GIVE_WAY_SHARE", 0.0)
+    monkeypatch.setattr(pgsearch, "GIVE_WAY_READ", 0.0)
     phrases = fts_phrases("csv parser table column")
 
     def tied(hits: list[tuple[int, float]]) -> list[tuple[float, int]]:
