@@ -552,6 +552,51 @@ def test_bm25_past_the_budget_reads_best_first_and_returns_the_exact_top(
     assert not store.ensure_impacts(0) and PgLexicalIndex(store, max_rows=10).impact_avg() == 0.0
 
 
+def test_best_first_gives_way_once_its_rounds_would_read_more_than_the_budget(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pinakes_core.index import pgsearch
+    from pinakes_core.index.pgsearch import PgLexicalIndex
+    from pinakes_core.index.query import fts_phrases
+
+    store = pair.store
+    assert store.ensure_impacts(10)
+    # One posting a term to begin with, doubled each round: the rounds' reads grow slowly,
+    # so where they stop says which bound stopped them.
+    monkeypatch.setattr(pgsearch, "FIRST_DEPTH", 0)
+    monkeypatch.setattr(pgsearch, "GROWTH", 2)
+    exact_index = PgLexicalIndex(store)
+    gave_way = closed_late = 0
+    for budget in (10, 40):
+        index = PgLexicalIndex(store, max_rows=budget)
+        # The last two read a third round under a quarter of their terms' rows (the bound
+        # before): 13 postings at a budget of 10.
+        more = ["notes table column alpha", "beta column notes table"]
+        for query in [*QUERIES, "topic7 table notes", "csv parser table column", *more]:
+            phrases = fts_phrases(query)
+            for k in (1, 3, 10):
+                got = index.search(phrases, k)
+                info = index.last_topk
+                if info is None:  # not past the budget, or no best-first read
+                    continue
+                if info["gave_way"]:
+                    gave_way += 1
+                    assert index.last_split is not None, query
+                elif info["rounds"] > 1:
+                    closed_late += 1
+                    # A later round read at most the budget (the rows the split would read).
+                    assert info["read"] <= budget, (query, k, info)
+                # Exact scores either way; the split may return fewer rows (one holding only
+                # common terms is no candidate of it).
+                want = sorted(
+                    (round(s, 9) for _, s in exact_index.search(phrases, k)), reverse=True
+                )
+                assert (
+                    got and sorted((round(s, 9) for _, s in got), reverse=True) == want[: len(got)]
+                ), (query, k)
+    assert gave_way and closed_late
+
+
 def test_a_sync_past_the_budget_makes_the_impact_index_and_the_channel_reads_it(
     tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
