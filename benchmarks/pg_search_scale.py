@@ -272,7 +272,7 @@ def keep_vectors(store: Any) -> None:
 
     A refill for a change of the word layout remakes every table the words touch; the vectors
     (keyed by ``<embed_hash>~<copy>``, one model) do not change, so they and the index built
-    on them (~45 minutes at 1M here) are kept instead of drawn and built again.
+    on them (10–45 minutes at 1M here, by the load) are kept instead of drawn and built again.
     """
     raw = store.raw
     with raw.transaction():
