@@ -433,7 +433,8 @@ class PgLexicalIndex:
         """The best ``limit`` rows holding any of the FTS ``phrases``, by BM25, best first.
 
         As FTS5 ranks its query, each phrase is a term: a phrase of one word is that word
-        (each word counts once however many phrases hold it alone), a phrase of several words
+        (a stem counts once per phrase: ``parser parsers`` counts ``parser`` twice), a phrase
+        of several words
         counts in the rows holding them in order (``BM25_SQL``), and its words count alone only
         where a phrase names them alone (``csv_parser`` is the phrase ``csv parser`` to FTS5,
         whose tokenizer splits at the underscore, not the words ``csv`` and ``parser``).
@@ -441,7 +442,11 @@ class PgLexicalIndex:
         """
         self._analyse(phrases)
         several = [p for p in dict.fromkeys(phrases) if self._is_phrase(p)]
-        lexemes = sorted({x for p in phrases if not self._is_phrase(p) for x in self._lexemes[p]})
+        # Once per phrase of one word: FTS5's bm25() sums its phrases, so two phrases of one
+        # stem (``parser parsers``) count it twice (every statement takes a repeat as a term).
+        lexemes = sorted(
+            x for p in dict.fromkeys(phrases) if not self._is_phrase(p) for x in self._lexemes[p]
+        )
         if not (lexemes or several) or limit <= 0 or (allowed is not None and not allowed):
             return []
         n, total = self._stats()

@@ -149,11 +149,13 @@ def phrase_tf_sql(tsv: str, text: str) -> str:
 #: the weights of the columns it stands in, as FTS5 counts it (:func:`phrase_tf_sql`;
 #: its IDF from the rows holding it in order). IDF is :data:`_IDF_SQL`'s, over every row
 #: (``n``); ``avg`` is the rows' mean length; ``{allowed}`` (a ``WHERE`` on ``chunk_id``, or
-#: nothing) restricts only the rows scored.
+#: nothing) restricts only the rows scored. A lexeme given twice counts twice, as FTS5 sums
+#: its phrases (``parser parsers`` is the stem ``parser`` twice).
 BM25_SQL = """
 WITH hits AS MATERIALIZED (
     SELECT lexeme, chunk_id, tf, length FROM postings WHERE lexeme = ANY(%(lexemes)s::text[])),
-w AS (SELECT lexeme, {idf} AS idf FROM hits GROUP BY lexeme),
+w AS (SELECT lexeme, {idf} * (SELECT count(*) FROM unnest(%(lexemes)s::text[]) q WHERE q = lexeme)
+             AS idf FROM hits GROUP BY lexeme),
 phrase_hits AS MATERIALIZED (
     SELECT p.i, c.chunk_id, c.length, {phrase_tf} AS tf
     FROM unnest(%(phrases)s::text[]) WITH ORDINALITY p(t, i)
