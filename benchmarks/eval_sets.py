@@ -31,6 +31,12 @@ With ``--store postgres`` each set is staged in its own folder (``<set>-postgres
 ``pinakes.toml`` says ``[store] backend = "postgres"``; the database is
 ``PINAKES_DATABASE_URL``'s, or a local server started for the run (the dev group's, as the
 tests use) whose index is gone after it, so every set is synced (and embedded) in full.
+A fresh ``<set>-postgres`` folder takes the KB id and the documents' ids (``pinakes.toml``
+and the sidecars) of ``<set>`` when the cache holds it: the self-calibration samples its
+pseudo-questions by those ids, so two stagings with ids of their own calibrate on two
+samples, and their confidence figures differ for that alone (dendron's false-confidence
+.275 on one, .300–.375 on others, on one backend or the other). Run the SQLite form first
+with the same ``--cache`` to compare the backends' confidence.
 
 ``make eval`` runs the first form (``make eval EVAL_ARGS=--matrix`` the second). Progress goes
 to stderr, Markdown tables to stdout, and the whole result as JSON to ``--json`` (default
@@ -152,6 +158,24 @@ def stage(src: Path, dst: Path) -> Staged:
     return Staged(copied=copied, removed=removed, unchanged=unchanged)
 
 
+def share_ids(twin: Path, dst: Path) -> None:
+    """Give a fresh ``dst`` the KB id and document ids of ``twin``, a staging of the same set.
+
+    ``pinakes.toml`` and every sidecar are copied before ``dst`` is staged (the staging keeps
+    them); a ``dst`` that is a KB already, or a ``twin`` that is none, is left as it is.
+    """
+    from pinakes_core.config import CONFIG_FILE
+    from pinakes_core.read.sidecar import SIDECAR_SUFFIX
+
+    if (dst / CONFIG_FILE).exists() or not (twin / CONFIG_FILE).exists():
+        return
+    for rel in [CONFIG_FILE, *(r for r in _files(twin) if r.endswith(SIDECAR_SUFFIX))]:
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(twin / rel, target)
+    log(f"{dst.name}: the KB id and document ids of {twin}")
+
+
 def use_store(dst: Path, backend: str) -> None:
     """Make the staged KB's ``pinakes.toml`` say ``[store] backend = backend`` (once)."""
     from pinakes_core.config import CONFIG_FILE
@@ -207,6 +231,8 @@ def run_set(
     src = resolve_corpus(folder)
     dst = cache / (name if store == "sqlite" else f"{name}-{store}")
     started = time.perf_counter()
+    if store != "sqlite":
+        share_ids(cache / name, dst)
     staged = stage(src, dst)
     log(f"{name}: staged {src} -> {dst} ({staged.copied} copied, {staged.removed} removed)")
     if store != "sqlite":

@@ -65,6 +65,31 @@ def test_stage_mirrors_incrementally_and_keeps_the_kb(tmp_path: Path) -> None:
     assert (dst / "pinakes.toml").is_file() and (dst / ".gitignore").is_file()
 
 
+def test_a_fresh_postgres_staging_takes_the_sqlite_stagings_ids(tmp_path: Path) -> None:
+    # The self-calibration samples by the KB id and the documents' ids: two stagings of one
+    # set compare their backends' confidence only with the same ids.
+    src, cache = tmp_path / "corpus", tmp_path / "cache"
+    src.mkdir()
+    (src / "a.md").write_text("# A\n\nalpha\n")
+    (src / "b.md").write_text("# B\n\nbeta\n")
+    twin, dst = cache / "corpus", cache / "corpus-postgres"
+    es.stage(src, twin)
+    (twin / "a.md.pnk.yaml").write_text("id: 01JAAAAAAAAAAAAAAAAAAAAAAA\n")  # minted by a sync
+    es.share_ids(twin, dst)
+    es.stage(src, dst)
+    assert (dst / "pinakes.toml").read_text() == (twin / "pinakes.toml").read_text()
+    assert (dst / "a.md.pnk.yaml").read_text() == "id: 01JAAAAAAAAAAAAAAAAAAAAAAA\n"
+    assert (dst / "b.md").is_file() and not (dst / "b.md.pnk.yaml").exists()
+    # A staging that is a KB already keeps its own ids.
+    (twin / "b.md.pnk.yaml").write_text("id: 01JBBBBBBBBBBBBBBBBBBBBBBB\n")
+    es.share_ids(twin, dst)
+    assert not (dst / "b.md.pnk.yaml").exists()
+    # No twin: nothing to take, and staging makes a KB of its own.
+    alone = cache / "other-postgres"
+    es.share_ids(cache / "other", alone)
+    assert not alone.exists()
+
+
 def test_render_of_a_saved_run_names_held_out_sets() -> None:
     classes = {
         "lookup": {
