@@ -434,10 +434,10 @@ class PgLexicalIndex:
 
         As FTS5 ranks its query, each phrase is a term: a phrase of one word is that word
         (a stem counts once per phrase: ``parser parsers`` counts ``parser`` twice), a phrase
-        of several words
-        counts in the rows holding them in order (``BM25_SQL``), and its words count alone only
-        where a phrase names them alone (``csv_parser`` is the phrase ``csv parser`` to FTS5,
-        whose tokenizer splits at the underscore, not the words ``csv`` and ``parser``).
+        of several words counts in the rows holding them in order (``BM25_SQL``), and its
+        words count alone only where a phrase names them alone (``csv_parser`` is the phrase
+        ``csv parser`` to FTS5, whose tokenizer splits at the underscore, not the words ``csv``
+        and ``parser``).
         ``allowed``: when given, only these chunk ids (a filter, resolved by the caller).
         """
         self._analyse(phrases)
