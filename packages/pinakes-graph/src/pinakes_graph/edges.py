@@ -85,40 +85,25 @@ def _put_edges(conn: sqlite3.Connection, rows: Sequence[tuple[int, int, str, flo
         )
 
 
-def _shared_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, Any]:
-    """The doc, dir and tag nodes among ``keys`` that exist: ``(kind, key) → (node_id, label)``."""
-    wanted = set(keys)
-    names = sorted({key for _, key in wanted})
-    found: dict[NodeKey, Any] = {}
-    for part in _slices(names):
-        for node_id, kind, key, label in conn.execute(
-            "SELECT node_id, kind, key, label FROM nodes "
-            f"WHERE kind IN ('doc', 'dir', 'tag') AND key IN ({marks(part)})",
-            part,
-        ):
-            if (kind, key) in wanted:
-                found[kind, key] = (int(node_id), label)
-    return found
-
-
-def _own_nodes(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, int]:
-    """The ids of the chunk and heading nodes among ``keys``: ``(kind, key) → node_id``.
+def _existing(conn: sqlite3.Connection, keys: Iterable[NodeKey]) -> dict[NodeKey, Any]:
+    """The nodes among ``keys`` that exist: ``(kind, key) → (node_id, label)``.
 
     By key through the ``nodes(kind, key)`` unique index, :data:`BATCH` keys a statement: a
     plan that holds however stale the planner's statistics are (a first sync fills the table
     inside its one transaction, so PostgreSQL knows nothing of its rows until it commits).
     """
     wanted = set(keys)
+    kinds = sorted({kind for kind, _ in wanted})
     names = sorted({key for _, key in wanted})
-    found: dict[NodeKey, int] = {}
+    found: dict[NodeKey, Any] = {}
     for part in _slices(names):
-        for node_id, kind, key in conn.execute(
-            "SELECT node_id, kind, key FROM nodes "
-            f"WHERE kind IN ('chunk', 'heading') AND key IN ({marks(part)})",
-            part,
+        for node_id, kind, key, label in conn.execute(
+            "SELECT node_id, kind, key, label FROM nodes "
+            f"WHERE kind IN ({marks(kinds)}) AND key IN ({marks(part)})",
+            [*kinds, *part],
         ):
             if (kind, key) in wanted:
-                found[kind, key] = int(node_id)
+                found[kind, key] = (int(node_id), label)
     return found
 
 
@@ -131,8 +116,7 @@ def _put_nodes(conn: sqlite3.Connection, nodes: dict[NodeKey, str]) -> dict[Node
     it) and takes the label given; missing nodes are inserted in the order given, so a full
     derivation numbers them as one document at a time did.
     """
-    shared = [k for k in nodes if k[0] in ("doc", "dir", "tag")]
-    found = _shared_nodes(conn, shared)
+    found = _existing(conn, (k for k in nodes if k[0] in ("doc", "dir", "tag")))
     relabel = [(nodes[k], node_id) for k, (node_id, label) in found.items() if label != nodes[k]]
     if relabel:  # a retitled document keeps its node but not its old label
         conn.executemany("UPDATE nodes SET label = ? WHERE node_id = ?", relabel)
@@ -141,10 +125,8 @@ def _put_nodes(conn: sqlite3.Connection, nodes: dict[NodeKey, str]) -> dict[Node
     if not missing:
         return ids
     conn.executemany("INSERT INTO nodes(kind, key, label) VALUES (?, ?, ?)", missing)
-    new = [k for k in shared if k not in ids]
-    if new:
-        ids.update((k, node_id) for k, (node_id, _) in _shared_nodes(conn, new).items())
-    ids.update(_own_nodes(conn, (k for k in nodes if k[0] in ("chunk", "heading"))))
+    made = _existing(conn, ((kind, key) for kind, key, _ in missing))
+    ids.update((k, node_id) for k, (node_id, _) in made.items())
     return {k: ids[k] for k in nodes}
 
 
