@@ -53,7 +53,7 @@ def pg_url() -> Iterator[str]:
 
 def _reference_put_document(conn: Any, doc: DocumentRecord) -> None:
     """The writer before the pipeline: one statement per row, chunks then their postings."""
-    from pinakes_core.index.pgstore import _WEIGHTS, TS_CONFIG, _words
+    from pinakes_core.index.pgstore import _WEIGHTS, TS_CONFIG, index_words
     from pinakes_core.index.stemmer import terms
 
     conn.execute("DELETE FROM documents WHERE doc_id = %s OR path = %s", (doc.doc_id, doc.path))
@@ -116,9 +116,9 @@ def _reference_put_document(conn: Any, doc: DocumentRecord) -> None:
                     "page_start": c.page_start,
                     "page_end": c.page_end,
                     "cfg": TS_CONFIG,
-                    "names": _words(doc.names),
-                    "heading": _words(" › ".join(c.heading_path)),
-                    "words": _words(c.text),
+                    "names": index_words(doc.names),
+                    "heading": index_words(" › ".join(c.heading_path)),
+                    "words": index_words(c.text),
                 }
                 for c in doc.chunks
             ],
@@ -303,7 +303,7 @@ def test_the_simple_configuration_reads_the_python_words_back_exactly(pg_url: st
     """
     import psycopg
 
-    from pinakes_core.index.pgstore import _words
+    from pinakes_core.index.pgstore import index_words
 
     shapes = [
         "max_attempts __init__ foo_bar_baz _x_",
@@ -321,7 +321,7 @@ def test_the_simple_configuration_reads_the_python_words_back_exactly(pg_url: st
         for p in f.read_text(encoding="utf-8").split("\n\n")
         if p.strip()
     ]
-    texts = [_words(t) for t in [*shapes, *paragraphs]]
+    texts = [index_words(t) for t in [*shapes, *paragraphs]]
     with psycopg.connect(pg_url, autocommit=True) as conn:
         back = _read_back(conn, texts)
         assert back == [t.split() for t in texts]

@@ -59,11 +59,10 @@ from pinakes_core.index.pgstore import (
     IMPACT_INDEX,
     TS_CONFIG,
     impact_sql,
+    index_words,
     mean_length,
     phrase_tf_sql,
 )
-from pinakes_core.index.query import split_cjk
-from pinakes_core.index.stemmer import terms
 from pinakes_core.index.store import VectorMatrix
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ MAX_CACHED = 50_000
 
 # A phrase's text for the analyser (``simple``): its words as FTS5 stores them, quotes dropped.
 def _text(phrase: str) -> str:
-    return " ".join(terms(split_cjk(phrase.replace('"', " "))))
+    return index_words(phrase.replace('"', " "))
 
 
 #: Per phrase (by position in the array), its distinct lexemes and each one's rows.

@@ -87,7 +87,7 @@ RETRY_PAUSES = (0.5, 1.0, 2.0)
 #: BM25's length normalisation (FTS5's and Lucene's default).
 BM25_B = 0.75
 #: Text search configuration the postings and every query go through: ``simple``, which only
-#: lower-cases. The words it reads are already FTS5's (:func:`_words`,
+#: lower-cases. The words it reads are already FTS5's (:func:`index_words`,
 #: :func:`~pinakes_core.index.stemmer.terms`: split, folded and stemmed as SQLite's
 #: ``porter unicode61 remove_diacritics 2`` does), so PostgreSQL's parser only finds the
 #: spaces between them. No stop list: the postings hold every word FTS5 holds (``the``, ``s``
@@ -121,7 +121,7 @@ _IDF_SQL = (
 def phrase_tf_sql(tsv: str, text: str) -> str:
     """SQL of a phrase's tf in a row, as FTS5's ``bm25()`` counts a phrase: Σ column weight.
 
-    ``text`` is the phrase's words space-joined (FTS5's, as :func:`_words` makes them) and
+    ``text`` is the phrase's words space-joined (FTS5's, as :func:`index_words` makes them) and
     ``tsv`` the row's ``tsvector``: each position of its first word where the next words
     follow at the next positions, with the same weight (one column: FTS5 never matches a
     phrase across columns), counts that column's weight (:data:`_WEIGHTS`). A row that holds
@@ -392,7 +392,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _words(text: str) -> str:
+def index_words(text: str) -> str:
     """``text``'s words as SQLite's FTS5 stores them, space-joined.
 
     CJK runs as bigrams first (:func:`~pinakes_core.index.query.split_cjk`), as the SQLite
@@ -407,7 +407,7 @@ def _words(text: str) -> str:
 
 
 def _query_words(text: str) -> str:
-    """A query's content words (:func:`~pinakes_core.index.query.query_terms`), as :func:`_words`."""
+    """A query's content words (:func:`~pinakes_core.index.query.query_terms`), as :func:`index_words`."""
     return " ".join(terms(" ".join(query_terms(text))))
 
 
@@ -881,7 +881,7 @@ class PostgresStore:
                     {
                         "doc": doc.doc_id,
                         "cfg": TS_CONFIG,
-                        "names": _words(doc.names),
+                        "names": index_words(doc.names),
                         "ordinal": [c.ordinal for c in chunks],
                         "heading_path": [json.dumps(list(c.heading_path)) for c in chunks],
                         "text": [c.text for c in chunks],
@@ -894,8 +894,8 @@ class PostgresStore:
                         "tokens": [c.tokens for c in chunks],
                         "page_start": [c.page_start for c in chunks],
                         "page_end": [c.page_end for c in chunks],
-                        "heading": [_words(" › ".join(c.heading_path)) for c in chunks],
-                        "words": [_words(c.text) for c in chunks],
+                        "heading": [index_words(" › ".join(c.heading_path)) for c in chunks],
+                        "words": [index_words(c.text) for c in chunks],
                     },
                 )
             if doc.links:
