@@ -141,25 +141,19 @@ def test_bm25_on_postgres_scores_as_fts5_does(pair: Pair) -> None:
     # columns': where the stemmers agree (every word here), each row's score is FTS5's.
     assert not pair.pg.lexical().lucene
     for query in QUERIES:
-        lite_ctx, pg_ctx = pair.ctx("sqlite", query), pair.ctx("pg", query)
-        assert lite_ctx.bm25(query) and pg_ctx.bm25(query), query
-        # The whole pool: every match is there (neither list stops at its candidates).
-        pools = [c.lexical_ranker.pool[query] for c in (lite_ctx, pg_ctx)]
-        assert not pools[0][1] and not pools[1][1], query
-
-        def scored(side: str, hits: list[tuple[int, float]]) -> list[tuple[float, Any]]:
-            names = pair.named(side, hits)
-            return sorted(((-round(s, 6), n) for n, (_, s) in zip(names, hits, strict=True)))
-
-        lite, pg = scored("sqlite", pools[0][0]), scored("pg", pools[1][0])
-        assert lite and pg == lite, query
+        _pools_agree(pair, query, whole=True)
 
 
-def _pools_agree(pair: Pair, query: str) -> None:
-    """The BM25 channel's whole pool for ``query``: the same rows, each with FTS5's score."""
+def _pools_agree(pair: Pair, query: str, *, whole: bool = False) -> None:
+    """The BM25 channel's whole pool for ``query``: the same rows, each with FTS5's score.
+
+    ``whole``: also that every match is there (neither list stops at its candidates).
+    """
     lite_ctx, pg_ctx = pair.ctx("sqlite", query), pair.ctx("pg", query)
     assert lite_ctx.bm25(query) and pg_ctx.bm25(query), query
     pools = [c.lexical_ranker.pool[query] for c in (lite_ctx, pg_ctx)]
+    if whole:
+        assert not pools[0][1] and not pools[1][1], query
 
     def scored(side: str, hits: list[tuple[int, float]]) -> list[tuple[float, Any]]:
         names = pair.named(side, hits)
