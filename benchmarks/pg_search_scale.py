@@ -259,12 +259,8 @@ _KEEP = "pinakes_scale_kept"
 
 
 def _kept(store: Any) -> bool:
-    found = store.raw.execute(
-        "SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
-        "AND table_name = 'vectors'",
-        (_KEEP,),
-    ).fetchone()
-    return found is not None
+    found = store.raw.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{_KEEP}.vectors",))
+    return bool(found.fetchone()[0])
 
 
 def keep_vectors(store: Any) -> None:
@@ -308,30 +304,21 @@ def bring_vectors(store: Any) -> int:
 
 
 def drop_orphans(store: Any) -> int:
-    """Delete the vectors no chunk holds (a kept table's of an older chunking) and their index.
+    """Delete the vectors nothing uses (a kept table's of an older chunking) and their index.
 
-    The HNSW index would still hold them: a dense search would find them, then lose them in
-    the join to the chunks, and its candidates would not be a fill's. ``ensure_ann`` makes
-    the index again over the vectors left.
+    As a sync forgets them (``FORGET_VECTORS_SQL``: no chunk's and no graph label's). The HNSW
+    index would still hold them: a dense search would find them, then lose them in the join to
+    the chunks, and its candidates would not be a fill's. ``ensure_ann`` makes the index again
+    over the vectors left.
     """
-    from pinakes_core.index.pgstore import _one
+    from pinakes_core.index.sync import FORGET_VECTORS_SQL
 
     raw = store.raw
-    found = int(
-        _one(
-            raw.execute(
-                "SELECT count(*) FROM vectors v WHERE NOT EXISTS "
-                "(SELECT 1 FROM chunks c WHERE c.embed_hash = v.embed_hash)"
-            )
-        )[0]
-    )
-    if found:
-        with raw.transaction():
+    with raw.transaction():
+        found = raw.execute(FORGET_VECTORS_SQL).rowcount
+        if found:
             raw.execute("DROP INDEX IF EXISTS vectors_hnsw")
-            raw.execute(
-                "DELETE FROM vectors v WHERE NOT EXISTS "
-                "(SELECT 1 FROM chunks c WHERE c.embed_hash = v.embed_hash)"
-            )
+    if found:
         raw.execute("VACUUM vectors")
         log(f"{found} vectors no chunk holds deleted; the HNSW index is made again")
     return found

@@ -308,6 +308,16 @@ def _keep_unreadable(missing: dict[str, Any], unreadable: list[str]) -> list[str
 LINKS_RESOLVED = "10"
 
 
+#: Vectors no chunk and no graph label uses any more. Two NOT EXISTS on the indexed hashes:
+#: PostgreSQL ran NOT IN (… UNION …) as a scan per vector (42 s against 0.03 s at 27k chunks,
+#: benchmarks/pg_vector_gc.py).
+FORGET_VECTORS_SQL = (
+    "DELETE FROM vectors WHERE NOT EXISTS "
+    "(SELECT 1 FROM chunks c WHERE c.embed_hash = vectors.embed_hash) "
+    "AND NOT EXISTS (SELECT 1 FROM node_vectors n WHERE n.embed_hash = vectors.embed_hash)"
+)
+
+
 def resolve_all(conn: sqlite3.Connection, kb_id: str, kb_name: str) -> set[str]:
     """:func:`pinakes_core.read.resolution.resolve_all`, imported when a sync first needs it.
 
@@ -477,15 +487,7 @@ def run_sync(
             with store._tx(store.conn):  # invisible to queries: no generation bump
                 conn = store.conn
                 if not quiet:
-                    # Vectors no chunk and no graph label uses any more. Two NOT EXISTS on the
-                    # indexed hashes: PostgreSQL ran NOT IN (… UNION …) as a scan per vector
-                    # (42 s against 0.03 s at 27k chunks, benchmarks/pg_vector_gc.py).
-                    conn.execute(
-                        "DELETE FROM vectors WHERE NOT EXISTS "
-                        "(SELECT 1 FROM chunks c WHERE c.embed_hash = vectors.embed_hash) "
-                        "AND NOT EXISTS "
-                        "(SELECT 1 FROM node_vectors n WHERE n.embed_hash = vectors.embed_hash)"
-                    )
+                    conn.execute(FORGET_VECTORS_SQL)
                 store.set_meta(conn, "last_sync", str(time.time()))
                 # Files read and left out, as they were: status counts them as new only
                 # once they change (else a binary .md stays "1 new" after every sync).
